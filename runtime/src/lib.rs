@@ -1,0 +1,20 @@
+//! # kubeforge
+//!
+//! Declarative Kubernetes operators in Rust. A spec struct annotated with `#[custom_resource]`
+//! becomes a complete CRD kind; an impl block annotated with `#[controller]` becomes a controller
+//! that runs through shared informers, a deduplicating work queue and a retry processor.
+//!
+//! This is the only crate an operator depends on: it re-exports the macros and the Kubernetes crates
+//! it is built on ([`kube`], [`k8s_openapi`]) so that versions always match.
+//!
+//! ## Modules
+//!
+//! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
+//!   namespace per test, and CRD installation helpers.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub use k8s_openapi;
+pub use kube;
+
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -1,0 +1,70 @@
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+
+use super::TestingError;
+
+/// Server-side applies each CRD (as field manager `kubeforge-testing`) and waits until all of them
+/// are Established, so that objects of the new kinds can be created right away.
+///
+/// # Errors
+///
+/// Fails when the apiserver rejects a CRD (a non-structural schema, for example: the error carries
+/// the apiserver's message), or when a CRD is not Established within `timeout`.
+///
+/// # Examples
+///
+/// ```no_run
+/// # use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+/// # async fn doc(client: kube::Client, crd: CustomResourceDefinition) -> Result<(), kubeforge::testing::TestingError> {
+/// kubeforge::testing::apply_crds(&client, [crd], std::time::Duration::from_secs(30)).await?;
+/// # Ok(()) }
+/// ```
+pub async fn apply_crds(
+    client: &Client,
+    crds: impl IntoIterator<Item = CustomResourceDefinition>,
+    timeout: Duration,
+) -> Result<(), TestingError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply("kubeforge-testing").force();
+    let mut names = Vec::new();
+    for mut crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        // Server-side apply wants apiVersion/kind in the body and no server-owned fields.
+        crd.metadata.managed_fields = None;
+        crd.metadata.resource_version = None;
+        crd.status = None;
+        let body = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": crd.metadata,
+            "spec": crd.spec,
+        });
+        api.patch(&name, &params, &Patch::Apply(body))
+            .await
+            .map_err(TestingError::api(format!("applying CRD {name}")))?;
+        names.push(name);
+    }
+    for name in names {
+        let established = await_condition(api.clone(), &name, conditions::is_crd_established());
+        match tokio::time::timeout(timeout, established).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(TestingError::Timeout {
+                    what: format!("CRD {name} to be Established ({e})"),
+                    after: timeout,
+                });
+            }
+            Err(_) => {
+                return Err(TestingError::Timeout {
+                    what: format!("CRD {name} to be Established"),
+                    after: timeout,
+                });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! Integration-test support against a real local control plane.
+//!
+//! Kubernetes semantics — resourceVersion conflicts, watch expiry, the status subresource, CRD
+//! structural-schema validation, CEL rules, owner-reference garbage collection — cannot be mocked
+//! faithfully, so kubeforge's own tests (and your operator's) run against a real `kube-apiserver`,
+//! `etcd` and `kube-controller-manager` built from the upstream Go modules and started on loopback
+//! by `controlplane/run` (see the repository README).
+//!
+//! - [`ControlPlane::shared`] starts the plane, or reuses a running one, once per test binary.
+//! - [`TestNamespace::new`] gives a test a [`kube::Client`] and a fresh namespace, deleted when the
+//!   value is dropped (also when the test panics).
+//! - [`apply_crds`] installs CustomResourceDefinitions and waits until they are Established.
+//!
+//! # Environment
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `KUBEFORGE_TEST_KUBECONFIG` | use this kubeconfig instead of starting the local plane |
+//! | `KUBEFORGE_CONTROLPLANE` | path of the `controlplane/run` script (default: the one in this repository) |
+//! | `KUBEFORGE_KEEP_PLANE` | when set, a plane started by the tests keeps running after the test binary exits |
+//!
+//! A plane that the test binary started itself is stopped when that process exits; one that was
+//! already running (for example from `controlplane/run up`) is reused and left running.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeforge::testing::TestNamespace;
+//!
+//! # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+//! let ns = TestNamespace::new().await?;
+//! let configmaps = ns.api::<ConfigMap>();
+//! assert!(configmaps.list(&Default::default()).await?.items.is_empty());
+//! # Ok(()) }
+//! ```
+
+mod crd;
+mod error;
+mod namespace;
+mod plane;
+
+pub use crd::apply_crds;
+pub use error::TestingError;
+pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
+pub use plane::ControlPlane;

@@ -1,0 +1,58 @@
+//! Small helpers shared by the integration tests.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+
+/// A ConfigMap named `name` holding `data`.
+pub fn configmap(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        data: Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..ConfigMap::default()
+    }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, panicking with `what` after `timeout`.
+pub async fn eventually<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The HTTP status code of an API error, or a panic with the unexpected outcome.
+pub fn status_code<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> u16 {
+    match result {
+        Err(kube::Error::Api(status)) => status.code,
+        other => panic!("expected an API error status, got {other:?}"),
+    }
+}
+
+/// Whether a `get` found nothing (404); any other error fails the test.
+pub fn is_not_found<T>(result: Result<T, kube::Error>) -> bool {
+    match result {
+        Ok(_) => false,
+        Err(kube::Error::Api(status)) if status.code == 404 => true,
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+}
