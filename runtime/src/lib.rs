@@ -9,12 +9,20 @@
 //!
 //! ## Modules
 //!
+//! - [`store`]: the cache store (`Store` trait, indexed in-memory `MemoryStore`).
+//! - [`queue`]: the deduplicating, rate-limited work queue.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, and CRD installation helpers.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use k8s_openapi;
 pub use kube;
+
+mod key;
+pub mod queue;
+pub mod store;
+
+pub use key::ObjectKey;
 
 #[cfg(feature = "testing")]
 pub mod testing;

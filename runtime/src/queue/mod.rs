@@ -1,0 +1,622 @@
+//! The work queue between event handlers and reconcile workers.
+//!
+//! Semantics are client-go's `workqueue`, which controller authors rely on:
+//!
+//! - **Deduplication**: an item added several times before a worker takes it is handed out once.
+//! - **Never concurrently**: an item is handed to one worker at a time. If it is added again while
+//!   a worker holds it, it is queued once more when that worker calls [`WorkQueue::done`].
+//! - **Delays**: [`WorkQueue::add_after`] holds an item back; only its earliest due time is kept.
+//! - **Rate limiting**: [`WorkQueue::add_rate_limited`] delays by the [`RateLimiter`] (per-item
+//!   exponential backoff combined with an overall token bucket by default);
+//!   [`WorkQueue::forget`] resets an item's backoff after success.
+//! - **Shutdown**: [`WorkQueue::shutdown_with_drain`] stops handing out items and waits, up to a
+//!   grace period, for the ones in flight.
+//!
+//! Metrics hooks ([`QueueMetrics`]) see adds, depth, time spent queued, work duration and retries;
+//! unfinished work is read on demand ([`WorkQueue::unfinished_work`]).
+//!
+//! # Examples
+//!
+//! ```
+//! use kubeforge::queue::WorkQueue;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let queue = WorkQueue::new();
+//! queue.add("default/web");
+//! queue.add("default/web"); // deduplicated
+//! let item = queue.get().await.unwrap();
+//! assert_eq!(item, "default/web");
+//! assert_eq!(queue.len(), 0);
+//! queue.done(&item);
+//! # }
+//! ```
+
+mod rate_limit;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use rate_limit::{
+    ExponentialBackoff, InvalidRateLimit, MaxOf, RateLimiter, TokenBucket, default_rate_limiter,
+};
+
+/// Observes a [`WorkQueue`]; every method has a no-op default.
+pub trait QueueMetrics: Send + Sync {
+    /// An item was added (whether or not it was already queued).
+    fn added(&self) {}
+    /// The number of queued items changed.
+    fn depth(&self, _depth: usize) {}
+    /// An item was handed to a worker after waiting this long in the queue.
+    fn queued_for(&self, _wait: Duration) {}
+    /// A worker finished an item after working on it this long.
+    fn worked_for(&self, _work: Duration) {}
+    /// An item was re-added through the rate limiter.
+    fn retried(&self) {}
+}
+
+/// A [`QueueMetrics`] that records nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoMetrics;
+impl QueueMetrics for NoMetrics {}
+
+/// A deduplicating, rate-limited, delaying work queue. Cheap to clone (all clones share it).
+pub struct WorkQueue<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for WorkQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for WorkQueue<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("WorkQueue")
+            .field("queued", &state.queue.len())
+            .field("processing", &state.processing.len())
+            .field("delayed", &state.delayed.len())
+            .field("shutting_down", &state.shutting_down)
+            .finish()
+    }
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    /// Wakes workers waiting in `get` (and `shutdown_with_drain` waiting for `done`).
+    notify: Notify,
+    limiter: Box<dyn RateLimiter<T>>,
+    metrics: Arc<dyn QueueMetrics>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    /// Items that are queued or must be queued again once their worker is done.
+    dirty: HashSet<T>,
+    /// When each queued item was added (for the queue-latency metric).
+    added_at: HashMap<T, Instant>,
+    /// Items held by workers, with the time they were handed out.
+    processing: HashMap<T, Instant>,
+    /// Delayed items by due time; `seq` keeps entries with equal times distinct.
+    delayed: BTreeMap<(Instant, u64), T>,
+    delayed_index: HashMap<T, (Instant, u64)>,
+    seq: u64,
+    shutting_down: bool,
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> Default for WorkQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
+    /// A queue with client-go's default rate limiter and no metrics.
+    pub fn new() -> Self {
+        Self::with(default_rate_limiter(), Arc::new(NoMetrics))
+    }
+
+    /// A queue with the given rate limiter and metrics hooks.
+    pub fn with(limiter: impl RateLimiter<T> + 'static, metrics: Arc<dyn QueueMetrics>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    added_at: HashMap::new(),
+                    processing: HashMap::new(),
+                    delayed: BTreeMap::new(),
+                    delayed_index: HashMap::new(),
+                    seq: 0,
+                    shutting_down: false,
+                }),
+                notify: Notify::new(),
+                limiter: Box::new(limiter),
+                metrics,
+            }),
+        }
+    }
+
+    /// Queues `item` unless it is already queued; if a worker holds it, it is queued again when
+    /// the worker is done. Ignored after shutdown.
+    pub fn add(&self, item: T) {
+        let mut state = self.shared.lock();
+        if self.insert(&mut state, item) {
+            drop(state);
+            self.shared.notify.notify_one();
+        }
+    }
+
+    /// Returns whether a worker should be woken.
+    fn insert(&self, state: &mut State<T>, item: T) -> bool {
+        if state.shutting_down {
+            return false;
+        }
+        if !state.dirty.insert(item.clone()) {
+            return false;
+        }
+        self.shared.metrics.added();
+        if state.processing.contains_key(&item) {
+            return false; // re-queued by `done`
+        }
+        state.added_at.insert(item.clone(), Instant::now());
+        state.queue.push_back(item);
+        self.shared.metrics.depth(state.queue.len());
+        true
+    }
+
+    /// Queues `item` after `delay`. If it is already waiting with an earlier due time, that time
+    /// is kept; a zero delay is a plain [`WorkQueue::add`].
+    pub fn add_after(&self, item: T, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(item);
+        }
+        let due = Instant::now() + delay;
+        let mut state = self.shared.lock();
+        if state.shutting_down {
+            return;
+        }
+        if let Some(&(existing, _)) = state.delayed_index.get(&item)
+            && existing <= due
+        {
+            return;
+        }
+        if let Some(slot) = state.delayed_index.remove(&item) {
+            state.delayed.remove(&slot);
+        }
+        state.seq += 1;
+        let slot = (due, state.seq);
+        state.delayed.insert(slot, item.clone());
+        state.delayed_index.insert(item, slot);
+        drop(state);
+        // The new due time may be earlier than what sleeping workers wait for.
+        self.shared.notify.notify_waiters();
+    }
+
+    /// Queues `item` after the delay its rate limiter gives (counting one more failure).
+    pub fn add_rate_limited(&self, item: T) {
+        let delay = self.shared.limiter.when(&item);
+        self.shared.metrics.retried();
+        self.add_after(item, delay);
+    }
+
+    /// Clears `item`'s failure history, so its next backoff starts from the base delay.
+    pub fn forget(&self, item: &T) {
+        self.shared.limiter.forget(item);
+    }
+
+    /// How many times `item` has been rate-limited since it was last forgotten.
+    pub fn num_requeues(&self, item: &T) -> u32 {
+        self.shared.limiter.retries(item)
+    }
+
+    /// Waits for the next item and marks it as being processed; call [`WorkQueue::done`] with it
+    /// when finished. Returns `None` once the queue is shut down.
+    pub async fn get(&self) -> Option<T> {
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the state is inspected, so no wake-up can fall in between.
+            notified.as_mut().enable();
+            let next_due = {
+                let mut state = self.shared.lock();
+                if state.shutting_down {
+                    return None;
+                }
+                self.promote_due(&mut state);
+                if let Some(item) = state.queue.pop_front() {
+                    let now = Instant::now();
+                    state.dirty.remove(&item);
+                    if let Some(added) = state.added_at.remove(&item) {
+                        self.shared.metrics.queued_for(now - added);
+                    }
+                    state.processing.insert(item.clone(), now);
+                    self.shared.metrics.depth(state.queue.len());
+                    let more = !state.queue.is_empty();
+                    drop(state);
+                    if more {
+                        // Pass the baton: another worker may take the next item.
+                        self.shared.notify.notify_one();
+                    }
+                    return Some(item);
+                }
+                state.delayed.keys().next().map(|(due, _)| *due)
+            };
+            match next_due {
+                Some(due) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(due) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Moves delayed items whose time has come into the queue.
+    fn promote_due(&self, state: &mut State<T>) {
+        let now = Instant::now();
+        while let Some(entry) = state.delayed.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let item = entry.remove();
+            state.delayed_index.remove(&item);
+            self.insert(state, item);
+        }
+    }
+
+    /// Marks `item` as no longer processed; if it was added meanwhile, it is queued again.
+    pub fn done(&self, item: &T) {
+        let mut state = self.shared.lock();
+        let Some(started) = state.processing.remove(item) else {
+            return;
+        };
+        self.shared.metrics.worked_for(started.elapsed());
+        let requeue = state.dirty.contains(item) && !state.shutting_down;
+        if requeue {
+            state.added_at.insert(item.clone(), Instant::now());
+            state.queue.push_back(item.clone());
+            self.shared.metrics.depth(state.queue.len());
+        }
+        drop(state);
+        // Wakes a worker for the requeued item, and `shutdown_with_drain` waiting for the drain.
+        self.shared.notify.notify_waiters();
+        if requeue {
+            self.shared.notify.notify_one();
+        }
+    }
+
+    /// Number of items waiting to be handed out (not counting delayed or in-flight ones).
+    pub fn len(&self) -> usize {
+        self.shared.lock().queue.len()
+    }
+
+    /// Whether no item is waiting to be handed out.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of items held by workers right now.
+    pub fn in_flight(&self) -> usize {
+        self.shared.lock().processing.len()
+    }
+
+    /// Total time the in-flight items have been worked on so far, and the longest single one
+    /// (controller-runtime's `unfinished_work_seconds` and `longest_running_processor_seconds`).
+    pub fn unfinished_work(&self) -> (Duration, Duration) {
+        let now = Instant::now();
+        let state = self.shared.lock();
+        state
+            .processing
+            .values()
+            .map(|started| now - *started)
+            .fold((Duration::ZERO, Duration::ZERO), |(total, longest), d| {
+                (total + d, longest.max(d))
+            })
+    }
+
+    /// Stops the queue at once: later adds are ignored and [`WorkQueue::get`] returns `None`.
+    pub fn shutdown(&self) {
+        self.shared.lock().shutting_down = true;
+        self.shared.notify.notify_waiters();
+    }
+
+    /// Whether [`WorkQueue::shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.lock().shutting_down
+    }
+
+    /// Shuts down, then waits until workers have called [`WorkQueue::done`] for every in-flight
+    /// item, or `grace` has passed. Returns whether all in-flight work finished in time.
+    pub async fn shutdown_with_drain(&self, grace: Duration) -> bool {
+        self.shutdown();
+        let deadline = Instant::now() + grace;
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.in_flight() == 0 {
+                return true;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return self.in_flight() == 0,
+            }
+        }
+    }
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        // Every critical section leaves the state consistent before anything can panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    async fn next(queue: &WorkQueue<&'static str>) -> Option<&'static str> {
+        tokio::time::timeout(Duration::from_secs(3600 * 24 * 365), queue.get())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Whether `get` would return something without time passing.
+    async fn ready(queue: &WorkQueue<&'static str>) -> Option<&'static str> {
+        tokio::time::timeout(Duration::from_millis(1), queue.get())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_deduplicate_and_keep_order() {
+        let q = WorkQueue::new();
+        q.add("a");
+        q.add("b");
+        q.add("a");
+        assert_eq!(q.len(), 2);
+        assert_eq!(next(&q).await, Some("a"));
+        assert_eq!(next(&q).await, Some("b"));
+        assert_eq!(ready(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_not_hand_out_an_item_in_flight_but_rerun_it_after_done() {
+        let q = WorkQueue::new();
+        q.add("a");
+        let a = next(&q).await.unwrap();
+        q.add("a");
+        q.add("a");
+        assert_eq!(
+            ready(&q).await,
+            None,
+            "held by a worker: not handed out again"
+        );
+        q.done(&a);
+        assert_eq!(ready(&q).await, Some("a"), "re-run once after done");
+        q.done(&"a");
+        assert_eq!(ready(&q).await, None, "and only once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_release_delayed_items_when_due_keeping_the_earliest() {
+        let q = WorkQueue::new();
+        q.add_after("late", Duration::from_secs(10));
+        q.add_after("soon", Duration::from_secs(5));
+        q.add_after("soon", Duration::from_secs(20)); // later duplicate: ignored
+        let start = Instant::now();
+        assert_eq!(next(&q).await, Some("soon"));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert_eq!(next(&q).await, Some("late"));
+        assert_eq!(start.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_wake_a_sleeping_worker_for_an_earlier_delay() {
+        let q = WorkQueue::new();
+        q.add_after("late", Duration::from_secs(60));
+        let worker = tokio::spawn({
+            let q = q.clone();
+            async move {
+                let item = q.get().await;
+                (item, Instant::now())
+            }
+        });
+        tokio::task::yield_now().await;
+        let start = Instant::now();
+        q.add_after("early", Duration::from_secs(1));
+        let (item, at) = worker.await.unwrap();
+        assert_eq!(item, Some("early"));
+        assert_eq!(at - start, Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_keep_a_delayed_copy_after_a_plain_add() {
+        let q = WorkQueue::new();
+        q.add_after("a", Duration::from_secs(60));
+        q.add("a");
+        assert_eq!(ready(&q).await, Some("a"));
+        q.done(&"a");
+        assert_eq!(ready(&q).await, None);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(
+            ready(&q).await,
+            Some("a"),
+            "the requested requeue still happens"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_count_requeues_until_forgotten() {
+        let q = WorkQueue::new();
+        q.add_rate_limited("a");
+        q.add_rate_limited("a");
+        assert_eq!(q.num_requeues(&"a"), 2);
+        q.forget(&"a");
+        assert_eq!(q.num_requeues(&"a"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_apply_backoff_delays_in_sequence() {
+        let q = WorkQueue::new();
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            let before = Instant::now();
+            q.add_rate_limited("a");
+            let a = next(&q).await.unwrap();
+            waits.push(before.elapsed());
+            q.done(&a);
+        }
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(waits, [ms(5), ms(10), ms(20), ms(40)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_stop_handing_out_after_shutdown() {
+        let q = WorkQueue::new();
+        let waiting = tokio::spawn({
+            let q = q.clone();
+            async move { q.get().await }
+        });
+        tokio::task::yield_now().await;
+        q.shutdown();
+        assert_eq!(waiting.await.unwrap(), None);
+        q.add("a");
+        assert!(q.is_empty(), "adds after shutdown are ignored");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_with_drain_should_wait_for_in_flight_work_within_grace() {
+        let q = WorkQueue::new();
+        q.add("a");
+        let a = next(&q).await.unwrap();
+        let finisher = tokio::spawn({
+            let q = q.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                q.done(&a);
+            }
+        });
+        let start = Instant::now();
+        assert!(q.shutdown_with_drain(Duration::from_secs(10)).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        finisher.await.unwrap();
+
+        let q = WorkQueue::new();
+        q.add("stuck");
+        let _stuck = next(&q).await.unwrap();
+        let start = Instant::now();
+        assert!(!q.shutdown_with_drain(Duration::from_secs(5)).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_never_run_one_item_concurrently_under_load() {
+        let q = WorkQueue::new();
+        let running = Arc::new(Mutex::new(HashSet::new()));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..8 {
+            let (q, running, runs) = (q.clone(), running.clone(), runs.clone());
+            workers.push(tokio::spawn(async move {
+                while let Some(item) = q.get().await {
+                    assert!(
+                        running.lock().unwrap().insert(item),
+                        "{item} ran twice at once"
+                    );
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    running.lock().unwrap().remove(&item);
+                    runs.fetch_add(1, Ordering::SeqCst);
+                    q.done(&item);
+                }
+            }));
+        }
+        for round in 0..50 {
+            for item in ["a", "b", "c"] {
+                q.add(item);
+            }
+            if round % 2 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(q.shutdown_with_drain(Duration::from_secs(1)).await);
+        for w in workers {
+            w.await.unwrap();
+        }
+        let runs = runs.load(Ordering::SeqCst);
+        assert!(
+            (3..=150).contains(&runs),
+            "deduplicated: {runs} runs for 150 adds"
+        );
+    }
+
+    #[derive(Default)]
+    struct Recorder {
+        adds: AtomicUsize,
+        retries: AtomicUsize,
+        max_depth: AtomicUsize,
+        queued: Mutex<Vec<Duration>>,
+        worked: Mutex<Vec<Duration>>,
+    }
+    impl QueueMetrics for Recorder {
+        fn added(&self) {
+            self.adds.fetch_add(1, Ordering::SeqCst);
+        }
+        fn depth(&self, depth: usize) {
+            self.max_depth.fetch_max(depth, Ordering::SeqCst);
+        }
+        fn queued_for(&self, wait: Duration) {
+            self.queued.lock().unwrap().push(wait);
+        }
+        fn worked_for(&self, work: Duration) {
+            self.worked.lock().unwrap().push(work);
+        }
+        fn retried(&self) {
+            self.retries.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_should_report_metrics_and_unfinished_work() {
+        let metrics = Arc::new(Recorder::default());
+        let q = WorkQueue::with(default_rate_limiter(), metrics.clone());
+        q.add("a");
+        q.add("b");
+        q.add("a");
+        tokio::time::advance(Duration::from_millis(30)).await;
+        let a = next(&q).await.unwrap();
+        tokio::time::advance(Duration::from_millis(70)).await;
+        assert_eq!(
+            q.unfinished_work(),
+            (Duration::from_millis(70), Duration::from_millis(70))
+        );
+        q.done(&a);
+        q.add_rate_limited("c");
+        assert_eq!(
+            metrics.adds.load(Ordering::SeqCst),
+            2,
+            "a duplicate add is not counted"
+        );
+        assert_eq!(metrics.retries.load(Ordering::SeqCst), 1);
+        assert_eq!(metrics.max_depth.load(Ordering::SeqCst), 2);
+        assert_eq!(*metrics.queued.lock().unwrap(), [Duration::from_millis(30)]);
+        assert_eq!(*metrics.worked.lock().unwrap(), [Duration::from_millis(70)]);
+    }
+}
