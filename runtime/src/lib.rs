@@ -11,6 +11,10 @@
 //!
 //! - [`store`]: the cache store (`Store` trait, indexed in-memory `MemoryStore`).
 //! - [`queue`]: the deduplicating, rate-limited work queue.
+//! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
+//! - [`cache`]: the shared informer registry of a manager.
+//! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
+//! - [`controller`]: `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, and CRD installation helpers.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -18,11 +22,17 @@
 pub use k8s_openapi;
 pub use kube;
 
+pub mod cache;
+pub mod client;
+pub mod controller;
+pub mod informer;
 mod key;
 pub mod queue;
+mod scope;
 pub mod store;
 
 pub use key::ObjectKey;
+pub use scope::Scoped;
 
 #[cfg(feature = "testing")]
 pub mod testing;

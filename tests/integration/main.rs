@@ -7,4 +7,5 @@
 
 mod support;
 
+mod controller;
 mod controlplane;

@@ -1,0 +1,301 @@
+//! The shared cache: one [`Informer`] per (kind, namespace, selectors) for a whole manager.
+//!
+//! Controllers ask the [`Cache`] for informers instead of creating their own, so two controllers
+//! that both watch Deployments in all namespaces share one watch connection and one copy of
+//! every Deployment in memory. The first request for a given key decides the informer's other
+//! options (resync period, transform).
+//!
+//! Informers requested before [`Cache::start`] start with it; informers requested later start
+//! at once.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use kube::{Api, Client};
+//! use kubeforge::cache::Cache;
+//! use kubeforge::informer::InformerConfig;
+//!
+//! # async fn doc(client: Client) {
+//! let cache = Cache::new(client.clone());
+//! let a = cache.informer(Api::<Deployment>::all(client.clone()), InformerConfig::default());
+//! let b = cache.informer(Api::<Deployment>::all(client), InformerConfig::default());
+//! assert!(std::sync::Arc::ptr_eq(&a, &b));
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! cache.start(shutdown.clone());
+//! cache.wait_for_sync().await;
+//! # }
+//! ```
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::informer::{Informer, InformerConfig};
+use crate::store::Store;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct InformerKey {
+    kind: TypeId,
+    url: String,
+    labels: Option<String>,
+    fields: Option<String>,
+}
+
+/// Health of one informer, as reported by [`Cache::sync_status`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InformerStatus {
+    /// The informer's resource URL with its selectors (for example `/api/v1/configmaps?labelSelector=app=web`).
+    pub name: String,
+    /// Whether the first complete list has been applied.
+    pub synced: bool,
+    /// Whether readiness should ignore this informer's sync state.
+    pub ignore_sync_for_health: bool,
+    /// Objects cached.
+    pub cached: usize,
+    /// Complete lists applied so far.
+    pub lists: u64,
+    /// List/watch errors so far (each followed by a retry).
+    pub watch_errors: u64,
+}
+
+trait ErasedInformer: Send + Sync {
+    fn as_any(&self) -> Arc<dyn Any + Send + Sync>;
+    fn start(&self, shutdown: CancellationToken);
+    fn status(&self, name: &str) -> InformerStatus;
+    fn wait_for_sync(&self) -> futures::future::BoxFuture<'static, ()>;
+}
+
+struct Handle<K: Resource>(Arc<Informer<K>>);
+
+impl<K> ErasedInformer for Handle<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    fn as_any(&self) -> Arc<dyn Any + Send + Sync> {
+        self.0.clone()
+    }
+    fn start(&self, shutdown: CancellationToken) {
+        tokio::spawn(Arc::clone(&self.0).run(shutdown));
+    }
+    fn status(&self, name: &str) -> InformerStatus {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = self.0.stats();
+        InformerStatus {
+            name: name.to_owned(),
+            synced: self.0.has_synced(),
+            ignore_sync_for_health: self.0.config().ignore_sync_for_health,
+            cached: self.0.store().len(),
+            lists: stats.lists.load(Relaxed),
+            watch_errors: stats.watch_errors.load(Relaxed),
+        }
+    }
+    fn wait_for_sync(&self) -> futures::future::BoxFuture<'static, ()> {
+        let informer = Arc::clone(&self.0);
+        Box::pin(async move { informer.wait_for_sync().await })
+    }
+}
+
+struct Entry {
+    name: String,
+    informer: Box<dyn ErasedInformer>,
+}
+
+/// The shared informer registry of a manager. Cheap to clone.
+#[derive(Clone)]
+pub struct Cache {
+    client: Client,
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: Vec<(InformerKey, Entry)>,
+    index: HashMap<InformerKey, usize>,
+    running: Option<CancellationToken>,
+}
+
+impl Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("informers", &self.sync_status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cache {
+    /// An empty cache whose informers use `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            inner: Arc::new(Mutex::new(Inner::default())),
+        }
+    }
+
+    /// The client the cache's informers use.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shared informer for `api`'s kind and namespace with `config`'s selectors, created on
+    /// first use. If the cache is running, a new informer starts at once.
+    pub fn informer<K>(&self, api: Api<K>, config: InformerConfig) -> Arc<Informer<K>>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        let key = InformerKey {
+            kind: TypeId::of::<K>(),
+            url: api.resource_url().to_owned(),
+            labels: config.label_selector.clone(),
+            fields: config.field_selector.clone(),
+        };
+        let mut inner = self.lock();
+        if let Some(&i) = inner.index.get(&key)
+            && let Ok(informer) = inner.entries[i]
+                .1
+                .informer
+                .as_any()
+                .downcast::<Informer<K>>()
+        {
+            return informer;
+        }
+        let mut name = key.url.clone();
+        for (param, value) in [
+            ("labelSelector", &key.labels),
+            ("fieldSelector", &key.fields),
+        ] {
+            if let Some(value) = value {
+                name.push(if name.contains('?') { '&' } else { '?' });
+                name.push_str(&format!("{param}={value}"));
+            }
+        }
+        let informer = Arc::new(Informer::new(api, config));
+        let handle = Box::new(Handle(Arc::clone(&informer)));
+        if let Some(token) = &inner.running {
+            handle.start(token.child_token());
+        }
+        let i = inner.entries.len();
+        inner.entries.push((
+            key.clone(),
+            Entry {
+                name,
+                informer: handle,
+            },
+        ));
+        inner.index.insert(key, i);
+        informer
+    }
+
+    /// The store of the first informer registered for kind `K` (any namespace or selectors), if
+    /// any. Reconcilers use it to read related objects from the cache.
+    pub fn store<K>(&self) -> Option<Arc<dyn Store<K>>>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::DynamicType: Default,
+    {
+        let inner = self.lock();
+        inner
+            .entries
+            .iter()
+            .filter(|(key, _)| key.kind == TypeId::of::<K>())
+            .find_map(|(_, e)| e.informer.as_any().downcast::<Informer<K>>().ok())
+            .map(|informer| informer.store())
+    }
+
+    /// Starts every registered informer (and those registered later) until `shutdown` is
+    /// cancelled. Calling it again has no effect while running.
+    pub fn start(&self, shutdown: CancellationToken) {
+        let mut inner = self.lock();
+        if inner.running.as_ref().is_some_and(|t| !t.is_cancelled()) {
+            return;
+        }
+        for (_, entry) in &inner.entries {
+            entry.informer.start(shutdown.child_token());
+        }
+        inner.running = Some(shutdown);
+    }
+
+    /// Waits until every informer registered so far has synced.
+    pub async fn wait_for_sync(&self) {
+        let waits: Vec<_> = self
+            .lock()
+            .entries
+            .iter()
+            .map(|(_, e)| e.informer.wait_for_sync())
+            .collect();
+        futures::future::join_all(waits).await;
+    }
+
+    /// Sync state and counters of every informer, in registration order.
+    pub fn sync_status(&self) -> Vec<InformerStatus> {
+        self.lock()
+            .entries
+            .iter()
+            .map(|(_, e)| e.informer.status(&e.name))
+            .collect()
+    }
+
+    /// Whether the cache counts as synced for readiness: every informer has synced, except those
+    /// configured with `ignore_sync_for_health`.
+    pub fn is_ready(&self) -> bool {
+        self.sync_status()
+            .iter()
+            .all(|s| s.synced || s.ignore_sync_for_health)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    fn offline_client() -> Client {
+        // Never contacted: these tests only exercise the registry.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    #[tokio::test]
+    async fn cache_should_share_one_informer_per_kind_namespace_and_selectors() {
+        let client = offline_client();
+        let cache = Cache::new(client.clone());
+        let cm_all = || Api::<ConfigMap>::all(client.clone());
+        let a = cache.informer(cm_all(), InformerConfig::default());
+        let b = cache.informer(
+            cm_all(),
+            InformerConfig::default().resync(std::time::Duration::from_secs(1)),
+        );
+        assert!(Arc::ptr_eq(&a, &b), "same kind, namespace and selectors");
+        let labelled = cache.informer(cm_all(), InformerConfig::default().labels("app=web"));
+        assert!(!Arc::ptr_eq(&a, &labelled), "different selector");
+        let ns = cache.informer(
+            Api::<ConfigMap>::namespaced(client.clone(), "x"),
+            InformerConfig::default(),
+        );
+        assert!(!Arc::ptr_eq(&a, &ns), "different namespace");
+        let _secrets = cache.informer(Api::<Secret>::all(client), InformerConfig::default());
+        let names: Vec<_> = cache.sync_status().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "/api/v1/configmaps",
+                "/api/v1/configmaps?labelSelector=app=web",
+                "/api/v1/namespaces/x/configmaps",
+                "/api/v1/secrets"
+            ]
+        );
+        assert!(!cache.is_ready(), "nothing synced yet");
+        assert!(cache.store::<ConfigMap>().is_some());
+    }
+}

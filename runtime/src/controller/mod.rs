@@ -1,0 +1,803 @@
+//! Controllers: turn watch events into keys, and keys into reconciles.
+//!
+//! A [`Controller`] watches a primary kind (`for`), optionally kinds it owns (`owns`: an owned
+//! object's controller owner reference leads back to the primary) and any other kind
+//! (`watches`, with a mapper from the watched object to primary keys). Every event becomes an
+//! [`ObjectKey`] in a [`WorkQueue`]; workers take keys and call the [`Reconciler`] with the
+//! *latest cached* primary object — level-triggered: the reconciler is not told what changed.
+//!
+//! # Retry semantics
+//!
+//! | outcome | what happens |
+//! |---|---|
+//! | `Ok(Action::Done)` | the key's backoff is reset |
+//! | `Ok(Action::Requeue)` | backoff reset; the key runs again right after this run |
+//! | `Ok(Action::RequeueAfter(d))` | backoff reset; the key runs again after `d` |
+//! | `Err(e)` | [`Reconciler::error_policy`] decides: exponential backoff (default), a fixed delay, or terminal (logged, not retried) |
+//! | panic | caught, logged with the key, counted, retried with backoff |
+//! | timeout ([`ControllerConfig::reconcile_timeout`]) | the reconcile future is dropped; retried with backoff |
+//!
+//! One key is never reconciled twice at the same time. A key whose object is no longer cached
+//! (deleted) is not reconciled; an object being deleted is reconciled only through the
+//! finalizer's cleanup when [`ControllerConfig::finalizer`] is set.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use kube::{Api, Client};
+//! use kubeforge::cache::Cache;
+//! use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+//! use kubeforge::informer::InformerConfig;
+//!
+//! struct Copier;
+//!
+//! impl Reconciler<ConfigMap> for Copier {
+//!     type Error = kube::Error;
+//!     async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: &Context<ConfigMap>) -> Result<Action, kube::Error> {
+//!         // ... make the world match `cm` ...
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! # async fn doc(client: Client) {
+//! let cache = Cache::new(client.clone());
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! Controller::new("copier", &cache, Api::<ConfigMap>::all(client.clone()), InformerConfig::default())
+//!     .owns(Api::<Secret>::all(client), InformerConfig::default())
+//!     .config(ControllerConfig::default().concurrency(4))
+//!     .run(Copier, shutdown)
+//!     .await;
+//! # }
+//! ```
+
+mod action;
+mod predicate;
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::cache::Cache;
+use crate::informer::{Event, Informer, InformerConfig};
+use crate::queue::{NoMetrics, QueueMetrics, RateLimiter, WorkQueue, default_rate_limiter};
+use crate::scope::Scoped;
+use crate::{ObjectKey, store::Store};
+
+pub use action::{Action, ErrorPolicy};
+pub use predicate::{
+    AnnotationsChanged, GenerationChanged, LabelsChanged, Predicate, ResourceVersionChanged,
+};
+
+/// The user's reconcile logic for kind `K`.
+pub trait Reconciler<K>: Send + Sync + 'static {
+    /// The reconcile error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Makes the world match `obj` (the latest cached version). Must be idempotent.
+    fn reconcile(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Cleans up what `obj` created outside Kubernetes before it is deleted. Called only when
+    /// the controller has a [`ControllerConfig::finalizer`]; the finalizer is removed once this
+    /// returns `Ok`. The default does nothing.
+    fn cleanup(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send {
+        let _ = (obj, ctx);
+        async { Ok(Action::Done) }
+    }
+
+    /// How to retry after `error`. The default retries with exponential backoff.
+    fn error_policy(&self, obj: &K, error: &Self::Error, ctx: &Context<K>) -> ErrorPolicy {
+        let _ = (obj, error, ctx);
+        ErrorPolicy::Backoff
+    }
+}
+
+/// What a reconcile gets besides the object: a client, the shared cache, and facts about the run.
+pub struct Context<K> {
+    client: Client,
+    cache: Cache,
+    key: ObjectKey,
+    retries: u32,
+    controller: Arc<str>,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Debug for Context<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("controller", &self.controller)
+            .field("key", &self.key)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Context<K> {
+    /// The API client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The manager's shared cache (stores of every watched kind).
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The key being reconciled.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// How many times this key has failed in a row (0 on a first attempt or after a success).
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.controller
+    }
+
+    /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces
+    /// for a cluster-scoped primary; the namespace is ignored for a cluster-scoped `C`).
+    pub fn api<C>(&self) -> Api<C>
+    where
+        C: Resource<DynamicType = ()>,
+        C::Scope: Scoped,
+    {
+        <C::Scope as Scoped>::api::<C>(self.client.clone(), self.key.namespace.as_deref())
+    }
+}
+
+/// The outcome label of a reconcile, as controller-runtime's `result` metric label spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// `Ok(Action::Done)`.
+    Success,
+    /// `Ok(Action::Requeue)`.
+    Requeue,
+    /// `Ok(Action::RequeueAfter(_))`.
+    RequeueAfter,
+    /// An error, a panic or a timeout.
+    Error,
+}
+
+impl ReconcileResult {
+    /// The label value (`success`, `requeue`, `requeue_after`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Observes a controller's reconciles; every method has a no-op default.
+pub trait ControllerMetrics: Send + Sync {
+    /// A reconcile finished with `result` after `took`.
+    fn reconciled(&self, _controller: &str, _result: ReconcileResult, _took: Duration) {}
+    /// A reconcile panicked (also reported as an error result).
+    fn panicked(&self, _controller: &str) {}
+    /// A reconcile failed with a terminal error (not retried).
+    fn terminal_error(&self, _controller: &str) {}
+    /// The number of workers currently reconciling changed by `delta`.
+    fn active_workers(&self, _controller: &str, _delta: i64) {}
+    /// The controller started with this many workers.
+    fn max_concurrent_reconciles(&self, _controller: &str, _workers: usize) {}
+}
+
+impl ControllerMetrics for NoMetrics {}
+
+/// Options of a [`Controller`].
+#[derive(Clone)]
+pub struct ControllerConfig {
+    concurrency: usize,
+    reconcile_timeout: Option<Duration>,
+    shutdown_grace: Duration,
+    finalizer: Option<String>,
+    rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
+    metrics: Arc<dyn ControllerMetrics>,
+    queue_metrics: Arc<dyn QueueMetrics>,
+}
+
+impl Debug for ControllerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerConfig")
+            .field("concurrency", &self.concurrency)
+            .field("reconcile_timeout", &self.reconcile_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("finalizer", &self.finalizer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            reconcile_timeout: None,
+            shutdown_grace: Duration::from_secs(30),
+            finalizer: None,
+            rate_limiter: None,
+            metrics: Arc::new(NoMetrics),
+            queue_metrics: Arc::new(NoMetrics),
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Maximum number of concurrent reconciles (of different keys; default 4, at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, workers: usize) -> Self {
+        self.concurrency = workers.max(1);
+        self
+    }
+
+    /// Cancel a reconcile that runs longer than this (it is retried with backoff). The future is
+    /// dropped at its next await point: a reconcile stuck in blocking code is not interrupted.
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// How long shutdown waits for running reconciles (default 30 s).
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Hold deleted objects with this finalizer until [`Reconciler::cleanup`] succeeds. The
+    /// finalizer is added before the first reconcile of each object.
+    #[must_use]
+    pub fn finalizer(mut self, name: impl Into<String>) -> Self {
+        self.finalizer = Some(name.into());
+        self
+    }
+
+    /// Replace the per-key retry rate limiter (default: client-go's, 5 ms .. 1000 s per key
+    /// combined with 10 qps / 100 burst overall).
+    #[must_use]
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<ObjectKey>>) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    /// Report reconciles and queue activity to these hooks.
+    #[must_use]
+    pub fn metrics(
+        mut self,
+        controller: Arc<dyn ControllerMetrics>,
+        queue: Arc<dyn QueueMetrics>,
+    ) -> Self {
+        self.metrics = controller;
+        self.queue_metrics = queue;
+        self
+    }
+}
+
+struct SharedLimiter(Arc<dyn RateLimiter<ObjectKey>>);
+impl RateLimiter<ObjectKey> for SharedLimiter {
+    fn when(&self, item: &ObjectKey) -> Duration {
+        self.0.when(item)
+    }
+    fn forget(&self, item: &ObjectKey) {
+        self.0.forget(item);
+    }
+    fn retries(&self, item: &ObjectKey) -> u32 {
+        self.0.retries(item)
+    }
+}
+
+/// Feeds keys into the queue until cancelled.
+type Source =
+    Box<dyn FnOnce(WorkQueue<ObjectKey>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// Drains a subscription, mapping each event to keys.
+fn source<T: Send + Sync + 'static>(
+    mut events: mpsc::Receiver<Event<T>>,
+    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
+) -> Source {
+    Box::new(move |queue, shutdown| {
+        Box::pin(async move {
+            loop {
+                let event = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    event = events.recv() => event,
+                };
+                let Some(event) = event else { break };
+                for key in map(&event) {
+                    queue.add(key);
+                }
+            }
+        })
+    })
+}
+
+/// A controller for kind `K`; build it, then [`Controller::run`] it.
+pub struct Controller<K: Resource> {
+    name: Arc<str>,
+    cache: Cache,
+    primary: Arc<Informer<K>>,
+    primary_events: mpsc::Receiver<Event<K>>,
+    predicates: Vec<Arc<dyn Predicate<K>>>,
+    sources: Vec<Source>,
+    config: ControllerConfig,
+}
+
+impl<K> Controller<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: Scoped,
+{
+    /// A controller named `name` for the objects of `api` (its namespace, or all namespaces)
+    /// matching `config`'s selectors, using the cache's shared informer.
+    pub fn new(
+        name: impl Into<String>,
+        cache: &Cache,
+        api: Api<K>,
+        config: InformerConfig,
+    ) -> Self {
+        let primary = cache.informer(api, config);
+        let primary_events = primary.subscribe();
+        Self {
+            name: name.into().into(),
+            cache: cache.clone(),
+            primary,
+            primary_events,
+            predicates: Vec::new(),
+            sources: Vec::new(),
+            config: ControllerConfig::default(),
+        }
+    }
+
+    /// Only reconcile updates of the primary that pass one of the predicates (creations,
+    /// deletions and resyncs always pass). Call repeatedly to add several.
+    #[must_use]
+    pub fn with_predicate(mut self, predicate: impl Predicate<K>) -> Self {
+        self.predicates.push(Arc::new(predicate));
+        self
+    }
+
+    /// Sets the controller's options.
+    #[must_use]
+    pub fn config(mut self, config: ControllerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Watch objects of kind `C` and reconcile their controlling owner of kind `K` (the owner
+    /// reference with `controller: true`).
+    #[must_use]
+    pub fn owns<C>(self, api: Api<C>, config: InformerConfig) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        self.owns_with(api, config, true)
+    }
+
+    /// Like [`Controller::owns`]; with `controller_only: false` every owner reference to a `K`
+    /// counts, not just the controlling one.
+    #[must_use]
+    pub fn owns_with<C>(
+        mut self,
+        api: Api<C>,
+        config: InformerConfig,
+        controller_only: bool,
+    ) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let informer = self.cache.informer(api, config);
+        let kind = K::kind(&()).into_owned();
+        let group = K::group(&()).into_owned();
+        let map = move |event: &Event<C>| {
+            let mut keys = Vec::new();
+            let objects: Vec<&Arc<C>> = match event {
+                Event::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
+                Event::Deleted(o) | Event::Resync(o) => vec![o],
+            };
+            for obj in objects {
+                let meta = obj.meta();
+                for owner in meta.owner_references.iter().flatten() {
+                    let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                    if owner.kind == kind
+                        && owner_group == group
+                        && (!controller_only || owner.controller == Some(true))
+                    {
+                        let namespace = if <K::Scope as Scoped>::NAMESPACED {
+                            meta.namespace.clone()
+                        } else {
+                            None
+                        };
+                        let key = ObjectKey {
+                            namespace,
+                            name: owner.name.clone(),
+                        };
+                        if !keys.contains(&key) {
+                            keys.push(key);
+                        }
+                    }
+                }
+            }
+            keys
+        };
+        self.sources.push(source(informer.subscribe(), map));
+        self
+    }
+
+    /// Watch objects of kind `W` and reconcile the keys `mapper` returns for them (for an update,
+    /// the keys of the old and the new version).
+    #[must_use]
+    pub fn watches<W, F>(mut self, api: Api<W>, config: InformerConfig, mapper: F) -> Self
+    where
+        W: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        F: Fn(&W) -> Vec<ObjectKey> + Send + Sync + 'static,
+    {
+        let informer = self.cache.informer(api, config);
+        let map = move |event: &Event<W>| {
+            let mut keys = Vec::new();
+            let objects: Vec<&Arc<W>> = match event {
+                Event::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
+                Event::Deleted(o) | Event::Resync(o) => vec![o],
+            };
+            for obj in objects {
+                for key in mapper(obj) {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+            keys
+        };
+        self.sources.push(source(informer.subscribe(), map));
+        self
+    }
+
+    /// Runs until `shutdown` is cancelled: starts the cache if needed, waits for every informer
+    /// to sync, then reconciles with the configured number of workers. On shutdown, running
+    /// reconciles get [`ControllerConfig::shutdown_grace`] to finish.
+    pub async fn run<R: Reconciler<K>>(self, reconciler: R, shutdown: CancellationToken) {
+        let Controller {
+            name,
+            cache,
+            primary,
+            primary_events,
+            predicates,
+            mut sources,
+            config,
+        } = self;
+        let queue = match &config.rate_limiter {
+            Some(limiter) => {
+                WorkQueue::with(SharedLimiter(limiter.clone()), config.queue_metrics.clone())
+            }
+            None => WorkQueue::with(default_rate_limiter(), config.queue_metrics.clone()),
+        };
+        sources.push(source(primary_events, move |event: &Event<K>| {
+            let pass = match event {
+                Event::Applied {
+                    old: Some(old),
+                    new,
+                } => predicate::passes(&predicates, old, new),
+                _ => true,
+            };
+            if pass {
+                vec![ObjectKey::of(event.object().as_ref())]
+            } else {
+                Vec::new()
+            }
+        }));
+        for source in sources {
+            tokio::spawn(source(queue.clone(), shutdown.clone()));
+        }
+
+        cache.start(shutdown.clone());
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = cache.wait_for_sync() => {}
+        }
+        tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
+        config
+            .metrics
+            .max_concurrent_reconciles(&name, config.concurrency);
+
+        let worker = Arc::new(Worker {
+            name: name.clone(),
+            client: cache.client(),
+            cache: cache.clone(),
+            store: primary.store(),
+            reconciler,
+            queue: queue.clone(),
+            config: config.clone(),
+            ids: AtomicU64::new(0),
+        });
+        let workers: Vec<_> = (0..config.concurrency)
+            .map(|_| {
+                let worker = Arc::clone(&worker);
+                tokio::spawn(async move {
+                    while let Some(key) = worker.queue.get().await {
+                        worker.process(&key).await;
+                        worker.queue.done(&key);
+                    }
+                })
+            })
+            .collect();
+
+        shutdown.cancelled().await;
+        if !queue.shutdown_with_drain(config.shutdown_grace).await {
+            tracing::warn!(controller = %name, grace = ?config.shutdown_grace, "reconciles still running after the shutdown grace period; abandoning them");
+            for w in &workers {
+                w.abort();
+            }
+        }
+        for w in workers {
+            let _ = w.await;
+        }
+        tracing::info!(controller = %name, "stopped");
+    }
+}
+
+struct Worker<K: Resource, R> {
+    name: Arc<str>,
+    client: Client,
+    cache: Cache,
+    store: Arc<dyn Store<K>>,
+    reconciler: R,
+    queue: WorkQueue<ObjectKey>,
+    config: ControllerConfig,
+    ids: AtomicU64,
+}
+
+enum Outcome<E> {
+    Finished(Result<Action, E>),
+    Panicked(String),
+    TimedOut,
+}
+
+impl<K, R> Worker<K, R>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+    K::Scope: Scoped,
+    R: Reconciler<K>,
+{
+    async fn process(&self, key: &ObjectKey) {
+        let Some(obj) = self.store.get(key) else {
+            // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
+            self.queue.forget(key);
+            return;
+        };
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            namespace = key.namespace.as_deref().unwrap_or(""),
+            name = %key.name,
+            reconcile_id = %format_args!("{id:x}"),
+        );
+        self.process_object(key, obj).instrument(span).await;
+    }
+
+    async fn process_object(&self, key: &ObjectKey, obj: Arc<K>) {
+        let deleting = obj.meta().deletion_timestamp.is_some();
+        let finalizer = self.config.finalizer.as_deref();
+        let has_finalizer = |o: &K, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
+        let ctx = Context {
+            client: self.client.clone(),
+            cache: self.cache.clone(),
+            key: key.clone(),
+            retries: self.queue.num_requeues(key),
+            controller: self.name.clone(),
+            _kind: PhantomData,
+        };
+        let started = Instant::now();
+        let (outcome, cleanup) = match finalizer {
+            Some(f) if deleting && has_finalizer(&obj, f) => (
+                self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
+                    .await,
+                true,
+            ),
+            _ if deleting => {
+                // Being deleted and not held by our finalizer: nothing left to reconcile.
+                self.queue.forget(key);
+                return;
+            }
+            Some(f) if !has_finalizer(&obj, f) => match self.add_finalizer(&obj, f).await {
+                Ok(updated) => (
+                    self.guarded(self.reconciler.reconcile(updated, &ctx)).await,
+                    false,
+                ),
+                Err(error) => {
+                    tracing::warn!(%error, "adding the finalizer failed; retrying");
+                    self.metric(ReconcileResult::Error, started.elapsed());
+                    self.queue.add_rate_limited(key.clone());
+                    return;
+                }
+            },
+            _ => (
+                self.guarded(self.reconciler.reconcile(Arc::clone(&obj), &ctx))
+                    .await,
+                false,
+            ),
+        };
+        let took = started.elapsed();
+        match outcome {
+            Outcome::Finished(Ok(action)) => {
+                if cleanup && let Some(f) = finalizer {
+                    if let Err(error) = self.remove_finalizer(&obj, f).await {
+                        tracing::warn!(%error, "removing the finalizer failed; retrying");
+                        self.metric(ReconcileResult::Error, took);
+                        self.queue.add_rate_limited(key.clone());
+                        return;
+                    }
+                    tracing::debug!("cleanup done; finalizer removed");
+                }
+                self.queue.forget(key);
+                match action {
+                    Action::Done => self.metric(ReconcileResult::Success, took),
+                    Action::Requeue => {
+                        self.metric(ReconcileResult::Requeue, took);
+                        self.queue.add(key.clone());
+                    }
+                    Action::RequeueAfter(delay) => {
+                        self.metric(ReconcileResult::RequeueAfter, took);
+                        self.queue.add_after(key.clone(), delay);
+                    }
+                }
+            }
+            Outcome::Finished(Err(error)) => {
+                self.metric(ReconcileResult::Error, took);
+                match self.reconciler.error_policy(&obj, &error, &ctx) {
+                    ErrorPolicy::Backoff => {
+                        tracing::warn!(%error, retries = ctx.retries, "reconcile failed; retrying with backoff");
+                        self.queue.add_rate_limited(key.clone());
+                    }
+                    ErrorPolicy::RetryAfter(delay) => {
+                        tracing::warn!(%error, ?delay, "reconcile failed; retrying after the requested delay");
+                        self.queue.add_after(key.clone(), delay);
+                    }
+                    ErrorPolicy::Terminal => {
+                        tracing::error!(%error, "reconcile failed with a terminal error; not retrying until the object changes");
+                        self.config.metrics.terminal_error(&self.name);
+                        self.queue.forget(key);
+                    }
+                }
+            }
+            Outcome::Panicked(message) => {
+                tracing::error!(panic = %message, "reconcile panicked; retrying with backoff");
+                self.config.metrics.panicked(&self.name);
+                self.metric(ReconcileResult::Error, took);
+                self.queue.add_rate_limited(key.clone());
+            }
+            Outcome::TimedOut => {
+                tracing::warn!(timeout = ?self.config.reconcile_timeout, "reconcile timed out; retrying with backoff");
+                self.metric(ReconcileResult::Error, took);
+                self.queue.add_rate_limited(key.clone());
+            }
+        }
+    }
+
+    fn metric(&self, result: ReconcileResult, took: Duration) {
+        self.config.metrics.reconciled(&self.name, result, took);
+    }
+
+    /// Runs a reconcile or cleanup future, catching panics and applying the timeout.
+    async fn guarded<F>(&self, fut: F) -> Outcome<R::Error>
+    where
+        F: Future<Output = Result<Action, R::Error>>,
+    {
+        self.config.metrics.active_workers(&self.name, 1);
+        let caught = AssertUnwindSafe(fut).catch_unwind();
+        let outcome = match self.config.reconcile_timeout {
+            Some(limit) => match tokio::time::timeout(limit, caught).await {
+                Ok(result) => {
+                    result.map_or_else(|p| Outcome::Panicked(panic_message(&p)), Outcome::Finished)
+                }
+                Err(_) => Outcome::TimedOut,
+            },
+            None => caught
+                .await
+                .map_or_else(|p| Outcome::Panicked(panic_message(&p)), Outcome::Finished),
+        };
+        self.config.metrics.active_workers(&self.name, -1);
+        outcome
+    }
+
+    fn api_for(&self, obj: &K) -> Api<K> {
+        <K::Scope as Scoped>::api::<K>(self.client.clone(), obj.meta().namespace.as_deref())
+    }
+
+    /// Adds the finalizer with a JSON patch that fails if the list changed meanwhile.
+    async fn add_finalizer(&self, obj: &K, finalizer: &str) -> Result<Arc<K>, kube::Error> {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let patch = match &obj.meta().finalizers {
+            None => serde_json::json!([
+                { "op": "test", "path": "/metadata/finalizers", "value": null },
+                { "op": "add", "path": "/metadata/finalizers", "value": [finalizer] },
+            ]),
+            Some(list) => serde_json::json!([
+                { "op": "test", "path": "/metadata/finalizers", "value": list },
+                { "op": "add", "path": "/metadata/finalizers/-", "value": finalizer },
+            ]),
+        };
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+        let updated = self
+            .api_for(obj)
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await?;
+        Ok(Arc::new(updated))
+    }
+
+    /// Removes the finalizer with a JSON patch guarded by a test of the list.
+    async fn remove_finalizer(&self, obj: &K, finalizer: &str) -> Result<(), kube::Error> {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let list = obj.meta().finalizers.clone().unwrap_or_default();
+        let Some(index) = list.iter().position(|f| f == finalizer) else {
+            return Ok(());
+        };
+        let patch = serde_json::json!([
+            { "op": "test", "path": "/metadata/finalizers", "value": list },
+            { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
+        ]);
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+        match self
+            .api_for(obj)
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Already gone: the finalizer was the last thing holding it.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}

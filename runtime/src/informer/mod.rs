@@ -1,0 +1,446 @@
+//! Informers: list+watch of one kind into a [`Store`], with events fanned out to subscribers.
+//!
+//! An [`Informer`] runs kube's `watcher` stream (which relists after `410 Gone`, uses bookmarks,
+//! and can use streaming lists), applies each change to its store and then tells every
+//! subscriber. Subscribers get [`Event`]s through bounded channels: a slow subscriber slows the
+//! informer down (backpressure) instead of growing a buffer without limit.
+//!
+//! One informer serves every controller of a manager that watches the same kind with the same
+//! namespace and selectors: see [`crate::cache::Cache`].
+//!
+//! Before objects are cached they pass through a transform; the default strips
+//! `metadata.managedFields`, which is often the largest part of an object and never needed by a
+//! controller ([`InformerConfig::keep_managed_fields`] turns that off).
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::{Api, Client};
+//! use kubeforge::informer::{Informer, InformerConfig};
+//!
+//! # async fn doc(client: Client) {
+//! let informer = Arc::new(Informer::new(
+//!     Api::<ConfigMap>::namespaced(client, "shop"),
+//!     InformerConfig::default().labels("app=web"),
+//! ));
+//! let mut events = informer.subscribe();
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! tokio::spawn(informer.clone().run(shutdown.clone()));
+//! informer.wait_for_sync().await;
+//! while let Some(event) = events.recv().await {
+//!     println!("{:?}", event.object().metadata.name);
+//! }
+//! # }
+//! ```
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, InitialListStrategy};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::ObjectKey;
+use crate::store::{MemoryStore, Store};
+
+/// A change the informer applied to its store.
+#[derive(Debug)]
+pub enum Event<K> {
+    /// An object was created or changed (`old` is the previously cached version, if any).
+    Applied {
+        /// The previously cached version.
+        old: Option<Arc<K>>,
+        /// The version now cached.
+        new: Arc<K>,
+    },
+    /// An object was deleted (its last known state).
+    Deleted(Arc<K>),
+    /// Periodic resync: the cached object is re-announced unchanged.
+    Resync(Arc<K>),
+}
+
+impl<K> Clone for Event<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Applied { old, new } => Self::Applied {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Self::Deleted(o) => Self::Deleted(o.clone()),
+            Self::Resync(o) => Self::Resync(o.clone()),
+        }
+    }
+}
+
+impl<K> Event<K> {
+    /// The object the event is about (for `Applied`, the new version).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Self::Applied { new, .. } => new,
+            Self::Deleted(o) | Self::Resync(o) => o,
+        }
+    }
+}
+
+/// Transforms an object before it is cached.
+pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
+/// Options of an [`Informer`]. The namespace is that of the [`Api`] the informer is built on.
+#[derive(Clone, Debug)]
+pub struct InformerConfig {
+    /// Label selector (`app=web,tier!=db`).
+    pub label_selector: Option<String>,
+    /// Field selector (`metadata.name=x`).
+    pub field_selector: Option<String>,
+    /// Re-announce every cached object this often (`None`: never).
+    pub resync: Option<Duration>,
+    /// Page size of the initial list (ignored with streaming lists).
+    pub page_size: Option<u32>,
+    /// Use a streaming list (watch-list) instead of paginated lists for the initial state.
+    pub streaming_list: bool,
+    /// Keep `metadata.managedFields` in the cache (stripped by default).
+    pub keep_managed_fields: bool,
+    /// Whether health checks should report ready before this informer has synced.
+    pub ignore_sync_for_health: bool,
+    /// Capacity of each subscriber's event channel.
+    pub buffer: usize,
+}
+
+impl Default for InformerConfig {
+    fn default() -> Self {
+        Self {
+            label_selector: None,
+            field_selector: None,
+            resync: None,
+            page_size: Some(500),
+            streaming_list: false,
+            keep_managed_fields: false,
+            ignore_sync_for_health: false,
+            buffer: 1024,
+        }
+    }
+}
+
+impl InformerConfig {
+    /// Watch only objects matching this label selector.
+    #[must_use]
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Watch only objects matching this field selector.
+    #[must_use]
+    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Re-announce every cached object this often, so controllers re-reconcile everything
+    /// periodically. Each resync enqueues every object: keep it long (tens of minutes) on big caches.
+    #[must_use]
+    pub fn resync(mut self, every: Duration) -> Self {
+        self.resync = Some(every);
+        self
+    }
+
+    /// List pages of this many objects during the initial list.
+    #[must_use]
+    pub fn page_size(mut self, size: u32) -> Self {
+        self.page_size = Some(size);
+        self
+    }
+
+    /// Use streaming lists (the apiserver sends the initial state as watch events, which costs
+    /// it less memory than large lists). Requires a server with the WatchList feature.
+    #[must_use]
+    pub fn streaming_list(mut self, on: bool) -> Self {
+        self.streaming_list = on;
+        self
+    }
+
+    /// Keep `metadata.managedFields` in cached objects (it is stripped by default to save memory).
+    #[must_use]
+    pub fn keep_managed_fields(mut self, keep: bool) -> Self {
+        self.keep_managed_fields = keep;
+        self
+    }
+
+    /// Let readiness checks pass before this informer has synced (for very large initial lists).
+    #[must_use]
+    pub fn ignore_sync_for_health(mut self, ignore: bool) -> Self {
+        self.ignore_sync_for_health = ignore;
+        self
+    }
+
+    /// Capacity of each subscriber's channel; a full channel makes the informer wait.
+    #[must_use]
+    pub fn buffer(mut self, capacity: usize) -> Self {
+        self.buffer = capacity.max(1);
+        self
+    }
+
+    fn watcher_config(&self) -> watcher::Config {
+        watcher::Config {
+            label_selector: self.label_selector.clone(),
+            field_selector: self.field_selector.clone(),
+            page_size: self.page_size,
+            bookmarks: true,
+            initial_list_strategy: if self.streaming_list {
+                InitialListStrategy::StreamingList
+            } else {
+                InitialListStrategy::ListWatch
+            },
+            ..watcher::Config::default()
+        }
+    }
+}
+
+/// Counters an informer keeps about itself.
+#[derive(Debug, Default)]
+pub struct InformerStats {
+    /// Complete (re)lists applied, the first one included.
+    pub lists: AtomicU64,
+    /// Errors from the list/watch stream (each followed by a backoff and a retry).
+    pub watch_errors: AtomicU64,
+    /// Events applied to the store.
+    pub events: AtomicU64,
+}
+
+/// A list+watch of one kind feeding a [`Store`] and notifying subscribers.
+pub struct Informer<K: Resource> {
+    api: Api<K>,
+    config: InformerConfig,
+    store: Arc<dyn Store<K>>,
+    transform: Option<Transform<K>>,
+    subscribers: Mutex<Vec<mpsc::Sender<Event<K>>>>,
+    synced: watch::Sender<bool>,
+    stats: InformerStats,
+}
+
+impl<K: Resource> Debug for Informer<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("resource_url", &self.api.resource_url())
+            .field("config", &self.config)
+            .field("synced", &*self.synced.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    /// An informer over `api` with an in-memory store.
+    pub fn new(api: Api<K>, config: InformerConfig) -> Self {
+        Self::with_store(api, config, Arc::new(MemoryStore::<K>::new()))
+    }
+
+    /// An informer over `api` writing into `store` (another backend, or a [`MemoryStore`] with
+    /// custom indexers).
+    pub fn with_store(api: Api<K>, config: InformerConfig, store: Arc<dyn Store<K>>) -> Self {
+        let transform: Option<Transform<K>> = if config.keep_managed_fields {
+            None
+        } else {
+            Some(Arc::new(|obj: &mut K| obj.meta_mut().managed_fields = None))
+        };
+        Self {
+            api,
+            config,
+            store,
+            transform,
+            subscribers: Mutex::new(Vec::new()),
+            synced: watch::channel(false).0,
+            stats: InformerStats::default(),
+        }
+    }
+
+    /// Replaces the transform applied before caching (this also replaces the default one that
+    /// strips `managedFields`; strip them yourself if you still want that).
+    #[must_use]
+    pub fn with_transform(mut self, transform: Transform<K>) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// The informer's store (read it; the informer is its only writer).
+    pub fn store(&self) -> Arc<dyn Store<K>> {
+        Arc::clone(&self.store)
+    }
+
+    /// The informer's options.
+    pub fn config(&self) -> &InformerConfig {
+        &self.config
+    }
+
+    /// Counters about lists, errors and events.
+    pub fn stats(&self) -> &InformerStats {
+        &self.stats
+    }
+
+    /// A new subscription. When the informer has already synced, the subscriber first receives
+    /// an `Applied` event (with `old: None`) for every cached object.
+    pub fn subscribe(&self) -> mpsc::Receiver<Event<K>> {
+        let (tx, rx) = mpsc::channel(self.config.buffer);
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        if *self.synced.borrow() {
+            let existing = self.store.list();
+            let replay = tx.clone();
+            tokio::spawn(async move {
+                for new in existing {
+                    if replay
+                        .send(Event::Applied { old: None, new })
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+        subscribers.push(tx);
+        rx
+    }
+
+    /// Whether the first complete list has been applied.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first complete list has been applied.
+    pub async fn wait_for_sync(&self) {
+        let mut rx = self.synced.subscribe();
+        // `wait_for` only fails if the sender is dropped, which cannot happen while `self` lives.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    async fn publish(&self, event: Event<K>) {
+        let subscribers: Vec<_> = self
+            .subscribers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut closed = false;
+        for tx in &subscribers {
+            if tx.send(event.clone()).await.is_err() {
+                closed = true;
+            }
+        }
+        if closed {
+            self.subscribers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|tx| !tx.is_closed());
+        }
+    }
+
+    fn prepare(&self, mut obj: K) -> Arc<K> {
+        if let Some(transform) = &self.transform {
+            transform(&mut obj);
+        }
+        Arc::new(obj)
+    }
+
+    /// Runs the list+watch until `shutdown` is cancelled. Errors of the stream are logged and
+    /// retried with backoff; they never end the informer.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let url = self.api.resource_url().to_owned();
+        let mut stream = watcher::watcher(self.api.clone(), self.config.watcher_config())
+            .default_backoff()
+            .boxed();
+        let mut resync = self.config.resync.map(|every| {
+            let mut interval = tokio::time::interval(every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        });
+        let mut initial: Vec<Arc<K>> = Vec::new();
+        loop {
+            let tick = async {
+                match resync.as_mut() {
+                    Some(interval) => {
+                        interval.tick().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let item = tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tick => {
+                    if self.has_synced() {
+                        for obj in self.store.list() {
+                            self.publish(Event::Resync(obj)).await;
+                        }
+                    }
+                    continue;
+                }
+                item = stream.next() => item,
+            };
+            let Some(item) = item else { break };
+            match item {
+                Ok(watcher::Event::Init) => initial.clear(),
+                Ok(watcher::Event::InitApply(obj)) => initial.push(self.prepare(obj)),
+                Ok(watcher::Event::InitDone) => {
+                    let listed = std::mem::take(&mut initial);
+                    self.apply_list(listed).await;
+                    self.stats.lists.fetch_add(1, Ordering::Relaxed);
+                    self.synced.send_replace(true);
+                    tracing::debug!(%url, cached = self.store.len(), "informer synced");
+                }
+                Ok(watcher::Event::Apply(obj)) => {
+                    let new = self.prepare(obj);
+                    let old = self.store.apply(Arc::clone(&new));
+                    self.stats.events.fetch_add(1, Ordering::Relaxed);
+                    self.publish(Event::Applied { old, new }).await;
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    let gone = self.prepare(obj);
+                    self.store.delete(&ObjectKey::of(gone.as_ref()));
+                    self.stats.events.fetch_add(1, Ordering::Relaxed);
+                    self.publish(Event::Deleted(gone)).await;
+                }
+                Err(error) => {
+                    self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%url, %error, "list/watch failed; retrying with backoff");
+                }
+            }
+        }
+    }
+
+    /// Replaces the store with a complete list and announces the differences.
+    async fn apply_list(&self, listed: Vec<Arc<K>>) {
+        let mut changes = Vec::new();
+        for new in &listed {
+            let old = self.store.get(&ObjectKey::of(new.as_ref()));
+            let unchanged = old.as_ref().is_some_and(|old| {
+                old.meta().resource_version.is_some()
+                    && old.meta().resource_version == new.meta().resource_version
+            });
+            if !unchanged {
+                changes.push(Event::Applied {
+                    old,
+                    new: Arc::clone(new),
+                });
+            }
+        }
+        let removed = self.store.replace(listed);
+        self.stats
+            .events
+            .fetch_add((changes.len() + removed.len()) as u64, Ordering::Relaxed);
+        for event in changes {
+            self.publish(event).await;
+        }
+        for gone in removed {
+            self.publish(Event::Deleted(gone)).await;
+        }
+    }
+}

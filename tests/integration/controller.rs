@@ -1,0 +1,488 @@
+//! The runtime used by hand (no macros) against the real apiserver: a `Widget` kind whose
+//! controller server-side-applies an owned ConfigMap holding `spec.value` and writes
+//! `status.observed`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
+use kubeforge::ObjectKey;
+use kubeforge::cache::Cache;
+use kubeforge::client::{Target, apply_owned, update_object};
+use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+use kubeforge::informer::InformerConfig;
+use kubeforge::testing::{TestNamespace, apply_crds};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{configmap, eventually, is_not_found};
+
+const GROUP: &str = "ctrl-test.kubeforge.dev";
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Widget {
+    #[serde(rename = "apiVersion", default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    metadata: ObjectMeta,
+    spec: WidgetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<WidgetStatus>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct WidgetSpec {
+    value: i64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct WidgetStatus {
+    observed: i64,
+}
+
+impl Resource for Widget {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Widget".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "widgets".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn widget(name: &str, value: i64) -> Widget {
+    Widget {
+        api_version: format!("{GROUP}/v1"),
+        kind: "Widget".into(),
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: WidgetSpec { value },
+        status: None,
+    }
+}
+
+fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "metadata": { "name": format!("widgets.{GROUP}") },
+        "spec": {
+            "group": GROUP, "scope": "Namespaced",
+            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": { "status": {} },
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": { "type": "object", "properties": { "value": { "type": "integer" } } },
+                        "status": { "type": "object", "properties": { "observed": { "type": "integer" } } },
+                    }
+                }}
+            }]
+        }
+    }))
+    .unwrap()
+}
+
+/// Counts what the controller did, and can misbehave on purpose.
+#[derive(Default)]
+struct Recorder {
+    reconciles: Mutex<HashMap<String, u32>>,
+    cleanups: AtomicU32,
+    panic_on_first_attempt: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+struct TestError(#[from] kube::Error);
+
+struct WidgetReconciler(Arc<Recorder>);
+
+impl Reconciler<Widget> for WidgetReconciler {
+    type Error = TestError;
+
+    async fn reconcile(&self, w: Arc<Widget>, ctx: &Context<Widget>) -> Result<Action, TestError> {
+        let name = w.metadata.name.clone().unwrap_or_default();
+        let attempt = {
+            let mut counts = self.0.reconciles.lock().unwrap();
+            let n = counts.entry(name.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if self.0.panic_on_first_attempt && attempt == 1 {
+            panic!("deliberate panic on the first attempt for {name}");
+        }
+        let mut child = configmap(
+            &format!("{name}-cm"),
+            &[("value", &w.spec.value.to_string())],
+        );
+        child.metadata.namespace = w.metadata.namespace.clone();
+        apply_owned(
+            &ctx.api::<ConfigMap>(),
+            w.as_ref(),
+            "widget-controller",
+            child,
+        )
+        .await?;
+        if w.status.as_ref().map(|s| s.observed) != Some(w.spec.value) {
+            ctx.api::<Widget>()
+                .patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "observed": w.spec.value } })),
+                )
+                .await?;
+        }
+        Ok(Action::Done)
+    }
+
+    async fn cleanup(&self, _w: Arc<Widget>, _ctx: &Context<Widget>) -> Result<Action, TestError> {
+        self.0.cleanups.fetch_add(1, Ordering::SeqCst);
+        Ok(Action::Done)
+    }
+}
+
+/// Installs the CRD and runs a Widget controller in `ns` until the returned token is cancelled.
+async fn start(
+    ns: &TestNamespace,
+    recorder: Arc<Recorder>,
+    config: ControllerConfig,
+    secrets_map_to_widgets: bool,
+) -> CancellationToken {
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let client = ns.client();
+    let cache = Cache::new(client.clone());
+    let mut controller = Controller::new(
+        "widgets",
+        &cache,
+        Api::<Widget>::namespaced(client.clone(), ns.name()),
+        InformerConfig::default(),
+    )
+    .owns(
+        Api::<ConfigMap>::namespaced(client.clone(), ns.name()),
+        InformerConfig::default(),
+    )
+    .config(config);
+    if secrets_map_to_widgets {
+        // A Secret labelled `widget=<name>` concerns that widget.
+        controller = controller.watches(
+            Api::<Secret>::namespaced(client, ns.name()),
+            InformerConfig::default(),
+            |s: &Secret| {
+                s.metadata
+                    .labels
+                    .iter()
+                    .flatten()
+                    .filter(|(k, _)| k.as_str() == "widget")
+                    .map(|(_, v)| {
+                        ObjectKey::namespaced(s.metadata.namespace.clone().unwrap_or_default(), v)
+                    })
+                    .collect()
+            },
+        );
+    }
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controller.run(WidgetReconciler(recorder), shutdown.clone()));
+    shutdown
+}
+
+async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
+    let widgets = ns
+        .api::<Widget>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let configmaps = ns
+        .api::<ConfigMap>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let cm_values: HashMap<_, _> = configmaps
+        .into_iter()
+        .map(|c| {
+            (
+                c.metadata.name.clone().unwrap_or_default(),
+                c.data.unwrap_or_default(),
+            )
+        })
+        .collect();
+    names.iter().all(|name| {
+        let status_ok = widgets.items.iter().any(|w| {
+            w.metadata.name.as_deref() == Some(name)
+                && w.status.as_ref().map(|s| s.observed) == Some(value)
+        });
+        let cm_ok = cm_values
+            .get(&format!("{name}-cm"))
+            .and_then(|d| d.get("value"))
+            .is_some_and(|v| v == &value.to_string());
+        status_ok && cm_ok
+    })
+}
+
+#[tokio::test]
+async fn controller_should_converge_200_widgets_and_restore_deleted_children() {
+    let ns = TestNamespace::new().await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let shutdown = start(
+        &ns,
+        recorder.clone(),
+        ControllerConfig::default().concurrency(8),
+        false,
+    )
+    .await;
+    let api = ns.api::<Widget>();
+    let names: Vec<String> = (0..200).map(|i| format!("w{i}")).collect();
+    let started = Instant::now();
+    for name in &names {
+        api.create(&PostParams::default(), &widget(name, 7))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "200 widgets to converge",
+        Duration::from_secs(120),
+        async || converged(&ns, &names, 7).await.then_some(()),
+    )
+    .await;
+    eprintln!("200 widgets converged in {:?}", started.elapsed());
+
+    // Every child carries the controller owner reference.
+    let cm = ns.api::<ConfigMap>().get("w5-cm").await.unwrap();
+    let owner = &cm.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+        ("Widget", "w5", Some(true))
+    );
+
+    // Deleting an owned ConfigMap brings it back (the owner is reconciled through `owns`).
+    ns.api::<ConfigMap>()
+        .delete("w5-cm", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the deleted child to come back",
+        Duration::from_secs(30),
+        async || ns.api::<ConfigMap>().get("w5-cm").await.ok(),
+    )
+    .await;
+
+    // A spec change converges again.
+    api.patch(
+        "w9",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "value": 8 } })),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "w9 to converge on the new value",
+        Duration::from_secs(30),
+        async || converged(&ns, &["w9".to_owned()], 8).await.then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn watches_mapper_should_enqueue_exactly_the_mapped_keys() {
+    let ns = TestNamespace::new().await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let shutdown = start(&ns, recorder.clone(), ControllerConfig::default(), true).await;
+    let api = ns.api::<Widget>();
+    let names: Vec<String> = (0..5).map(|i| format!("m{i}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &widget(name, 1))
+            .await
+            .unwrap();
+    }
+    eventually("widgets to converge", Duration::from_secs(30), async || {
+        converged(&ns, &names, 1).await.then_some(())
+    })
+    .await;
+    // Let the events of our own writes (status, child) settle, then watch what one Secret does.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = recorder.reconciles.lock().unwrap().clone();
+    let mut secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("for-m3".into()),
+            labels: Some([("widget".to_owned(), "m3".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..Secret::default()
+    };
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    eventually(
+        "m3 to be reconciled for its secret",
+        Duration::from_secs(30),
+        async || (recorder.reconciles.lock().unwrap()["m3"] > before["m3"]).then_some(()),
+    )
+    .await;
+    // Relabel the secret to m1: both the old (m3) and the new (m1) key are enqueued.
+    let m1_before = recorder.reconciles.lock().unwrap()["m1"];
+    secret.metadata.labels = Some([("widget".to_owned(), "m1".to_owned())].into());
+    ns.api::<Secret>()
+        .patch(
+            "for-m3",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": { "widget": "m1" } } })),
+        )
+        .await
+        .unwrap();
+    eventually("m1 to be reconciled", Duration::from_secs(30), async || {
+        (recorder.reconciles.lock().unwrap()["m1"] > m1_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = recorder.reconciles.lock().unwrap().clone();
+    for name in ["m0", "m2", "m4"] {
+        assert_eq!(
+            after[name], before[name],
+            "{name} is not mapped from the secret"
+        );
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn reconciler_that_panics_on_first_attempt_should_still_converge() {
+    let ns = TestNamespace::new().await.unwrap();
+    let recorder = Arc::new(Recorder {
+        panic_on_first_attempt: true,
+        ..Recorder::default()
+    });
+    let shutdown = start(&ns, recorder.clone(), ControllerConfig::default(), false).await;
+    let names: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+    for name in &names {
+        ns.api::<Widget>()
+            .create(&PostParams::default(), &widget(name, 3))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "panicking widgets to converge",
+        Duration::from_secs(60),
+        async || converged(&ns, &names, 3).await.then_some(()),
+    )
+    .await;
+    let counts = recorder.reconciles.lock().unwrap().clone();
+    for name in &names {
+        assert!(
+            counts[name] >= 2,
+            "{name}: the panic was retried ({})",
+            counts[name]
+        );
+    }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn finalizer_should_run_cleanup_once_then_release_the_object() {
+    let ns = TestNamespace::new().await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let config = ControllerConfig::default().finalizer("ctrl-test.kubeforge.dev/cleanup");
+    let shutdown = start(&ns, recorder.clone(), config, false).await;
+    let api = ns.api::<Widget>();
+    api.create(&PostParams::default(), &widget("f", 1))
+        .await
+        .unwrap();
+    eventually(
+        "the finalizer to be added and the widget converged",
+        Duration::from_secs(30),
+        async || {
+            let w = api.get("f").await.unwrap();
+            let held = w
+                .metadata
+                .finalizers
+                .unwrap_or_default()
+                .contains(&"ctrl-test.kubeforge.dev/cleanup".to_owned());
+            (held && converged(&ns, &["f".to_owned()], 1).await).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(recorder.cleanups.load(Ordering::SeqCst), 0);
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the widget to be gone",
+        Duration::from_secs(30),
+        async || is_not_found(api.get("f").await).then_some(()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        recorder.cleanups.load(Ordering::SeqCst),
+        1,
+        "cleanup ran exactly once"
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn update_object_should_not_lose_concurrent_increments() {
+    let ns = TestNamespace::new().await.unwrap();
+    let api = ns.api::<ConfigMap>();
+    api.create(&PostParams::default(), &configmap("counter", &[("n", "0")]))
+        .await
+        .unwrap();
+    let conflicts = Arc::new(AtomicU32::new(0));
+    let writers: Vec<_> = (0..50)
+        .map(|_| {
+            let (api, conflicts) = (api.clone(), conflicts.clone());
+            tokio::spawn(async move {
+                update_object(
+                    &api,
+                    "counter",
+                    Target::Main,
+                    100,
+                    |cm: &mut ConfigMap, retry| {
+                        if retry {
+                            conflicts.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let data = cm.data.get_or_insert_default();
+                        let n: i64 = data["n"].parse().unwrap();
+                        data.insert("n".into(), (n + 1).to_string());
+                        Ok::<_, std::convert::Infallible>(())
+                    },
+                )
+                .await
+                .unwrap();
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let n = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
+    assert_eq!(n, "50");
+    eprintln!(
+        "50 concurrent increments, {} conflicts retried",
+        conflicts.load(Ordering::SeqCst)
+    );
+}
