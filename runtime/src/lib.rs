@@ -11,6 +11,8 @@
 //!
 //! - [`store`]: the cache store (`Store` trait, indexed in-memory `MemoryStore`).
 //! - [`queue`]: the deduplicating, rate-limited work queue.
+//! - [`retry`]: the sharded retry processor with retry and dequeue policies.
+//! - [`dispatch`]: concurrent per-object-ordered event dispatch.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
 //! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
@@ -25,9 +27,11 @@ pub use kube;
 pub mod cache;
 pub mod client;
 pub mod controller;
+pub mod dispatch;
 pub mod informer;
 mod key;
 pub mod queue;
+pub mod retry;
 mod scope;
 pub mod store;
 

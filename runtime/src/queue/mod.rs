@@ -41,6 +41,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+pub(crate) use rate_limit::exponential;
 pub use rate_limit::{
     ExponentialBackoff, InvalidRateLimit, MaxOf, RateLimiter, TokenBucket, default_rate_limiter,
 };
