@@ -13,6 +13,8 @@
 //! - [`queue`]: the deduplicating, rate-limited work queue.
 //! - [`retry`]: the sharded retry processor with retry and dequeue policies.
 //! - [`dispatch`]: concurrent per-object-ordered event dispatch.
+//! - [`manager`]: the shared cache, the controllers and the process lifecycle.
+//! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
 //! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
@@ -30,8 +32,10 @@ pub mod controller;
 pub mod dispatch;
 pub mod informer;
 mod key;
+pub mod manager;
 pub mod queue;
 pub mod retry;
+pub mod runner;
 mod scope;
 pub mod store;
 
