@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
@@ -18,7 +18,7 @@ use kubeforge::cache::Cache;
 use kubeforge::client::{Target, apply_owned, update_object};
 use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
 use kubeforge::informer::InformerConfig;
-use kubeforge::testing::{TestNamespace, apply_crds};
+use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -172,26 +172,42 @@ async fn start(
     config: ControllerConfig,
     secrets_map_to_widgets: bool,
 ) -> CancellationToken {
-    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+    start_in(
+        ns.client(),
+        ns.name(),
+        recorder,
+        config,
+        secrets_map_to_widgets,
+    )
+    .await
+}
+
+async fn start_in(
+    client: kube::Client,
+    namespace: &str,
+    recorder: Arc<Recorder>,
+    config: ControllerConfig,
+    secrets_map_to_widgets: bool,
+) -> CancellationToken {
+    apply_crds(&client, [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let client = ns.client();
     let cache = Cache::new(client.clone());
     let mut controller = Controller::new(
         "widgets",
         &cache,
-        Api::<Widget>::namespaced(client.clone(), ns.name()),
+        Api::<Widget>::namespaced(client.clone(), namespace),
         InformerConfig::default(),
     )
     .owns(
-        Api::<ConfigMap>::namespaced(client.clone(), ns.name()),
+        Api::<ConfigMap>::namespaced(client.clone(), namespace),
         InformerConfig::default(),
     )
     .config(config);
     if secrets_map_to_widgets {
         // A Secret labelled `widget=<name>` concerns that widget.
         controller = controller.watches(
-            Api::<Secret>::namespaced(client, ns.name()),
+            Api::<Secret>::namespaced(client, namespace),
             InformerConfig::default(),
             |s: &Secret| {
                 s.metadata
@@ -212,16 +228,23 @@ async fn start(
 }
 
 async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
-    let widgets = ns
-        .api::<Widget>()
-        .list(&ListParams::default())
+    converged_in(&ns.client(), ns.name(), names, value)
         .await
-        .unwrap();
-    let configmaps = ns
-        .api::<ConfigMap>()
+        .unwrap()
+}
+
+async fn converged_in(
+    client: &kube::Client,
+    namespace: &str,
+    names: &[String],
+    value: i64,
+) -> Result<bool, kube::Error> {
+    let widgets = Api::<Widget>::namespaced(client.clone(), namespace)
         .list(&ListParams::default())
-        .await
-        .unwrap();
+        .await?;
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await?;
     let cm_values: HashMap<_, _> = configmaps
         .into_iter()
         .map(|c| {
@@ -231,7 +254,7 @@ async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
             )
         })
         .collect();
-    names.iter().all(|name| {
+    Ok(names.iter().all(|name| {
         let status_ok = widgets.items.iter().any(|w| {
             w.metadata.name.as_deref() == Some(name)
                 && w.status.as_ref().map(|s| s.observed) == Some(value)
@@ -241,7 +264,7 @@ async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
             .and_then(|d| d.get("value"))
             .is_some_and(|v| v == &value.to_string());
         status_ok && cm_ok
-    })
+    }))
 }
 
 #[tokio::test]
@@ -485,4 +508,75 @@ async fn update_object_should_not_lose_concurrent_increments() {
         "50 concurrent increments, {} conflicts retried",
         conflicts.load(Ordering::SeqCst)
     );
+}
+
+#[tokio::test]
+async fn controller_should_lose_nothing_across_an_apiserver_outage() {
+    // A plane of our own: stopping the shared apiserver would break the other tests.
+    let plane = tokio::task::spawn_blocking(|| ControlPlane::dedicated("outage"))
+        .await
+        .unwrap()
+        .unwrap();
+    let client = plane.client().await.unwrap();
+    let ns = "outage";
+    let namespace: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let shutdown = start_in(
+        client.clone(),
+        ns,
+        recorder.clone(),
+        ControllerConfig::default(),
+        false,
+    )
+    .await;
+    let api = Api::<Widget>::namespaced(client.clone(), ns);
+    let names: Vec<String> = (0..30).map(|i| format!("o{i}")).collect();
+    for name in &names {
+        api.create(&PostParams::default(), &widget(name, 1))
+            .await
+            .unwrap();
+    }
+    // Mid-run: reconciles of these widgets are queued or in flight when the apiserver goes away.
+    plane.stop_component("kube-apiserver").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    plane.start_component("kube-apiserver").await.unwrap();
+
+    eventually(
+        "every widget to converge after the outage",
+        Duration::from_secs(120),
+        async || {
+            converged_in(&client, ns, &names, 1)
+                .await
+                .ok()?
+                .then_some(())
+        },
+    )
+    .await;
+    // The watches resumed: a change made after the outage converges too.
+    for name in &names {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "value": 2 } })),
+        )
+        .await
+        .unwrap();
+    }
+    eventually(
+        "every widget to converge on a post-outage change",
+        Duration::from_secs(60),
+        async || {
+            converged_in(&client, ns, &names, 2)
+                .await
+                .ok()?
+                .then_some(())
+        },
+    )
+    .await;
+    shutdown.cancel();
 }

@@ -17,6 +17,8 @@ pub struct ControlPlane {
     kubeconfig_path: PathBuf,
     kubeconfig: Kubeconfig,
     script: Option<PathBuf>,
+    /// A dedicated plane's state directory; such a plane is stopped when this value is dropped.
+    dedicated: Option<PathBuf>,
 }
 
 static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
@@ -48,17 +50,44 @@ impl ControlPlane {
                 kubeconfig: read_kubeconfig(&path)?,
                 kubeconfig_path: path,
                 script: None,
+                dedicated: None,
             });
         }
+        let keep = std::env::var_os("KUBEFORGE_KEEP_PLANE").is_some();
+        Self::start_local(None, keep)
+    }
+
+    /// Starts a control plane of its own (separate etcd, apiserver and controller-manager, named
+    /// `name` for its state directory), for tests that disrupt it — stopping the apiserver, for
+    /// example. It is stopped when the value is dropped, or when the test process exits.
+    ///
+    /// # Errors
+    ///
+    /// Fails when the plane cannot be built or started, or when `KUBEFORGE_TEST_KUBECONFIG`
+    /// points at an external cluster (nothing local to start).
+    pub fn dedicated(name: &str) -> Result<ControlPlane, TestingError> {
+        if std::env::var_os("KUBEFORGE_TEST_KUBECONFIG").is_some() {
+            return Err(TestingError::Unavailable {
+                message: "a dedicated control plane needs the local control plane \
+                          (KUBEFORGE_TEST_KUBECONFIG is set)"
+                    .to_owned(),
+            });
+        }
+        let dir =
+            std::env::temp_dir().join(format!("kubeforge-plane-{name}-{}", std::process::id()));
+        Self::start_local(Some(dir), false)
+    }
+
+    fn start_local(dir: Option<PathBuf>, keep: bool) -> Result<ControlPlane, TestingError> {
         let script = std::env::var_os("KUBEFORGE_CONTROLPLANE")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_SCRIPT));
         let mut args = vec!["up".to_owned()];
-        if std::env::var_os("KUBEFORGE_KEEP_PLANE").is_none() {
+        if !keep {
             args.push("--until-pid".to_owned());
             args.push(std::process::id().to_string());
         }
-        let stdout = run_script(&script, &args)?;
+        let stdout = run_script(&script, dir.as_deref(), &args)?;
         let path =
             last_line(&stdout)
                 .map(PathBuf::from)
@@ -69,6 +98,7 @@ impl ControlPlane {
             kubeconfig: read_kubeconfig(&path)?,
             kubeconfig_path: path,
             script: Some(script),
+            dedicated: dir,
         })
     }
 
@@ -114,29 +144,65 @@ impl ControlPlane {
         namespace: &str,
         name: &str,
     ) -> Result<PathBuf, TestingError> {
-        let script = self
-            .script
-            .clone()
-            .ok_or_else(|| TestingError::Unavailable {
-                message: "service-account kubeconfigs need the local control plane \
-                      (KUBEFORGE_TEST_KUBECONFIG is set)"
-                    .to_owned(),
-            })?;
-        let args = vec![
-            "kubeconfig-for".to_owned(),
-            namespace.to_owned(),
-            name.to_owned(),
-        ];
-        let stdout = tokio::task::spawn_blocking(move || run_script(&script, &args))
-            .await
-            .map_err(|e| TestingError::Unavailable {
-                message: format!("kubeconfig-for task failed: {e}"),
-            })??;
+        let stdout = self
+            .script(vec![
+                "kubeconfig-for".to_owned(),
+                namespace.to_owned(),
+                name.to_owned(),
+            ])
+            .await?;
         last_line(&stdout)
             .map(PathBuf::from)
             .ok_or_else(|| TestingError::Unavailable {
                 message: "kubeconfig-for printed no path".to_owned(),
             })
+    }
+
+    async fn script(&self, args: Vec<String>) -> Result<String, TestingError> {
+        let script = self
+            .script
+            .clone()
+            .ok_or_else(|| TestingError::Unavailable {
+                message: "this needs the local control plane (KUBEFORGE_TEST_KUBECONFIG is set)"
+                    .to_owned(),
+            })?;
+        let dir = self.dedicated.clone();
+        tokio::task::spawn_blocking(move || run_script(&script, dir.as_deref(), &args))
+            .await
+            .map_err(|e| TestingError::Unavailable {
+                message: format!("control-plane script task failed: {e}"),
+            })?
+    }
+
+    /// Stops one component (`etcd`, `kube-apiserver` or `kube-controller-manager`) of a
+    /// [dedicated](ControlPlane::dedicated) plane, for outage tests.
+    ///
+    /// # Errors
+    ///
+    /// Fails on the shared plane (other tests rely on it) or when the script fails.
+    pub async fn stop_component(&self, component: &str) -> Result<(), TestingError> {
+        self.disrupt("stop-component", component).await
+    }
+
+    /// Starts a component stopped by [`ControlPlane::stop_component`] again, with the same
+    /// flags; for the apiserver, waits until it is ready.
+    ///
+    /// # Errors
+    ///
+    /// As [`ControlPlane::stop_component`].
+    pub async fn start_component(&self, component: &str) -> Result<(), TestingError> {
+        self.disrupt("start-component", component).await
+    }
+
+    async fn disrupt(&self, command: &str, component: &str) -> Result<(), TestingError> {
+        if self.dedicated.is_none() {
+            return Err(TestingError::Unavailable {
+                message: "only a dedicated control plane may be disrupted".to_owned(),
+            });
+        }
+        self.script(vec![command.to_owned(), component.to_owned()])
+            .await
+            .map(drop)
     }
 
     /// A client authenticated as the ServiceAccount `namespace/name`; see
@@ -157,15 +223,28 @@ impl ControlPlane {
     }
 }
 
-fn run_script(script: &Path, args: &[String]) -> Result<String, TestingError> {
-    let output =
-        Command::new(script)
-            .args(args)
-            .output()
-            .map_err(|source| TestingError::Spawn {
-                script: script.to_owned(),
-                source,
-            })?;
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if let (Some(dir), Some(script)) = (&self.dedicated, &self.script)
+            && let Err(e) = run_script(script, Some(dir), &["down".to_owned()])
+        {
+            eprintln!("kubeforge::testing: stopping the dedicated control plane: {e}");
+        }
+    }
+}
+
+fn run_script(script: &Path, dir: Option<&Path>, args: &[String]) -> Result<String, TestingError> {
+    let mut command = Command::new(script);
+    if let Some(dir) = dir {
+        command.env("KUBEFORGE_PLANE_DIR", dir);
+    }
+    let output = command
+        .args(args)
+        .output()
+        .map_err(|source| TestingError::Spawn {
+            script: script.to_owned(),
+            source,
+        })?;
     if !output.status.success() {
         return Err(TestingError::Script {
             script: script.to_owned(),
