@@ -580,3 +580,85 @@ async fn controller_should_lose_nothing_across_an_apiserver_outage() {
     .await;
     shutdown.cancel();
 }
+
+/// Increments `status.observed` by one per reconcile with an update (not a patch) of the cached
+/// object, requeueing until it reaches `limit`: each reconcile depends on seeing its own last write.
+struct StatusCounter {
+    limit: i64,
+    conflicts: Arc<AtomicU32>,
+}
+
+impl Reconciler<Widget> for StatusCounter {
+    type Error = TestError;
+
+    async fn reconcile(&self, w: Arc<Widget>, ctx: &Context<Widget>) -> Result<Action, TestError> {
+        let observed = w.status.as_ref().map_or(0, |s| s.observed);
+        if observed >= self.limit {
+            return Ok(Action::Done);
+        }
+        let mut next = (*w).clone();
+        next.status = Some(WidgetStatus {
+            observed: observed + 1,
+        });
+        match ctx.replace_status(&next).await {
+            Ok(_) => Ok(Action::Requeue),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                self.conflicts.fetch_add(1, Ordering::SeqCst);
+                Ok(Action::Requeue)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+async fn count_to(limit: i64, read_your_writes: Option<Duration>) -> u32 {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let cache = Cache::new(ns.client());
+    let conflicts = Arc::new(AtomicU32::new(0));
+    let controller = Controller::new(
+        "counter",
+        &cache,
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .config(ControllerConfig::default().read_your_writes(read_your_writes));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controller.run(
+        StatusCounter {
+            limit,
+            conflicts: conflicts.clone(),
+        },
+        shutdown.clone(),
+    ));
+    ns.api::<Widget>()
+        .create(&PostParams::default(), &widget("counted", 0))
+        .await
+        .unwrap();
+    eventually(
+        "the counter to reach its limit",
+        Duration::from_secs(60),
+        async || {
+            let w = ns.api::<Widget>().get("counted").await.unwrap();
+            (w.status.map(|s| s.observed) == Some(limit)).then_some(())
+        },
+    )
+    .await;
+    shutdown.cancel();
+    conflicts.load(Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn read_your_writes_should_spare_reconcilers_conflicts_with_their_own_writes() {
+    let with = count_to(30, Some(Duration::from_secs(2))).await;
+    let without = count_to(30, None).await;
+    eprintln!(
+        "30 read-modify-write reconciles: {with} conflicts with read-your-writes, {without} without"
+    );
+    assert_eq!(
+        with, 0,
+        "no reconcile acted on a stale copy of its own write"
+    );
+}

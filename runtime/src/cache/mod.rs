@@ -39,6 +39,9 @@ use tokio_util::sync::CancellationToken;
 use crate::informer::{Informer, InformerConfig};
 use crate::store::Store;
 
+mod writes;
+pub(crate) use writes::WriteTracker;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct InformerKey {
     kind: TypeId,
@@ -112,6 +115,7 @@ struct Entry {
 pub struct Cache {
     client: Client,
     inner: Arc<Mutex<Inner>>,
+    writes: Arc<WriteTracker>,
 }
 
 #[derive(Default)]
@@ -135,7 +139,25 @@ impl Cache {
         Self {
             client,
             inner: Arc::new(Mutex::new(Inner::default())),
+            writes: Arc::new(WriteTracker::default()),
         }
+    }
+
+    /// Records that this process wrote `obj` (as returned by the apiserver): until the informer
+    /// of its kind has seen that version, controllers wait briefly before reconciling the object,
+    /// so they do not act on an older cached copy of their own write. The [`Context`] write
+    /// helpers call this for you.
+    ///
+    /// [`Context`]: crate::controller::Context
+    pub fn record_write<K: Resource + 'static>(&self, obj: &K) {
+        if let Some(rv) = &obj.meta().resource_version {
+            self.writes
+                .wrote(TypeId::of::<K>(), crate::ObjectKey::of(obj), rv.clone());
+        }
+    }
+
+    pub(crate) fn writes(&self) -> &Arc<WriteTracker> {
+        &self.writes
     }
 
     /// The client the cache's informers use.
@@ -180,7 +202,8 @@ impl Cache {
                 name.push_str(&format!("{param}={value}"));
             }
         }
-        let informer = Arc::new(Informer::new(api, config));
+        let informer =
+            Arc::new(Informer::new(api, config).with_write_tracker(Arc::clone(&self.writes)));
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());

@@ -161,6 +161,75 @@ impl<K> Context<K> {
         &self.controller
     }
 
+    /// Patches the status of the object being reconciled and records the write for
+    /// read-your-writes (see [`ControllerConfig::read_your_writes`]).
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error.
+    pub async fn patch_status<P: serde::Serialize + Debug>(
+        &self,
+        patch: &Patch<P>,
+    ) -> Result<K, kube::Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
+        K::Scope: Scoped,
+    {
+        let written = self
+            .api::<K>()
+            .patch_status(&self.key.name, &PatchParams::default(), patch)
+            .await?;
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
+    /// Replaces the status of the object being reconciled (optimistic concurrency: `obj` carries
+    /// the resourceVersion it was read at) and records the write for read-your-writes.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error; `409 Conflict` if the object changed since `obj` was read.
+    pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        K::Scope: Scoped,
+    {
+        let written = self
+            .api::<K>()
+            .replace_status(&self.key.name, &kube::api::PostParams::default(), obj)
+            .await?;
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
+    /// Server-side-applies `child` with a controller owner reference to `owner` (see
+    /// [`apply_owned`](crate::client::apply_owned)) in the namespace of the object being
+    /// reconciled, as field manager `manager`, and records the write.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error, or an owner without a UID.
+    pub async fn apply_owned<C>(&self, owner: &K, manager: &str, child: C) -> Result<C, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        C::Scope: Scoped,
+    {
+        let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
     /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces
     /// for a cluster-scoped primary; the namespace is ignored for a cluster-scoped `C`).
     pub fn api<C>(&self) -> Api<C>
@@ -220,6 +289,7 @@ pub struct ControllerConfig {
     reconcile_timeout: Option<Duration>,
     shutdown_grace: Duration,
     finalizer: Option<String>,
+    read_your_writes: Option<Duration>,
     rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
     metrics: Arc<dyn ControllerMetrics>,
     queue_metrics: Arc<dyn QueueMetrics>,
@@ -232,6 +302,7 @@ impl Debug for ControllerConfig {
             .field("reconcile_timeout", &self.reconcile_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("finalizer", &self.finalizer)
+            .field("read_your_writes", &self.read_your_writes)
             .finish_non_exhaustive()
     }
 }
@@ -243,6 +314,7 @@ impl Default for ControllerConfig {
             reconcile_timeout: None,
             shutdown_grace: Duration::from_secs(30),
             finalizer: None,
+            read_your_writes: Some(Duration::from_secs(2)),
             rate_limiter: None,
             metrics: Arc::new(NoMetrics),
             queue_metrics: Arc::new(NoMetrics),
@@ -278,6 +350,16 @@ impl ControllerConfig {
     #[must_use]
     pub fn finalizer(mut self, name: impl Into<String>) -> Self {
         self.finalizer = Some(name.into());
+        self
+    }
+
+    /// Before reconciling an object this controller (or anything recording through
+    /// [`Cache::record_write`]) wrote, wait up to `wait` for the informer to deliver that
+    /// version, so the reconcile never sees an older cached copy of its own write (default 2 s;
+    /// `None` turns it off).
+    #[must_use]
+    pub fn read_your_writes(mut self, wait: Option<Duration>) -> Self {
+        self.read_your_writes = wait;
         self
     }
 
@@ -601,6 +683,15 @@ where
     R: Reconciler<K>,
 {
     async fn process(&self, key: &ObjectKey) {
+        if let Some(wait) = self.config.read_your_writes
+            && !self
+                .cache
+                .writes()
+                .caught_up(std::any::TypeId::of::<K>(), key, wait)
+                .await
+        {
+            tracing::debug!(%key, ?wait, "informer did not deliver our last write in time; reconciling the cached version");
+        }
         let Some(obj) = self.store.get(key) else {
             // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
             self.queue.forget(key);
@@ -765,6 +856,7 @@ where
             .api_for(obj)
             .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await?;
+        self.cache.record_write(&updated);
         Ok(Arc::new(updated))
     }
 
@@ -786,7 +878,10 @@ where
             .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(updated) => {
+                self.cache.record_write(&updated);
+                Ok(())
+            }
             // Already gone: the finalizer was the last thing holding it.
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Err(e) => Err(e),

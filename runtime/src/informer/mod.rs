@@ -49,6 +49,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
+use crate::cache::WriteTracker;
 use crate::store::{MemoryStore, Store};
 
 /// A change the informer applied to its store.
@@ -224,6 +225,7 @@ pub struct Informer<K: Resource> {
     subscribers: Mutex<Vec<mpsc::Sender<Event<K>>>>,
     synced: watch::Sender<bool>,
     stats: InformerStats,
+    writes: Option<Arc<WriteTracker>>,
 }
 
 impl<K: Resource> Debug for Informer<K> {
@@ -262,6 +264,19 @@ where
             subscribers: Mutex::new(Vec::new()),
             synced: watch::channel(false).0,
             stats: InformerStats::default(),
+            writes: None,
+        }
+    }
+
+    /// Reports applied versions to the cache's read-your-writes tracker.
+    pub(crate) fn with_write_tracker(mut self, writes: Arc<WriteTracker>) -> Self {
+        self.writes = Some(writes);
+        self
+    }
+
+    fn observed(&self, key: &ObjectKey, resource_version: Option<&str>) {
+        if let Some(writes) = &self.writes {
+            writes.observed(std::any::TypeId::of::<K>(), key, resource_version);
         }
     }
 
@@ -392,6 +407,9 @@ where
                 Ok(watcher::Event::InitDone) => {
                     let listed = std::mem::take(&mut initial);
                     self.apply_list(listed).await;
+                    if let Some(writes) = &self.writes {
+                        writes.relisted(std::any::TypeId::of::<K>());
+                    }
                     self.stats.lists.fetch_add(1, Ordering::Relaxed);
                     self.synced.send_replace(true);
                     tracing::debug!(%url, cached = self.store.len(), "informer synced");
@@ -399,12 +417,18 @@ where
                 Ok(watcher::Event::Apply(obj)) => {
                     let new = self.prepare(obj);
                     let old = self.store.apply(Arc::clone(&new));
+                    self.observed(
+                        &ObjectKey::of(new.as_ref()),
+                        new.meta().resource_version.as_deref(),
+                    );
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
                     self.publish(Event::Applied { old, new }).await;
                 }
                 Ok(watcher::Event::Delete(obj)) => {
                     let gone = self.prepare(obj);
-                    self.store.delete(&ObjectKey::of(gone.as_ref()));
+                    let key = ObjectKey::of(gone.as_ref());
+                    self.store.delete(&key);
+                    self.observed(&key, None);
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
                     self.publish(Event::Deleted(gone)).await;
                 }

@@ -1,0 +1,142 @@
+//! Read-your-own-writes: remember the resourceVersions a controller wrote, so a later reconcile
+//! can wait (bounded) until the informer has caught up with them.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::ObjectKey;
+
+/// Writes not yet seen by the informer of their kind.
+#[derive(Debug, Default)]
+pub(crate) struct WriteTracker {
+    pending: Mutex<HashMap<(TypeId, ObjectKey), String>>,
+    seen: Notify,
+}
+
+impl WriteTracker {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TypeId, ObjectKey), String>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that we wrote `key` of kind `kind`, producing `resource_version`.
+    pub(crate) fn wrote(&self, kind: TypeId, key: ObjectKey, resource_version: String) {
+        self.lock().insert((kind, key), resource_version);
+    }
+
+    /// The informer of `kind` applied `key` at `resource_version` (`None`: deleted).
+    pub(crate) fn observed(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
+        let mut pending = self.lock();
+        if pending.is_empty() {
+            return;
+        }
+        let id = (kind, key.clone());
+        let caught_up = match (pending.get(&id), resource_version) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(wanted), Some(rv)) => wanted == rv || newer(rv, wanted),
+        };
+        if caught_up {
+            pending.remove(&id);
+            drop(pending);
+            self.seen.notify_waiters();
+        }
+    }
+
+    /// A relist replaced the informer's content: whatever it holds is the newest state, so
+    /// nothing of `kind` is pending any more.
+    pub(crate) fn relisted(&self, kind: TypeId) {
+        self.lock().retain(|(k, _), _| *k != kind);
+        self.seen.notify_waiters();
+    }
+
+    /// Waits until the informer has seen our last write of `key`, at most `timeout`. Returns
+    /// whether it caught up (`true` also when nothing was pending).
+    pub(crate) async fn caught_up(&self, kind: TypeId, key: &ObjectKey, timeout: Duration) -> bool {
+        let id = (kind, key.clone());
+        let wait = async {
+            loop {
+                let notified = self.seen.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !self.lock().contains_key(&id) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(timeout, wait).await.is_ok() {
+            return true;
+        }
+        // Give up waiting; forget the write so later reconciles do not wait for it again.
+        self.lock().remove(&id);
+        false
+    }
+}
+
+/// Whether resourceVersion `a` is newer than `b`. resourceVersions are opaque to clients, but the
+/// apiserver derives them from etcd's revision counter; when both parse as integers, a larger one
+/// means a later write (which also proves our write was applied before it).
+fn newer(a: &str, b: &str) -> bool {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn tracker_should_wait_until_the_written_version_is_observed() {
+        let tracker = std::sync::Arc::new(WriteTracker::default());
+        let kind = TypeId::of::<u8>();
+        let key = ObjectKey::namespaced("ns", "a");
+        assert!(
+            tracker.caught_up(kind, &key, Duration::from_secs(1)).await,
+            "nothing pending"
+        );
+
+        tracker.wrote(kind, key.clone(), "10".into());
+        let waiter = tokio::spawn({
+            let (tracker, key) = (tracker.clone(), key.clone());
+            async move { tracker.caught_up(kind, &key, Duration::from_secs(5)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tracker.observed(kind, &key, Some("9"));
+        tracker.observed(TypeId::of::<u16>(), &key, Some("10"));
+        assert!(
+            !waiter.is_finished(),
+            "an older version or another kind does not count"
+        );
+        tracker.observed(kind, &key, Some("10"));
+        assert!(waiter.await.unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tracker_should_accept_newer_versions_and_deletions_and_time_out() {
+        let tracker = WriteTracker::default();
+        let kind = TypeId::of::<u8>();
+        let key = ObjectKey::cluster("a");
+        tracker.wrote(kind, key.clone(), "10".into());
+        tracker.observed(kind, &key, Some("12"));
+        assert!(tracker.caught_up(kind, &key, Duration::from_secs(1)).await);
+
+        tracker.wrote(kind, key.clone(), "20".into());
+        tracker.observed(kind, &key, None);
+        assert!(tracker.caught_up(kind, &key, Duration::from_secs(1)).await);
+
+        tracker.wrote(kind, key.clone(), "30".into());
+        let start = tokio::time::Instant::now();
+        assert!(!tracker.caught_up(kind, &key, Duration::from_secs(2)).await);
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert!(
+            tracker.caught_up(kind, &key, Duration::from_secs(2)).await,
+            "forgotten after the timeout"
+        );
+    }
+}
