@@ -662,3 +662,137 @@ async fn read_your_writes_should_spare_reconcilers_conflicts_with_their_own_writ
         "no reconcile acted on a stale copy of its own write"
     );
 }
+
+/// A kind whose schema accepts anything in `spec.value`, while the Rust type wants an integer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Gadget {
+    metadata: ObjectMeta,
+    spec: WidgetSpec,
+}
+
+impl Resource for Gadget {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Gadget".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "gadgets".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+struct NameRecorder(Arc<Mutex<Vec<String>>>);
+
+impl Reconciler<Gadget> for NameRecorder {
+    type Error = TestError;
+    async fn reconcile(&self, g: Arc<Gadget>, _ctx: &Context<Gadget>) -> Result<Action, TestError> {
+        self.0.lock().unwrap().push(format!(
+            "{}={}",
+            g.metadata.name.clone().unwrap_or_default(),
+            g.spec.value
+        ));
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test]
+async fn undecodable_objects_should_be_skipped_not_block_the_informer() {
+    let ns = TestNamespace::new().await.unwrap();
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "metadata": { "name": format!("gadgets.{GROUP}") },
+        "spec": {
+            "group": GROUP, "scope": "Namespaced",
+            "names": { "plural": "gadgets", "singular": "gadget", "kind": "Gadget" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": { "spec": {
+                        "type": "object",
+                        "properties": { "value": { "x-kubernetes-int-or-string": true } }
+                    }}
+                }}
+            }]
+        }
+    }))
+    .unwrap();
+    apply_crds(&ns.client(), [crd], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let gvk = kube::api::GroupVersionKind::gvk(GROUP, "v1", "Gadget");
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        ns.client(),
+        ns.name(),
+        &kube::api::ApiResource::from_gvk(&gvk),
+    );
+    for (name, value) in [
+        ("good-1", json!(1)),
+        ("bad", json!("not a number")),
+        ("good-2", json!(2)),
+    ] {
+        let obj = serde_json::from_value(json!({
+            "apiVersion": format!("{GROUP}/v1"), "kind": "Gadget",
+            "metadata": { "name": name }, "spec": { "value": value },
+        }))
+        .unwrap();
+        raw.create(&PostParams::default(), &obj).await.unwrap();
+    }
+
+    let cache = Cache::new(ns.client());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let shutdown = CancellationToken::new();
+    let controller = Controller::new(
+        "gadgets",
+        &cache,
+        ns.api::<Gadget>(),
+        InformerConfig::default(),
+    );
+    tokio::spawn(controller.run(NameRecorder(seen.clone()), shutdown.clone()));
+    eventually(
+        "the decodable gadgets to be reconciled",
+        Duration::from_secs(30),
+        async || {
+            let seen = seen.lock().unwrap();
+            (seen.contains(&"good-1=1".to_owned()) && seen.contains(&"good-2=2".to_owned()))
+                .then_some(())
+        },
+    )
+    .await;
+    let status = cache.sync_status();
+    assert!(status[0].synced);
+    assert_eq!(status[0].cached, 2, "the bad object is not cached");
+    assert!(status[0].undecodable >= 1);
+
+    // Once fixed, the object is picked up like any other.
+    raw.patch(
+        "bad",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "value": 3 } })),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the fixed gadget to be reconciled",
+        Duration::from_secs(30),
+        async || {
+            seen.lock()
+                .unwrap()
+                .contains(&"bad=3".to_owned())
+                .then_some(())
+        },
+    )
+    .await;
+    shutdown.cancel();
+}

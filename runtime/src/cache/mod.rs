@@ -37,6 +37,7 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{Informer, InformerConfig};
+use crate::scope::Scoped;
 use crate::store::Store;
 
 mod writes;
@@ -65,6 +66,8 @@ pub struct InformerStatus {
     pub lists: u64,
     /// List/watch errors so far (each followed by a retry).
     pub watch_errors: u64,
+    /// Objects skipped because they could not be decoded.
+    pub undecodable: u64,
 }
 
 trait ErasedInformer: Send + Sync {
@@ -78,8 +81,8 @@ struct Handle<K: Resource>(Arc<Informer<K>>);
 
 impl<K> ErasedInformer for Handle<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::Scope: Scoped,
 {
     fn as_any(&self) -> Arc<dyn Any + Send + Sync> {
         self.0.clone()
@@ -97,6 +100,7 @@ where
             cached: self.0.store().len(),
             lists: stats.lists.load(Relaxed),
             watch_errors: stats.watch_errors.load(Relaxed),
+            undecodable: stats.undecodable.load(Relaxed),
         }
     }
     fn wait_for_sync(&self) -> futures::future::BoxFuture<'static, ()> {
@@ -173,8 +177,8 @@ impl Cache {
     /// first use. If the cache is running, a new informer starts at once.
     pub fn informer<K>(&self, api: Api<K>, config: InformerConfig) -> Arc<Informer<K>>
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: Scoped,
     {
         let key = InformerKey {
             kind: TypeId::of::<K>(),
@@ -224,8 +228,8 @@ impl Cache {
     /// any. Reconcilers use it to read related objects from the cache.
     pub fn store<K>(&self) -> Option<Arc<dyn Store<K>>>
     where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::DynamicType: Default,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: Scoped,
     {
         let inner = self.lock();
         inner

@@ -487,6 +487,7 @@ where
     pub fn owns<C>(self, api: Api<C>, config: InformerConfig) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
     {
         self.owns_with(api, config, true)
     }
@@ -502,6 +503,7 @@ where
     ) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
     {
         let informer = self.cache.informer(api, config);
         let kind = K::kind(&()).into_owned();
@@ -547,6 +549,7 @@ where
     pub fn watches<W, F>(mut self, api: Api<W>, config: InformerConfig, mapper: F) -> Self
     where
         W: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        W::Scope: Scoped,
         F: Fn(&W) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
         let informer = self.cache.informer(api, config);

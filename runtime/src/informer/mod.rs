@@ -40,7 +40,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, InitialListStrategy};
 use kube::{Api, Resource};
@@ -50,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
 use crate::cache::WriteTracker;
+use crate::scope::Scoped;
 use crate::store::{MemoryStore, Store};
 
 /// A change the informer applied to its store.
@@ -214,6 +218,35 @@ pub struct InformerStats {
     pub watch_errors: AtomicU64,
     /// Events applied to the store.
     pub events: AtomicU64,
+    /// Objects skipped because they could not be decoded.
+    pub undecodable: AtomicU64,
+}
+
+/// An object as decoded from the apiserver: the typed object, or what is known of a bad one.
+type Decoded<K> = Result<K, InvalidObject>;
+
+fn map_event<T, K>(
+    event: watcher::Event<T>,
+    f: impl Fn(T) -> Decoded<K>,
+) -> watcher::Event<Decoded<K>> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Whether a list/watch error comes from an object that did not decode.
+fn is_decode_error(error: &watcher::Error) -> bool {
+    let inner = match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        _ => return false,
+    };
+    matches!(inner, kube::Error::SerdeError(_))
 }
 
 /// A list+watch of one kind feeding a [`Store`] and notifying subscribers.
@@ -240,8 +273,8 @@ impl<K: Resource> Debug for Informer<K> {
 
 impl<K> Informer<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::Scope: Scoped,
 {
     /// An informer over `api` with an in-memory store.
     pub fn new(api: Api<K>, config: InformerConfig) -> Self {
@@ -370,9 +403,8 @@ where
     /// retried with backoff; they never end the informer.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let url = self.api.resource_url().to_owned();
-        let mut stream = watcher::watcher(self.api.clone(), self.config.watcher_config())
-            .default_backoff()
-            .boxed();
+        let mut lenient = false;
+        let mut stream = self.stream(lenient);
         let mut resync = self.config.resync.map(|every| {
             let mut interval = tokio::time::interval(every);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -403,7 +435,11 @@ where
             let Some(item) = item else { break };
             match item {
                 Ok(watcher::Event::Init) => initial.clear(),
-                Ok(watcher::Event::InitApply(obj)) => initial.push(self.prepare(obj)),
+                Ok(watcher::Event::InitApply(obj)) => {
+                    if let Some(obj) = self.decoded(obj) {
+                        initial.push(self.prepare(obj));
+                    }
+                }
                 Ok(watcher::Event::InitDone) => {
                     let listed = std::mem::take(&mut initial);
                     self.apply_list(listed).await;
@@ -415,6 +451,9 @@ where
                     tracing::debug!(%url, cached = self.store.len(), "informer synced");
                 }
                 Ok(watcher::Event::Apply(obj)) => {
+                    let Some(obj) = self.decoded(obj) else {
+                        continue;
+                    };
                     let new = self.prepare(obj);
                     let old = self.store.apply(Arc::clone(&new));
                     self.observed(
@@ -425,17 +464,77 @@ where
                     self.publish(Event::Applied { old, new }).await;
                 }
                 Ok(watcher::Event::Delete(obj)) => {
-                    let gone = self.prepare(obj);
-                    let key = ObjectKey::of(gone.as_ref());
-                    self.store.delete(&key);
+                    let key = match &obj {
+                        Ok(obj) => ObjectKey::of(obj),
+                        Err(invalid) => ObjectKey {
+                            namespace: invalid.metadata.namespace.clone(),
+                            name: invalid.metadata.name.clone().unwrap_or_default(),
+                        },
+                    };
+                    let cached = self.store.delete(&key);
                     self.observed(&key, None);
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
-                    self.publish(Event::Deleted(gone)).await;
+                    // The last state the watch sent, or else the last one we could decode.
+                    let gone = obj.ok().map(|o| self.prepare(o)).or(cached);
+                    if let Some(gone) = gone {
+                        self.publish(Event::Deleted(gone)).await;
+                    }
                 }
                 Err(error) => {
                     self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+                    if !lenient && is_decode_error(&error) {
+                        // One object of this kind does not fit `K`. Decoding leniently costs a
+                        // little more per object, so it is only switched on once needed: from
+                        // now on bad objects are logged and skipped instead of failing the list.
+                        tracing::warn!(%url, %error, "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
+                        lenient = true;
+                        stream = self.stream(lenient);
+                        continue;
+                    }
                     tracing::warn!(%url, %error, "list/watch failed; retrying with backoff");
                 }
+            }
+        }
+    }
+
+    /// The list/watch stream, decoding each object as `K` (fails on the first object that does
+    /// not decode) or leniently (a bad object becomes an `InvalidObject` with its metadata).
+    fn stream(
+        &self,
+        lenient: bool,
+    ) -> BoxStream<'static, watcher::Result<watcher::Event<Decoded<K>>>> {
+        let config = self.config.watcher_config();
+        if lenient {
+            let api = <K::Scope as Scoped>::api::<DeserializeGuard<K>>(
+                self.api.clone().into_client(),
+                self.api.namespace(),
+            );
+            watcher::watcher(api, config)
+                .default_backoff()
+                .map_ok(|event| map_event(event, |guard| guard.0))
+                .boxed()
+        } else {
+            watcher::watcher(self.api.clone(), config)
+                .default_backoff()
+                .map_ok(|event| map_event(event, Ok))
+                .boxed()
+        }
+    }
+
+    /// The object, or `None` after logging why it could not be decoded.
+    fn decoded(&self, obj: Decoded<K>) -> Option<K> {
+        match obj {
+            Ok(obj) => Some(obj),
+            Err(invalid) => {
+                self.stats.undecodable.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    url = %self.api.resource_url(),
+                    namespace = invalid.metadata.namespace.as_deref().unwrap_or(""),
+                    name = invalid.metadata.name.as_deref().unwrap_or(""),
+                    error = %invalid.error,
+                    "skipping an object that does not decode"
+                );
+                None
             }
         }
     }
