@@ -223,7 +223,7 @@ pub struct InformerStats {
 }
 
 /// An object as decoded from the apiserver: the typed object, or what is known of a bad one.
-type Decoded<K> = Result<K, InvalidObject>;
+type Decoded<K> = Result<K, Box<InvalidObject>>;
 
 fn map_event<T, K>(
     event: watcher::Event<T>,
@@ -511,7 +511,7 @@ where
             );
             watcher::watcher(api, config)
                 .default_backoff()
-                .map_ok(|event| map_event(event, |guard| guard.0))
+                .map_ok(|event| map_event(event, |guard| guard.0.map_err(Box::new)))
                 .boxed()
         } else {
             watcher::watcher(self.api.clone(), config)
