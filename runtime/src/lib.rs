@@ -13,6 +13,7 @@
 //! - [`queue`]: the deduplicating, rate-limited work queue.
 //! - [`retry`]: the sharded retry processor with retry and dequeue policies.
 //! - [`dispatch`]: concurrent per-object-ordered event dispatch.
+//! - [`events`]: an events.k8s.io/v1 recorder that aggregates repeats.
 //! - [`manager`]: the shared cache, the controllers and the process lifecycle.
 //! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
@@ -30,6 +31,7 @@ pub mod cache;
 pub mod client;
 pub mod controller;
 pub mod dispatch;
+pub mod events;
 pub mod informer;
 mod key;
 pub mod manager;

@@ -9,3 +9,4 @@ mod support;
 
 mod controller;
 mod controlplane;
+mod events;
