@@ -796,3 +796,57 @@ async fn undecodable_objects_should_be_skipped_not_block_the_informer() {
     .await;
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let cache = Cache::new(ns.client());
+    // The ConfigMaps are cached as metadata only (no `data`): owner references are all `owns` needs.
+    let controller = Controller::new(
+        "widgets-lean",
+        &cache,
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .owns(
+        ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
+        InformerConfig::default(),
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controller.run(WidgetReconciler(Arc::default()), shutdown.clone()));
+    ns.api::<Widget>()
+        .create(&PostParams::default(), &widget("lean", 4))
+        .await
+        .unwrap();
+    let names = ["lean".to_owned()];
+    eventually(
+        "the widget to converge",
+        Duration::from_secs(30),
+        async || converged(&ns, &names, 4).await.then_some(()),
+    )
+    .await;
+    let lean = cache
+        .store::<kube::core::PartialObjectMeta<ConfigMap>>()
+        .unwrap()
+        .get(&ObjectKey::namespaced(ns.name(), "lean-cm"));
+    let lean = lean.expect("the child is cached as metadata");
+    assert_eq!(
+        lean.metadata.owner_references.as_ref().unwrap()[0].name,
+        "lean"
+    );
+
+    ns.api::<ConfigMap>()
+        .delete("lean-cm", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the child to come back",
+        Duration::from_secs(30),
+        async || ns.api::<ConfigMap>().get("lean-cm").await.ok(),
+    )
+    .await;
+    shutdown.cancel();
+}

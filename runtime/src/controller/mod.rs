@@ -483,6 +483,10 @@ where
 
     /// Watch objects of kind `C` and reconcile their controlling owner of kind `K` (the owner
     /// reference with `controller: true`).
+    ///
+    /// To keep the cache lean, watch the owned kind as metadata only: pass an
+    /// `Api<kube::core::PartialObjectMeta<C>>` — owner references are all `owns` needs, and the
+    /// cache then holds no `data`, `spec` or `status` of the children.
     #[must_use]
     pub fn owns<C>(self, api: Api<C>, config: InformerConfig) -> Self
     where
