@@ -850,3 +850,188 @@ async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
     .await;
     shutdown.cancel();
 }
+
+/// Fails terminally for widgets named `terminal-*`; hangs on the first attempt of `slow-*`.
+struct Misbehaving(Arc<Recorder>);
+
+#[derive(Debug, thiserror::Error)]
+enum MisbehavingError {
+    #[error("this widget can never work")]
+    Permanent,
+}
+
+impl Reconciler<Widget> for Misbehaving {
+    type Error = MisbehavingError;
+
+    async fn reconcile(
+        &self,
+        w: Arc<Widget>,
+        _ctx: &Context<Widget>,
+    ) -> Result<Action, MisbehavingError> {
+        let name = w.metadata.name.clone().unwrap_or_default();
+        let attempt = {
+            let mut counts = self.0.reconciles.lock().unwrap();
+            let n = counts.entry(name.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        if name.starts_with("terminal") {
+            return Err(MisbehavingError::Permanent);
+        }
+        if name.starts_with("slow") && attempt == 1 {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Ok(Action::Done)
+    }
+
+    fn error_policy(
+        &self,
+        _w: &Widget,
+        error: &MisbehavingError,
+        _ctx: &Context<Widget>,
+    ) -> kubeforge::controller::ErrorPolicy {
+        match error {
+            MisbehavingError::Permanent => kubeforge::controller::ErrorPolicy::Terminal,
+        }
+    }
+}
+
+#[tokio::test]
+async fn terminal_errors_should_not_be_retried_and_timeouts_should_be() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let cache = Cache::new(ns.client());
+    let controller = Controller::new(
+        "misbehaving",
+        &cache,
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .config(ControllerConfig::default().reconcile_timeout(Duration::from_millis(500)));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(controller.run(Misbehaving(recorder.clone()), shutdown.clone()));
+    for name in ["terminal-1", "slow-1"] {
+        ns.api::<Widget>()
+            .create(&PostParams::default(), &widget(name, 1))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "the slow widget to be retried after its timeout",
+        Duration::from_secs(30),
+        async || {
+            (recorder.reconciles.lock().unwrap().get("slow-1").copied() >= Some(2)).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        recorder.reconciles.lock().unwrap()["terminal-1"],
+        1,
+        "a terminal error is not retried"
+    );
+    assert_eq!(
+        recorder.reconciles.lock().unwrap()["slow-1"],
+        2,
+        "retried once, then succeeded"
+    );
+
+    // A change to the object is a new chance.
+    ns.api::<Widget>()
+        .patch(
+            "terminal-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "value": 2 } })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the changed widget to be reconciled again",
+        Duration::from_secs(30),
+        async || (recorder.reconciles.lock().unwrap()["terminal-1"] == 2).then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn manager_should_share_informers_and_stop_within_its_grace_period() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let manager =
+        kubeforge::manager::Manager::new(ns.client()).shutdown_grace(Duration::from_secs(5));
+    let widgets = Controller::new(
+        "widgets",
+        manager.cache(),
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .owns(ns.api::<ConfigMap>(), InformerConfig::default());
+    // A second controller whose primary is the ConfigMap kind the first one owns.
+    let configmaps = Controller::new(
+        "configmaps",
+        manager.cache(),
+        ns.api::<ConfigMap>(),
+        InformerConfig::default(),
+    );
+    let cache = manager.cache().clone();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let manager = manager
+        .controller(widgets, WidgetReconciler(Arc::default()))
+        .controller(configmaps, ConfigMapNames(seen.clone()));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+
+    ns.api::<Widget>()
+        .create(&PostParams::default(), &widget("shared", 5))
+        .await
+        .unwrap();
+    eventually(
+        "the widget to converge and its child to reach the second controller",
+        Duration::from_secs(30),
+        async || {
+            let names = ["shared".to_owned()];
+            (converged(&ns, &names, 5).await
+                && seen.lock().unwrap().contains(&"shared-cm".to_owned()))
+            .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        cache.sync_status().len(),
+        2,
+        "one Widget and one shared ConfigMap informer: {:?}",
+        cache.sync_status()
+    );
+
+    let stopping = std::time::Instant::now();
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        stopping.elapsed()
+    );
+}
+
+struct ConfigMapNames(Arc<Mutex<Vec<String>>>);
+
+impl Reconciler<ConfigMap> for ConfigMapNames {
+    type Error = TestError;
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, TestError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(cm.metadata.name.clone().unwrap_or_default());
+        Ok(Action::Done)
+    }
+}

@@ -10,3 +10,34 @@ mod support;
 mod controller;
 mod controlplane;
 mod events;
+mod informer;
+
+/// What users spawn must be `Send` (checked at compile time).
+#[allow(dead_code)]
+fn spawned_futures_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    fn check(
+        controller: kubeforge::controller::Controller<k8s_openapi::api::core::v1::ConfigMap>,
+        manager: kubeforge::manager::Manager,
+        reconciler: NoopReconciler,
+    ) {
+        let token = tokio_util::sync::CancellationToken::new();
+        assert_send(&controller.run(reconciler, token.clone()));
+        assert_send(&manager.run_until(token));
+    }
+    let _ = check;
+}
+
+#[allow(dead_code)]
+struct NoopReconciler;
+
+impl kubeforge::controller::Reconciler<k8s_openapi::api::core::v1::ConfigMap> for NoopReconciler {
+    type Error = kube::Error;
+    async fn reconcile(
+        &self,
+        _obj: std::sync::Arc<k8s_openapi::api::core::v1::ConfigMap>,
+        _ctx: &kubeforge::controller::Context<k8s_openapi::api::core::v1::ConfigMap>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        Ok(kubeforge::controller::Action::Done)
+    }
+}
