@@ -1,0 +1,47 @@
+//! Copies the data of every ConfigMap labelled `copy=true` into an owned Secret `<name>-copy`:
+//! the runtime used by hand, without macros (this is the README's "runtime by hand" code).
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{Api, Client};
+use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+use kubeforge::informer::InformerConfig;
+use kubeforge::manager::Manager;
+use std::sync::Arc;
+
+struct Settings;
+
+impl Reconciler<ConfigMap> for Settings {
+    type Error = kube::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, kube::Error> {
+        // Level-triggered: `cm` is the latest cached version; make the world match it.
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": { "name": format!("{}-copy", ctx.key().name) },
+            "stringData": cm.data.clone().unwrap_or_default(),
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        ctx.apply_owned(&cm, "settings-controller", secret).await?;
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = Client::try_default().await?;
+    let manager = Manager::new(client.clone());
+    let controller = Controller::new(
+        "settings",
+        manager.cache(),
+        Api::<ConfigMap>::all(client.clone()),
+        InformerConfig::default().labels("copy=true"),
+    )
+    .owns(Api::<Secret>::all(client), InformerConfig::default())
+    .config(ControllerConfig::default().concurrency(4));
+    manager.controller(controller, Settings).run().await?; // until SIGTERM / ctrl-c
+    Ok(())
+}
