@@ -1035,3 +1035,29 @@ impl Reconciler<ConfigMap> for ConfigMapNames {
         Ok(Action::Done)
     }
 }
+
+#[tokio::test]
+async fn list_paged_should_return_every_object_across_pages() {
+    let ns = TestNamespace::new().await.unwrap();
+    let api = ns.api::<ConfigMap>();
+    for i in 0..25 {
+        api.create(
+            &PostParams::default(),
+            &configmap(&format!("page-{i}"), &[]),
+        )
+        .await
+        .unwrap();
+    }
+    let params = ListParams::default().labels("!kubernetes.io/none");
+    let all = kubeforge::client::list_paged(&api, &params, 7)
+        .await
+        .unwrap();
+    let mut names: Vec<_> = all
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .filter(|n| n.starts_with("page-"))
+        .collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 25);
+}

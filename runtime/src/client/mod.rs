@@ -171,3 +171,29 @@ where
     )
     .await
 }
+
+/// Lists every object matching `params`, `page_size` at a time (the apiserver's `limit` /
+/// `continue` paging), so a huge collection never arrives as one response.
+///
+/// # Errors
+///
+/// The apiserver's error; `410 Gone` if the continue token expired between pages (start over).
+pub async fn list_paged<K>(
+    api: &Api<K>,
+    params: &kube::api::ListParams,
+    page_size: u32,
+) -> Result<Vec<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut params = params.clone().limit(page_size.max(1));
+    let mut items = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        items.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(items),
+        }
+    }
+}

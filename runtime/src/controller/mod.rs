@@ -632,6 +632,7 @@ where
             queue: queue.clone(),
             config: config.clone(),
             ids: AtomicU64::new(0),
+            cleaned: std::sync::Mutex::default(),
         });
         let workers: Vec<_> = (0..config.concurrency)
             .map(|_| {
@@ -668,6 +669,9 @@ struct Worker<K: Resource, R> {
     queue: WorkQueue<ObjectKey>,
     config: ControllerConfig,
     ids: AtomicU64,
+    /// UIDs whose cleanup succeeded but whose finalizer is not removed yet: cleanup never runs
+    /// twice for one object because the finalizer removal had to be retried.
+    cleaned: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 enum Outcome<E> {
@@ -729,11 +733,24 @@ where
         };
         let started = Instant::now();
         let (outcome, cleanup) = match finalizer {
-            Some(f) if deleting && has_finalizer(&obj, f) => (
-                self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
-                    .await,
-                true,
-            ),
+            Some(f) if deleting && has_finalizer(&obj, f) => {
+                let uid = obj.meta().uid.clone().unwrap_or_default();
+                let already = self
+                    .cleaned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&uid);
+                if already {
+                    // Cleanup succeeded before but removing the finalizer failed: only retry that.
+                    (Outcome::Finished(Ok(Action::Done)), true)
+                } else {
+                    (
+                        self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
+                            .await,
+                        true,
+                    )
+                }
+            }
             _ if deleting => {
                 // Being deleted and not held by our finalizer: nothing left to reconcile.
                 self.queue.forget(key);
@@ -761,12 +778,21 @@ where
         match outcome {
             Outcome::Finished(Ok(action)) => {
                 if cleanup && let Some(f) = finalizer {
+                    let uid = obj.meta().uid.clone().unwrap_or_default();
+                    self.cleaned
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(uid.clone());
                     if let Err(error) = self.remove_finalizer(&obj, f).await {
                         tracing::warn!(%error, "removing the finalizer failed; retrying");
                         self.metric(ReconcileResult::Error, took);
                         self.queue.add_rate_limited(key.clone());
                         return;
                     }
+                    self.cleaned
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&uid);
                     tracing::debug!("cleanup done; finalizer removed");
                 }
                 self.queue.forget(key);
