@@ -14,7 +14,10 @@
 //! - [`retry`]: the sharded retry processor with retry and dequeue policies.
 //! - [`dispatch`]: concurrent per-object-ordered event dispatch.
 //! - [`events`]: an events.k8s.io/v1 recorder that aggregates repeats.
+//! - [`leader`]: leader election on a coordination.k8s.io/v1 Lease.
+//! - [`health`]: `/healthz` and `/readyz` probes.
 //! - [`manager`]: the shared cache, the controllers and the process lifecycle.
+//! - [`metrics`]: Prometheus metrics with controller-runtime's names.
 //! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
@@ -32,9 +35,12 @@ pub mod client;
 pub mod controller;
 pub mod dispatch;
 pub mod events;
+pub mod health;
 pub mod informer;
 mod key;
+pub mod leader;
 pub mod manager;
+pub mod metrics;
 pub mod queue;
 pub mod retry;
 pub mod runner;

@@ -253,6 +253,14 @@ impl Cache {
         inner.running = Some(shutdown);
     }
 
+    /// Whether [`Cache::start`] was called (and its token is not cancelled).
+    pub fn is_started(&self) -> bool {
+        self.lock()
+            .running
+            .as_ref()
+            .is_some_and(|t| !t.is_cancelled())
+    }
+
     /// Waits until every informer registered so far has synced.
     pub async fn wait_for_sync(&self) {
         let waits: Vec<_> = self

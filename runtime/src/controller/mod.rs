@@ -278,6 +278,8 @@ pub trait ControllerMetrics: Send + Sync {
     fn active_workers(&self, _controller: &str, _delta: i64) {}
     /// The controller started with this many workers.
     fn max_concurrent_reconciles(&self, _controller: &str, _workers: usize) {}
+    /// The controller's work queue was created (metrics read unfinished work from it on demand).
+    fn queue_started(&self, _controller: &str, _queue: &WorkQueue<ObjectKey>) {}
 }
 
 impl ControllerMetrics for NoMetrics {}
@@ -293,6 +295,7 @@ pub struct ControllerConfig {
     rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
     metrics: Arc<dyn ControllerMetrics>,
     queue_metrics: Arc<dyn QueueMetrics>,
+    metrics_set: bool,
 }
 
 impl Debug for ControllerConfig {
@@ -318,6 +321,7 @@ impl Default for ControllerConfig {
             rate_limiter: None,
             metrics: Arc::new(NoMetrics),
             queue_metrics: Arc::new(NoMetrics),
+            metrics_set: false,
         }
     }
 }
@@ -380,6 +384,7 @@ impl ControllerConfig {
     ) -> Self {
         self.metrics = controller;
         self.queue_metrics = queue;
+        self.metrics_set = true;
         self
     }
 }
@@ -478,6 +483,20 @@ where
     #[must_use]
     pub fn config(mut self, config: ControllerConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reports to the manager's metrics unless the controller was given its own hooks.
+    pub(crate) fn default_metrics(mut self, metrics: &Arc<crate::metrics::Metrics>) -> Self {
+        if !self.config.metrics_set {
+            self.config.metrics = Arc::clone(metrics) as Arc<dyn ControllerMetrics>;
+            self.config.queue_metrics = metrics.queue(&self.name);
+        }
         self
     }
 
@@ -609,8 +628,12 @@ where
                 Vec::new()
             }
         }));
+        // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
+        let mut tasks = AbortOnDrop(Vec::new());
         for source in sources {
-            tokio::spawn(source(queue.clone(), shutdown.clone()));
+            tasks
+                .0
+                .push(tokio::spawn(source(queue.clone(), shutdown.clone())));
         }
 
         cache.start(shutdown.clone());
@@ -619,6 +642,7 @@ where
             () = cache.wait_for_sync() => {}
         }
         tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
+        config.metrics.queue_started(&name, &queue);
         config
             .metrics
             .max_concurrent_reconciles(&name, config.concurrency);
@@ -634,29 +658,42 @@ where
             ids: AtomicU64::new(0),
             cleaned: std::sync::Mutex::default(),
         });
-        let workers: Vec<_> = (0..config.concurrency)
-            .map(|_| {
-                let worker = Arc::clone(&worker);
-                tokio::spawn(async move {
-                    while let Some(key) = worker.queue.get().await {
-                        worker.process(&key).await;
-                        worker.queue.done(&key);
-                    }
+        let mut workers = AbortOnDrop(
+            (0..config.concurrency)
+                .map(|_| {
+                    let worker = Arc::clone(&worker);
+                    tokio::spawn(async move {
+                        while let Some(key) = worker.queue.get().await {
+                            worker.process(&key).await;
+                            worker.queue.done(&key);
+                        }
+                    })
                 })
-            })
-            .collect();
+                .collect(),
+        );
 
         shutdown.cancelled().await;
         if !queue.shutdown_with_drain(config.shutdown_grace).await {
             tracing::warn!(controller = %name, grace = ?config.shutdown_grace, "reconciles still running after the shutdown grace period; abandoning them");
-            for w in &workers {
+            for w in &workers.0 {
                 w.abort();
             }
         }
-        for w in workers {
+        for w in std::mem::take(&mut workers.0) {
             let _ = w.await;
         }
         tracing::info!(controller = %name, "stopped");
+    }
+}
+
+/// Aborts its tasks when dropped.
+struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
     }
 }
 

@@ -41,8 +41,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use std::net::SocketAddr;
+
 use crate::cache::Cache;
 use crate::controller::{Controller, Reconciler};
+use crate::health::{Check, Endpoints, check};
+use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
+use crate::metrics::Metrics;
 use crate::retry::BoxError;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
 use crate::scope::Scoped;
@@ -53,6 +58,38 @@ pub struct Manager {
     cache: Cache,
     runnables: Vec<Arc<dyn Runnable>>,
     shutdown_grace: Duration,
+    leader_election: Option<LeaderElectionConfig>,
+    warm_up_before_leading: bool,
+    leading: Option<tokio::sync::watch::Sender<bool>>,
+    metrics: Arc<Metrics>,
+    metrics_addr: Option<SocketAddr>,
+    health_addr: Option<SocketAddr>,
+    liveness: Vec<(String, Check)>,
+    readiness: Vec<(String, Check)>,
+    listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
+}
+
+/// Why a [`Manager`] stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// A component failed, or did not stop within the grace period.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// Leader election failed or leadership was lost (the controllers were stopped; exit the
+    /// process, as controller-runtime does, and let a successor take over).
+    #[error(transparent)]
+    LeaderElection(#[from] LeaderElectionError),
+    /// The metrics or health-probe address could not be bound.
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// `metrics` or `health probes`.
+        what: &'static str,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Debug for Manager {
@@ -105,7 +142,81 @@ impl Manager {
             client,
             runnables: Vec::new(),
             shutdown_grace: Duration::from_secs(30),
+            leader_election: None,
+            warm_up_before_leading: false,
+            leading: None,
+            metrics: Arc::new(Metrics::new()),
+            metrics_addr: None,
+            health_addr: None,
+            liveness: Vec::new(),
+            readiness: Vec::new(),
+            listening: None,
         }
+    }
+
+    /// Reports `(what, address)` for each server once it listens (useful with port 0).
+    pub fn on_listening(
+        &mut self,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<(&'static str, SocketAddr)> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.listening = Some(tx);
+        rx
+    }
+
+    /// The manager's metrics (every controller added reports to them unless it was given its
+    /// own hooks). Register your own metrics on [`Metrics::registry`].
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Serve `/metrics` on `addr` (port 0 picks a free port; see [`Manager::on_listening`]).
+    #[must_use]
+    pub fn metrics_bind_address(mut self, addr: SocketAddr) -> Self {
+        self.metrics_addr = Some(addr);
+        self
+    }
+
+    /// Serve `/healthz` and `/readyz` on `addr` (may equal the metrics address).
+    #[must_use]
+    pub fn health_probe_bind_address(mut self, addr: SocketAddr) -> Self {
+        self.health_addr = Some(addr);
+        self
+    }
+
+    /// Adds a liveness check (served under `/healthz`).
+    #[must_use]
+    pub fn liveness_check(mut self, name: impl Into<String>, check: Check) -> Self {
+        self.liveness.push((name.into(), check));
+        self
+    }
+
+    /// Adds a readiness check (served under `/readyz`).
+    #[must_use]
+    pub fn readiness_check(mut self, name: impl Into<String>, check: Check) -> Self {
+        self.readiness.push((name.into(), check));
+        self
+    }
+
+    /// Run the controllers only while this replica holds the Lease (see [`crate::leader`]).
+    #[must_use]
+    pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
+        self.leader_election = Some(config);
+        self
+    }
+
+    /// With leader election, start the informers before leadership is won, so a new leader
+    /// reconciles from a warm cache at once (costs a full cache on every standby replica).
+    #[must_use]
+    pub fn warm_up_before_leading(mut self, warm: bool) -> Self {
+        self.warm_up_before_leading = warm;
+        self
+    }
+
+    /// Follows whether this replica leads (always `true` without leader election once running).
+    pub fn leading(&mut self) -> tokio::sync::watch::Receiver<bool> {
+        self.leading
+            .get_or_insert_with(|| tokio::sync::watch::channel(false).0)
+            .subscribe()
     }
 
     /// The shared cache: build controllers with it so they share informers.
@@ -140,6 +251,7 @@ impl Manager {
         K::Scope: Scoped,
         R: Reconciler<K>,
     {
+        let controller = controller.default_metrics(&self.metrics);
         self.runnables.push(Arc::new(ControllerRunnable {
             parts: Mutex::new(Some((controller, reconciler))),
         }));
@@ -157,8 +269,9 @@ impl Manager {
     ///
     /// # Errors
     ///
-    /// A component failed (and stopped the others), or did not stop within the grace period.
-    pub async fn run(self) -> Result<(), RunnerError> {
+    /// A component failed (and stopped the others), did not stop within the grace period, or
+    /// leadership was lost.
+    pub async fn run(self) -> Result<(), ManagerError> {
         let shutdown = CancellationToken::new();
         let trigger = shutdown.clone();
         tokio::spawn(async move {
@@ -174,17 +287,134 @@ impl Manager {
     /// # Errors
     ///
     /// As [`Manager::run`].
-    pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), RunnerError> {
+    pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), ManagerError> {
         let token = shutdown.child_token();
-        self.cache.start(token.clone());
+        let _servers = self.start_servers().await?;
         let runner = self
             .runnables
             .into_iter()
             .fold(MultiRunner::new(), MultiRunner::with)
             .exit_wait(self.shutdown_grace);
-        let result = runner.run(token.clone()).await;
+        let leading = self.leading.clone();
+        let metrics = Arc::clone(&self.metrics);
+        let lease = self.leader_election.as_ref().map(|c| c.lease_name.clone());
+        let set_leading = |on: bool| {
+            if let Some(tx) = &leading {
+                tx.send_replace(on);
+            }
+            if let Some(lease) = &lease {
+                metrics.set_leader(lease, on);
+            }
+        };
+        set_leading(false);
+        let Some(config) = self.leader_election else {
+            self.cache.start(token.clone());
+            set_leading(true);
+            let result = runner.run(token.clone()).await;
+            set_leading(false);
+            token.cancel();
+            return result.map_err(ManagerError::from);
+        };
+        if self.warm_up_before_leading {
+            self.cache.start(token.clone());
+        }
+        let elector = LeaderElector::new(self.client.clone(), config)?;
+        let cache = self.cache.clone();
+        let mut outcome: Result<(), RunnerError> = Ok(());
+        let elected = elector
+            .run(token.clone(), |leading_token| {
+                set_leading(true);
+                cache.start(leading_token.clone());
+                let outcome = &mut outcome;
+                async move {
+                    *outcome = runner.run(leading_token).await;
+                }
+            })
+            .await;
+        set_leading(false);
         token.cancel();
-        result
+        elected?;
+        outcome.map_err(ManagerError::from)
+    }
+}
+
+impl Manager {
+    /// Binds the metrics and health servers; they stop when the returned guard is dropped.
+    async fn start_servers(&self) -> Result<Vec<AbortOnDrop>, ManagerError> {
+        let mut plans: Vec<(SocketAddr, Endpoints, &'static str)> = Vec::new();
+        if let Some(addr) = self.metrics_addr {
+            plans.push((
+                addr,
+                Endpoints {
+                    metrics: Some((Arc::clone(&self.metrics), Some(self.cache.clone()))),
+                    ..Endpoints::default()
+                },
+                "metrics",
+            ));
+        }
+        if let Some(addr) = self.health_addr {
+            let cache = self.cache.clone();
+            let mut readiness = vec![(
+                "informer-sync".to_owned(),
+                check(move || {
+                    let cache = cache.clone();
+                    async move {
+                        let pending: Vec<String> = cache
+                            .sync_status()
+                            .into_iter()
+                            .filter(|s| !s.synced && !s.ignore_sync_for_health)
+                            .map(|s| s.name)
+                            .collect();
+                        if pending.is_empty() || !cache.is_started() {
+                            Ok(())
+                        } else {
+                            Err(format!("not synced yet: {}", pending.join(", ")))
+                        }
+                    }
+                }),
+            )];
+            readiness.extend(self.readiness.iter().cloned());
+            let mut liveness = vec![("ping".to_owned(), check(|| async { Ok(()) }))];
+            liveness.extend(self.liveness.iter().cloned());
+            let health = Endpoints {
+                liveness,
+                readiness,
+                health: true,
+                ..Endpoints::default()
+            };
+            match plans
+                .iter_mut()
+                .find(|(a, _, _)| *a == addr && addr.port() != 0)
+            {
+                Some((_, shared, what)) => {
+                    shared.liveness = health.liveness;
+                    shared.readiness = health.readiness;
+                    shared.health = true;
+                    *what = "metrics and health probes";
+                }
+                None => plans.push((addr, health, "health probes")),
+            }
+        }
+        let mut guards = Vec::new();
+        for (addr, endpoints, what) in plans {
+            let (local, serve) = crate::health::bind(addr, endpoints)
+                .await
+                .map_err(|source| ManagerError::Bind { addr, what, source })?;
+            tracing::info!(%local, what, "serving");
+            if let Some(listening) = &self.listening {
+                let _ = listening.send((what, local));
+            }
+            guards.push(AbortOnDrop(tokio::spawn(serve)));
+        }
+        Ok(guards)
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -1,0 +1,440 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's algorithm and timings.
+//!
+//! Several replicas of an operator run [`LeaderElector::run`]; one holds the Lease and does the
+//! work, the others wait. The leader renews the Lease every `retry_period`; if it cannot renew
+//! for `renew_deadline` it gives up leadership and its work is cancelled. A candidate takes over
+//! a Lease only after it has seen no renewal for `lease_duration`, measured on its own clock from
+//! when it *observed* the last change (never comparing timestamps across machines). Because
+//! `renew_deadline < lease_duration`, a leader that lost contact stops before anyone else can
+//! start. On a clean shutdown the leader releases the Lease so a successor starts at once.
+//!
+//! Defaults are controller-runtime's: 15 s lease, 10 s renew deadline, 2 s retry period.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use kubeforge::leader::{LeaderElectionConfig, LeaderElector};
+//!
+//! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let elector = LeaderElector::new(client, LeaderElectionConfig::new("my-operator", "operators"))?;
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! elector
+//!     .run(shutdown, |leading| async move {
+//!         // Do the work until `leading` is cancelled.
+//!         leading.cancelled().await;
+//!     })
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Options of a [`LeaderElector`].
+#[derive(Clone, Debug)]
+pub struct LeaderElectionConfig {
+    /// Name of the Lease.
+    pub lease_name: String,
+    /// Namespace of the Lease.
+    pub lease_namespace: String,
+    /// This replica's identity (default: `$POD_NAME` or `$HOSTNAME`, plus a random suffix).
+    pub identity: String,
+    /// How long a Lease is valid after its last renewal, as seen by the other candidates.
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    pub renew_deadline: Duration,
+    /// How often candidates try to acquire, and the leader to renew.
+    pub retry_period: Duration,
+    /// Release the Lease on clean shutdown, so a successor takes over at once.
+    pub release_on_cancel: bool,
+}
+
+impl LeaderElectionConfig {
+    /// controller-runtime's defaults for Lease `namespace/name`.
+    pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
+        let host = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "kubeforge".to_owned());
+        let suffix = Timestamp::now().as_nanosecond() as u64 ^ u64::from(std::process::id());
+        Self {
+            lease_name: name.into(),
+            lease_namespace: namespace.into(),
+            identity: format!("{host}_{suffix:x}"),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+            release_on_cancel: true,
+        }
+    }
+
+    /// Sets this replica's identity.
+    #[must_use]
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = identity.into();
+        self
+    }
+
+    /// Sets the three timings (lease duration, renew deadline, retry period).
+    #[must_use]
+    pub fn timings(
+        mut self,
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Self {
+        self.lease_duration = lease_duration;
+        self.renew_deadline = renew_deadline;
+        self.retry_period = retry_period;
+        self
+    }
+
+    fn validate(&self) -> Result<(), LeaderElectionError> {
+        let invalid = |message: &str| Err(LeaderElectionError::InvalidConfig(message.to_owned()));
+        if self.lease_name.is_empty() || self.lease_namespace.is_empty() || self.identity.is_empty()
+        {
+            return invalid("lease name, namespace and identity must not be empty");
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return invalid("the lease duration must be longer than the renew deadline");
+        }
+        // client-go requires room for at least one jittered retry within the renew deadline.
+        if self.renew_deadline.as_secs_f64() <= 1.2 * self.retry_period.as_secs_f64() {
+            return invalid("the renew deadline must be longer than 1.2 × the retry period");
+        }
+        if self.retry_period.is_zero() {
+            return invalid("the retry period must not be zero");
+        }
+        Ok(())
+    }
+}
+
+/// Why leader election failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderElectionError {
+    /// The timings or names are unusable.
+    #[error("invalid leader election configuration: {0}")]
+    InvalidConfig(String),
+    /// The leader could not renew within the renew deadline; its work was cancelled.
+    #[error("leadership of lease {0} lost: could not renew within the renew deadline")]
+    Lost(String),
+}
+
+/// What a candidate last saw of the Lease, and when (on its own clock).
+#[derive(Clone, Debug)]
+struct Observed {
+    holder: Option<String>,
+    renew_time: Option<MicroTime>,
+    at: Instant,
+}
+
+/// Runs leader election for one Lease; see the [module docs](self).
+pub struct LeaderElector {
+    api: Api<Lease>,
+    config: LeaderElectionConfig,
+    observed: Mutex<Option<Observed>>,
+    leading: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for LeaderElector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("config", &self.config)
+            .field("leading", &*self.leading.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaderElector {
+    /// An elector for `config`'s Lease.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderElectionError::InvalidConfig`] when the timings cannot work (the lease duration
+    /// must exceed the renew deadline, which must exceed 1.2 × the retry period).
+    pub fn new(client: Client, config: LeaderElectionConfig) -> Result<Self, LeaderElectionError> {
+        config.validate()?;
+        Ok(Self {
+            api: Api::namespaced(client, &config.lease_namespace),
+            config,
+            observed: Mutex::new(None),
+            leading: watch::channel(false).0,
+        })
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.config.identity
+    }
+
+    /// Whether this replica currently leads.
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Follows leadership changes (for metrics and health).
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+
+    /// Campaigns until elected (or `shutdown`), then runs `lead` with a token that is cancelled
+    /// when leadership is lost or `shutdown` is cancelled, and renews the Lease meanwhile.
+    ///
+    /// Returns `Ok` after a clean shutdown (the Lease is released if configured).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderElectionError::Lost`] when renewal failed for the renew deadline. `lead`'s token is
+    /// cancelled at that moment; whatever `lead` still runs after that is the caller's to stop
+    /// (the [`Manager`](crate::manager::Manager) stops its controllers and exits).
+    pub async fn run<F, Fut>(
+        &self,
+        shutdown: CancellationToken,
+        lead: F,
+    ) -> Result<(), LeaderElectionError>
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        // Campaign.
+        loop {
+            if shutdown.is_cancelled() {
+                return Ok(());
+            }
+            if self.try_acquire_or_renew().await {
+                break;
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep(jittered(self.config.retry_period)) => {}
+            }
+        }
+        tracing::info!(lease = %self.config.lease_name, identity = %self.config.identity, "acquired leadership");
+        self.leading.send_replace(true);
+
+        // Lead and renew.
+        let leading = shutdown.child_token();
+        let work = lead(leading.clone());
+        tokio::pin!(work);
+        let outcome = tokio::select! {
+            () = &mut work => Ok(()),
+            lost = self.renew_until_lost(&shutdown) => lost,
+        };
+        leading.cancel();
+        self.leading.send_replace(false);
+        match outcome {
+            Err(lost) => {
+                tracing::error!(lease = %self.config.lease_name, "leadership lost; work cancelled");
+                Err(lost)
+            }
+            Ok(()) => {
+                // Clean shutdown: let the work finish (it saw the cancellation), then release.
+                work.await;
+                if self.config.release_on_cancel {
+                    self.release().await;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Renews every retry period until `shutdown` (returns `Ok`) or until no renewal succeeded
+    /// for the renew deadline (returns `Lost`).
+    async fn renew_until_lost(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Result<(), LeaderElectionError> {
+        let mut last_renewal = Instant::now();
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                () = tokio::time::sleep(self.config.retry_period) => {}
+            }
+            let remaining = self
+                .config
+                .renew_deadline
+                .saturating_sub(last_renewal.elapsed());
+            let renewed = tokio::time::timeout(remaining, self.try_acquire_or_renew())
+                .await
+                .unwrap_or(false);
+            if renewed {
+                last_renewal = Instant::now();
+            } else if last_renewal.elapsed() >= self.config.renew_deadline {
+                return Err(LeaderElectionError::Lost(self.config.lease_name.clone()));
+            }
+        }
+    }
+
+    /// One attempt to take or keep the Lease; `true` if we hold it afterwards.
+    async fn try_acquire_or_renew(&self) -> bool {
+        let now = MicroTime(Timestamp::now());
+        let me = &self.config.identity;
+        let duration_secs = i32::try_from(self.config.lease_duration.as_secs())
+            .unwrap_or(i32::MAX)
+            .max(1);
+        let lease = match self.api.get_opt(&self.config.lease_name).await {
+            Ok(lease) => lease,
+            Err(error) => {
+                tracing::debug!(%error, "reading the lease failed");
+                return false;
+            }
+        };
+        let Some(mut lease) = lease else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.config.lease_name.clone()),
+                    namespace: Some(self.config.lease_namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(me.clone()),
+                    lease_duration_seconds: Some(duration_secs),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now.clone()),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => {
+                    self.observe(Some(me.clone()), Some(now));
+                    true
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "creating the lease failed");
+                    false
+                }
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        // Record what we saw; a change restarts the expiry clock.
+        let observed_at = self.observe(holder.clone(), spec.renew_time.clone());
+        let held_by_me = holder.as_deref() == Some(me.as_str());
+        if let Some(other) = &holder
+            && !held_by_me
+        {
+            let valid_for = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map_or(self.config.lease_duration, Duration::from_secs);
+            if observed_at.elapsed() < valid_for {
+                tracing::trace!(holder = %other, "lease held by another candidate");
+                return false;
+            }
+        }
+        let mut new_spec = spec.clone();
+        new_spec.holder_identity = Some(me.clone());
+        new_spec.lease_duration_seconds = Some(duration_secs);
+        new_spec.renew_time = Some(now.clone());
+        if !held_by_me {
+            new_spec.acquire_time = Some(now.clone());
+            new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        lease.spec = Some(new_spec);
+        // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => {
+                self.observe(Some(me.clone()), Some(now));
+                true
+            }
+            Err(error) => {
+                tracing::debug!(%error, "updating the lease failed");
+                false
+            }
+        }
+    }
+
+    /// Records the Lease state; returns when it was first observed in this state.
+    fn observe(&self, holder: Option<String>, renew_time: Option<MicroTime>) -> Instant {
+        let mut observed = self.observed.lock().unwrap_or_else(|e| e.into_inner());
+        match &*observed {
+            Some(o) if o.holder == holder && o.renew_time == renew_time => o.at,
+            _ => {
+                let at = Instant::now();
+                *observed = Some(Observed {
+                    holder,
+                    renew_time,
+                    at,
+                });
+                at
+            }
+        }
+    }
+
+    /// Gives the Lease up (keeps the transition count) so a successor acquires it at once.
+    async fn release(&self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.lease_name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        match self
+            .api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => tracing::info!(lease = %self.config.lease_name, "released leadership"),
+            Err(error) => tracing::warn!(%error, "releasing the lease failed"),
+        }
+    }
+}
+
+/// `period` plus up to 20 % (client-go's jitter factor 1.2), so candidates do not move in lockstep.
+fn jittered(period: Duration) -> Duration {
+    let nanos = u64::from(Timestamp::now().subsec_nanosecond().unsigned_abs());
+    let fraction = (nanos % 1000) as f64 / 1000.0 * 0.2;
+    period.mul_f64(1.0 + fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_should_reject_unsafe_timings() {
+        let base = LeaderElectionConfig::new("l", "ns");
+        assert!(base.validate().is_ok(), "controller-runtime's defaults");
+        let s = Duration::from_secs;
+        assert!(base.clone().timings(s(10), s(10), s(2)).validate().is_err());
+        assert!(base.clone().timings(s(15), s(2), s(2)).validate().is_err());
+        assert!(
+            base.clone()
+                .timings(s(15), s(10), Duration::ZERO)
+                .validate()
+                .is_err()
+        );
+        assert!(base.identity("").validate().is_err());
+    }
+
+    #[test]
+    fn jitter_should_stay_within_twenty_percent() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_secs(2));
+            assert!(
+                d >= Duration::from_secs(2) && d <= Duration::from_millis(2400),
+                "{d:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! Prometheus metrics with controller-runtime's names and labels, so existing dashboards work.
+//!
+//! [`Metrics`] implements the runtime's hooks ([`ControllerMetrics`], and per-controller
+//! [`QueueMetrics`] through [`Metrics::queue`]) and renders the Prometheus text format.
+//!
+//! | metric | labels |
+//! |---|---|
+//! | `controller_runtime_reconcile_total` | `controller`, `result` (`success`, `error`, `requeue`, `requeue_after`) |
+//! | `controller_runtime_reconcile_errors_total` | `controller` |
+//! | `controller_runtime_terminal_reconcile_errors_total` | `controller` |
+//! | `controller_runtime_reconcile_panics_total` | `controller` |
+//! | `controller_runtime_reconcile_time_seconds` (histogram) | `controller` |
+//! | `controller_runtime_max_concurrent_reconciles` | `controller` |
+//! | `controller_runtime_active_workers` | `controller` |
+//! | `workqueue_depth` | `name`, `controller`, `priority` |
+//! | `workqueue_adds_total`, `workqueue_retries_total` | `name`, `controller` |
+//! | `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds` (histograms) | `name`, `controller` |
+//! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | `name`, `controller` |
+//! | `leader_election_master_status` | `name` |
+//! | `kubeforge_informer_cached_objects`, `kubeforge_informer_synced` | `resource` |
+//! | `kubeforge_informer_lists_total`, `kubeforge_informer_watch_errors_total`, `kubeforge_informer_undecodable_objects_total` | `resource` |
+//!
+//! # Examples
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use kubeforge::controller::{ControllerMetrics, ReconcileResult};
+//! use kubeforge::metrics::Metrics;
+//!
+//! let metrics = Arc::new(Metrics::new());
+//! metrics.reconciled("webapp", ReconcileResult::Success, Duration::from_millis(12));
+//! let text = metrics.render(None);
+//! assert!(text.contains(r#"controller_runtime_reconcile_total{controller="webapp",result="success"} 1"#));
+//! ```
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+use crate::ObjectKey;
+use crate::cache::Cache;
+use crate::controller::{ControllerMetrics, ReconcileResult};
+use crate::queue::{QueueMetrics, WorkQueue};
+
+/// controller-runtime's reconcile-time buckets (seconds).
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+];
+
+/// The metrics of a manager; see the [module docs](self).
+pub struct Metrics {
+    registry: Registry,
+    reconcile_total: IntCounterVec,
+    reconcile_errors: IntCounterVec,
+    terminal_errors: IntCounterVec,
+    reconcile_panics: IntCounterVec,
+    reconcile_time: HistogramVec,
+    max_concurrent: IntGaugeVec,
+    active_workers: IntGaugeVec,
+    depth: IntGaugeVec,
+    adds: IntCounterVec,
+    retries: IntCounterVec,
+    queue_duration: HistogramVec,
+    work_duration: HistogramVec,
+    unfinished: GaugeVec,
+    longest: GaugeVec,
+    leader: IntGaugeVec,
+    informer_cached: IntGaugeVec,
+    informer_synced: IntGaugeVec,
+    informer_lists: IntGaugeVec,
+    informer_errors: IntGaugeVec,
+    informer_undecodable: IntGaugeVec,
+    queues: Mutex<Vec<(String, WorkQueue<ObjectKey>)>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let metric = IntCounterVec::new(Opts::new(name, help), labels)
+        .expect("invariant: valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("invariant: metric names are unique");
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let metric = IntGaugeVec::new(Opts::new(name, help), labels)
+        .expect("invariant: valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("invariant: metric names are unique");
+    metric
+}
+
+fn float_gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    let metric =
+        GaugeVec::new(Opts::new(name, help), labels).expect("invariant: valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("invariant: metric names are unique");
+    metric
+}
+
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let metric = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("invariant: valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("invariant: metric names are unique");
+    metric
+}
+
+impl Metrics {
+    /// A fresh registry with every metric defined.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let queue_buckets =
+            prometheus::exponential_buckets(10e-9, 10.0, 12).expect("invariant: valid buckets");
+        let c = &["controller"];
+        let nc = &["name", "controller"];
+        let res = &["resource"];
+        Self {
+            reconcile_total: counter(
+                &r,
+                "controller_runtime_reconcile_total",
+                "Total number of reconciliations per controller",
+                &["controller", "result"],
+            ),
+            reconcile_errors: counter(
+                &r,
+                "controller_runtime_reconcile_errors_total",
+                "Total number of reconciliation errors per controller",
+                c,
+            ),
+            terminal_errors: counter(
+                &r,
+                "controller_runtime_terminal_reconcile_errors_total",
+                "Total number of terminal reconciliation errors per controller",
+                c,
+            ),
+            reconcile_panics: counter(
+                &r,
+                "controller_runtime_reconcile_panics_total",
+                "Total number of reconciliation panics per controller",
+                c,
+            ),
+            reconcile_time: histogram(
+                &r,
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                c,
+                RECONCILE_BUCKETS.to_vec(),
+            ),
+            max_concurrent: gauge(
+                &r,
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+                c,
+            ),
+            active_workers: gauge(
+                &r,
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+                c,
+            ),
+            depth: gauge(
+                &r,
+                "workqueue_depth",
+                "Current depth of workqueue by workqueue and priority",
+                &["name", "controller", "priority"],
+            ),
+            adds: counter(
+                &r,
+                "workqueue_adds_total",
+                "Total number of adds handled by workqueue",
+                nc,
+            ),
+            retries: counter(
+                &r,
+                "workqueue_retries_total",
+                "Total number of retries handled by workqueue",
+                nc,
+            ),
+            queue_duration: histogram(
+                &r,
+                "workqueue_queue_duration_seconds",
+                "How long in seconds an item stays in workqueue before being requested",
+                nc,
+                queue_buckets.clone(),
+            ),
+            work_duration: histogram(
+                &r,
+                "workqueue_work_duration_seconds",
+                "How long in seconds processing an item from workqueue takes.",
+                nc,
+                queue_buckets,
+            ),
+            unfinished: float_gauge(
+                &r,
+                "workqueue_unfinished_work_seconds",
+                "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
+                nc,
+            ),
+            longest: float_gauge(
+                &r,
+                "workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been running.",
+                nc,
+            ),
+            leader: gauge(
+                &r,
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+                &["name"],
+            ),
+            informer_cached: gauge(
+                &r,
+                "kubeforge_informer_cached_objects",
+                "Objects in the informer's cache",
+                res,
+            ),
+            informer_synced: gauge(
+                &r,
+                "kubeforge_informer_synced",
+                "Whether the informer has completed its first list (1) or not (0)",
+                res,
+            ),
+            informer_lists: gauge(
+                &r,
+                "kubeforge_informer_lists_total",
+                "Complete lists (initial and relists) applied by the informer",
+                res,
+            ),
+            informer_errors: gauge(
+                &r,
+                "kubeforge_informer_watch_errors_total",
+                "List/watch errors of the informer (each followed by a retry)",
+                res,
+            ),
+            informer_undecodable: gauge(
+                &r,
+                "kubeforge_informer_undecodable_objects_total",
+                "Objects the informer skipped because they did not decode",
+                res,
+            ),
+            registry: r,
+            queues: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The queue hooks for controller `controller` (labels `name` and `controller`).
+    pub fn queue(self: &Arc<Self>, controller: &str) -> Arc<dyn QueueMetrics> {
+        self.depth
+            .with_label_values(&[controller, controller, ""])
+            .set(0);
+        Arc::new(QueueHooks {
+            metrics: Arc::clone(self),
+            controller: controller.to_owned(),
+        })
+    }
+
+    /// Sets `leader_election_master_status{name=lease}`.
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        self.leader
+            .with_label_values(&[lease])
+            .set(i64::from(leading));
+    }
+
+    /// The Prometheus registry (register your own metrics here to serve them on `/metrics`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Renders every metric in the Prometheus text format, after refreshing the gauges that are
+    /// read on demand (unfinished work, informer state from `cache`).
+    pub fn render(&self, cache: Option<&Cache>) -> String {
+        for (controller, queue) in self.queues.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let (total, longest) = queue.unfinished_work();
+            let labels = [controller.as_str(), controller.as_str()];
+            self.unfinished
+                .with_label_values(&labels)
+                .set(total.as_secs_f64());
+            self.longest
+                .with_label_values(&labels)
+                .set(longest.as_secs_f64());
+        }
+        if let Some(cache) = cache {
+            for informer in cache.sync_status() {
+                let label = [informer.name.as_str()];
+                let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+                self.informer_cached
+                    .with_label_values(&label)
+                    .set(to_i64(informer.cached as u64));
+                self.informer_synced
+                    .with_label_values(&label)
+                    .set(i64::from(informer.synced));
+                self.informer_lists
+                    .with_label_values(&label)
+                    .set(to_i64(informer.lists));
+                self.informer_errors
+                    .with_label_values(&label)
+                    .set(to_i64(informer.watch_errors));
+                self.informer_undecodable
+                    .with_label_values(&label)
+                    .set(to_i64(informer.undecodable));
+            }
+        }
+        let mut out = Vec::new();
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(%error, "encoding metrics failed");
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}
+
+impl ControllerMetrics for Metrics {
+    fn reconciled(&self, controller: &str, result: ReconcileResult, took: Duration) {
+        self.reconcile_total
+            .with_label_values(&[controller, result.as_str()])
+            .inc();
+        if result == ReconcileResult::Error {
+            self.reconcile_errors.with_label_values(&[controller]).inc();
+        }
+        self.reconcile_time
+            .with_label_values(&[controller])
+            .observe(took.as_secs_f64());
+    }
+    fn panicked(&self, controller: &str) {
+        self.reconcile_panics.with_label_values(&[controller]).inc();
+    }
+    fn terminal_error(&self, controller: &str) {
+        self.terminal_errors.with_label_values(&[controller]).inc();
+    }
+    fn active_workers(&self, controller: &str, delta: i64) {
+        self.active_workers
+            .with_label_values(&[controller])
+            .add(delta);
+    }
+    fn max_concurrent_reconciles(&self, controller: &str, workers: usize) {
+        self.max_concurrent
+            .with_label_values(&[controller])
+            .set(i64::try_from(workers).unwrap_or(i64::MAX));
+        self.active_workers.with_label_values(&[controller]).add(0);
+    }
+    fn queue_started(&self, controller: &str, queue: &WorkQueue<ObjectKey>) {
+        self.queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((controller.to_owned(), queue.clone()));
+    }
+}
+
+struct QueueHooks {
+    metrics: Arc<Metrics>,
+    controller: String,
+}
+
+impl QueueMetrics for QueueHooks {
+    fn added(&self) {
+        self.metrics
+            .adds
+            .with_label_values(&[&self.controller, &self.controller])
+            .inc();
+    }
+    fn depth(&self, depth: usize) {
+        self.metrics
+            .depth
+            .with_label_values(&[&self.controller, &self.controller, ""])
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+    fn queued_for(&self, wait: Duration) {
+        self.metrics
+            .queue_duration
+            .with_label_values(&[&self.controller, &self.controller])
+            .observe(wait.as_secs_f64());
+    }
+    fn worked_for(&self, work: Duration) {
+        self.metrics
+            .work_duration
+            .with_label_values(&[&self.controller, &self.controller])
+            .observe(work.as_secs_f64());
+    }
+    fn retried(&self) {
+        self.metrics
+            .retries
+            .with_label_values(&[&self.controller, &self.controller])
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn metrics_should_render_controller_runtime_names_and_labels() {
+        let metrics = Arc::new(Metrics::new());
+        metrics.reconciled("web", ReconcileResult::Success, Duration::from_millis(3));
+        metrics.reconciled("web", ReconcileResult::Error, Duration::from_millis(3));
+        metrics.panicked("web");
+        metrics.max_concurrent_reconciles("web", 4);
+        metrics.set_leader("web-lease", true);
+        let hooks = metrics.queue("web");
+        hooks.added();
+        hooks.retried();
+        hooks.depth(2);
+        let queue = WorkQueue::new();
+        metrics.queue_started("web", &queue);
+        let text = metrics.render(None);
+        for line in [
+            r#"controller_runtime_reconcile_total{controller="web",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="web",result="error"} 1"#,
+            r#"controller_runtime_reconcile_errors_total{controller="web"} 1"#,
+            r#"controller_runtime_reconcile_panics_total{controller="web"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="web"} 2"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="web"} 4"#,
+            r#"controller_runtime_active_workers{controller="web"} 0"#,
+            r#"workqueue_adds_total{controller="web",name="web"} 1"#,
+            r#"workqueue_retries_total{controller="web",name="web"} 1"#,
+            r#"workqueue_depth{controller="web",name="web",priority=""} 2"#,
+            r#"workqueue_unfinished_work_seconds{controller="web",name="web"} 0"#,
+            r#"leader_election_master_status{name="web-lease"} 1"#,
+            "# TYPE controller_runtime_reconcile_time_seconds histogram",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}
