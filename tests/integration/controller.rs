@@ -28,7 +28,7 @@ use crate::support::{configmap, eventually, is_not_found};
 const GROUP: &str = "ctrl-test.kubeforge.dev";
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Widget {
+pub struct Widget {
     #[serde(rename = "apiVersion", default)]
     api_version: String,
     #[serde(default)]
@@ -72,7 +72,7 @@ impl Resource for Widget {
     }
 }
 
-fn widget(name: &str, value: i64) -> Widget {
+pub fn widget(name: &str, value: i64) -> Widget {
     Widget {
         api_version: format!("{GROUP}/v1"),
         kind: "Widget".into(),
@@ -85,7 +85,7 @@ fn widget(name: &str, value: i64) -> Widget {
     }
 }
 
-fn widget_crd() -> CustomResourceDefinition {
+pub fn widget_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "metadata": { "name": format!("widgets.{GROUP}") },
         "spec": {
@@ -109,17 +109,17 @@ fn widget_crd() -> CustomResourceDefinition {
 
 /// Counts what the controller did, and can misbehave on purpose.
 #[derive(Default)]
-struct Recorder {
-    reconciles: Mutex<HashMap<String, u32>>,
+pub struct Recorder {
+    pub reconciles: Mutex<HashMap<String, u32>>,
     cleanups: AtomicU32,
     panic_on_first_attempt: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
-struct TestError(#[from] kube::Error);
+pub struct TestError(#[from] kube::Error);
 
-struct WidgetReconciler(Arc<Recorder>);
+pub struct WidgetReconciler(pub Arc<Recorder>);
 
 impl Reconciler<Widget> for WidgetReconciler {
     type Error = TestError;
@@ -227,7 +227,7 @@ async fn start_in(
     shutdown
 }
 
-async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
+pub async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
     converged_in(&ns.client(), ns.name(), names, value)
         .await
         .unwrap()

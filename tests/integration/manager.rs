@@ -1,0 +1,156 @@
+//! The manager's production features against the real apiserver: metrics, health probes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::PostParams;
+use kubeforge::controller::{Controller, ControllerConfig};
+use kubeforge::informer::InformerConfig;
+use kubeforge::manager::Manager;
+use kubeforge::testing::{TestNamespace, apply_crds};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Recorder, Widget, WidgetReconciler, converged, widget, widget_crd};
+use crate::support::eventually;
+
+/// A plain HTTP/1.0 GET: (status code, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample line `name{labels} value` in a Prometheus text scrape.
+fn sample(scrape: &str, series: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.trim().parse().ok())
+    })
+}
+
+#[tokio::test]
+async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconciles() {
+    let ns = TestNamespace::new().await.unwrap();
+    let mut manager = Manager::new(ns.client())
+        .metrics_bind_address("127.0.0.1:0".parse().unwrap())
+        .health_probe_bind_address("127.0.0.1:0".parse().unwrap());
+    let mut listening = manager.on_listening();
+    let recorder = Arc::new(Recorder::default());
+    // The Widget CRD is not installed yet: the informer cannot sync.
+    let controller = Controller::new(
+        "widgets",
+        manager.cache(),
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .config(ControllerConfig::default().concurrency(2));
+    let manager = manager.controller(controller, WidgetReconciler(recorder.clone()));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let mut addrs = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let (what, addr) = listening.recv().await.unwrap();
+        addrs.insert(what, addr);
+    }
+    let (metrics, health) = (addrs["metrics"], addrs["health probes"]);
+
+    assert_eq!(http_get(health, "/healthz").await, (200, "ok".to_owned()));
+    let (status, body) = http_get(health, "/readyz?verbose").await;
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("[-]informer-sync failed: not synced yet"),
+        "{body}"
+    );
+    assert!(body.contains("widgets"), "{body}");
+
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    eventually(
+        "readiness after the informer synced",
+        Duration::from_secs(60),
+        async || {
+            let (status, body) = http_get(health, "/readyz?verbose").await;
+            (status == 200).then_some(body)
+        },
+    )
+    .await;
+
+    let names: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    for name in &names {
+        ns.api::<Widget>()
+            .create(&PostParams::default(), &widget(name, 1))
+            .await
+            .unwrap();
+    }
+    eventually("widgets to converge", Duration::from_secs(60), async || {
+        converged(&ns, &names, 1).await.then_some(())
+    })
+    .await;
+    // Let the reconciles triggered by our own writes finish, then compare counts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let counted: u32 = recorder.reconciles.lock().unwrap().values().sum();
+    let (status, scrape) = http_get(metrics, "/metrics").await;
+    assert_eq!(status, 200);
+    let total: f64 = ["success", "error", "requeue", "requeue_after"]
+        .iter()
+        .filter_map(|r| {
+            sample(
+                &scrape,
+                &format!(
+                    r#"controller_runtime_reconcile_total{{controller="widgets",result="{r}"}}"#
+                ),
+            )
+        })
+        .sum();
+    assert_eq!(total, f64::from(counted), "scrape:\n{scrape}");
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="widgets"}"#
+        ),
+        Some(f64::from(counted))
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"controller_runtime_max_concurrent_reconciles{controller="widgets"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"controller_runtime_active_workers{controller="widgets"}"#
+        ),
+        Some(0.0)
+    );
+    assert!(
+        sample(
+            &scrape,
+            r#"workqueue_adds_total{controller="widgets",name="widgets"}"#
+        )
+        .unwrap()
+            >= 10.0
+    );
+    assert!(
+        scrape.contains("kubeforge_informer_cached_objects{resource=\""),
+        "{scrape}"
+    );
+    eprintln!("{counted} reconciles counted and scraped");
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
