@@ -23,6 +23,7 @@
 //! - [`cache`]: the shared informer registry of a manager.
 //! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
 //! - [`controller`]: `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
+//! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, and CRD installation helpers.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -31,6 +32,8 @@ pub use k8s_openapi;
 pub use kube;
 
 pub mod cache;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod dispatch;

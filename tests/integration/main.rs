@@ -12,6 +12,7 @@ mod controlplane;
 mod docs;
 mod events;
 mod informer;
+mod leader;
 mod manager;
 
 /// What users spawn must be `Send` (checked at compile time).

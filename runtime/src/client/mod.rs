@@ -6,6 +6,8 @@
 //! - [`apply_owned`] server-side-applies a child object with a controller owner reference to its
 //!   parent, which is what `owns` in a controller watches and what garbage collection follows.
 
+mod rate_limit;
+
 use std::fmt::Debug;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -13,6 +15,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+pub use rate_limit::{RateLimitLayer, RateLimited, rate_limited_client};
 
 /// Which part of the object [`update_object`] writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -47,7 +47,7 @@ pub struct LeaderElectionConfig {
     pub lease_name: String,
     /// Namespace of the Lease.
     pub lease_namespace: String,
-    /// This replica's identity (default: `$POD_NAME` or `$HOSTNAME`, plus a random suffix).
+    /// This replica's identity (default: `$POD_NAME`, or `$HOSTNAME` plus a random suffix).
     pub identity: String,
     /// How long a Lease is valid after its last renewal, as seen by the other candidates.
     pub lease_duration: Duration,
@@ -60,16 +60,18 @@ pub struct LeaderElectionConfig {
 }
 
 impl LeaderElectionConfig {
-    /// controller-runtime's defaults for Lease `namespace/name`.
+    /// controller-runtime's defaults for Lease `namespace/name`. The identity is `$POD_NAME`
+    /// (unique within a cluster) if set, else the host name with a random suffix.
     pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
-        let host = std::env::var("POD_NAME")
-            .or_else(|_| std::env::var("HOSTNAME"))
-            .unwrap_or_else(|_| "kubeforge".to_owned());
-        let suffix = Timestamp::now().as_nanosecond() as u64 ^ u64::from(std::process::id());
+        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kubeforge".to_owned());
+            let suffix = Timestamp::now().as_nanosecond() as u64 ^ u64::from(std::process::id());
+            format!("{host}_{suffix:x}")
+        });
         Self {
             lease_name: name.into(),
             lease_namespace: namespace.into(),
-            identity: format!("{host}_{suffix:x}"),
+            identity,
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),

@@ -1,0 +1,317 @@
+//! Command-line options for operator binaries (feature `cli`), with controller-runtime's flag
+//! names, environment variables, and logging set-up.
+//!
+//! | flag | environment | default |
+//! |---|---|---|
+//! | `--kubeconfig PATH` | `KUBECONFIG` | kubeconfig inference, then in-cluster configuration |
+//! | `--namespace NS` | `WATCH_NAMESPACE` | all namespaces |
+//! | `--metrics-bind-address ADDR` | `METRICS_BIND_ADDRESS` | `0` (off); `:8080` binds all interfaces |
+//! | `--health-probe-bind-address ADDR` | `HEALTH_PROBE_BIND_ADDRESS` | `:8081` |
+//! | `--leader-elect` | `LEADER_ELECT` | off |
+//! | `--leader-election-id NAME` | `LEADER_ELECTION_ID` | the binary's name |
+//! | `--leader-election-namespace NS` | `LEADER_ELECTION_NAMESPACE` | the client's default namespace |
+//! | `--leader-election-lease-duration`, `--leader-election-renew-deadline`, `--leader-election-retry-period` | | `15s`, `10s`, `2s` |
+//! | `--kube-api-qps N`, `--kube-api-burst N` | `KUBE_API_QPS`, `KUBE_API_BURST` | no client-side limit |
+//! | `--log-format text\|json` | `LOG_FORMAT` | `text` (level from `RUST_LOG`, default `info`) |
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use kubeforge::cli::Options;
+//!
+//! #[tokio::main]
+//! async fn main() {
+//!     let options = Options::parse();
+//!     options.init_tracing();
+//!     let client = kubeforge::cli::or_exit(options.client().await);
+//!     let manager = kubeforge::cli::or_exit(options.manager(client));
+//!     // ... add controllers, then:
+//!     kubeforge::cli::or_exit(manager.run().await);
+//! }
+//! ```
+
+use std::fmt::Display;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::leader::LeaderElectionConfig;
+use crate::manager::Manager;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The common options of an operator binary; see the [module docs](self).
+#[derive(Clone, Debug, Parser)]
+#[command(version, about)]
+pub struct Options {
+    /// Path of a kubeconfig file (default: inferred, or the in-cluster configuration).
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Watch only this namespace.
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Address of the /metrics endpoint (`0` disables it, `:8080` listens on all interfaces).
+    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0", value_parser = parse_bind_address)]
+    pub metrics_bind_address: BindAddress,
+    /// Address of the /healthz and /readyz endpoints (`0` disables them).
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
+    /// Elect a leader among replicas; only the leader reconciles.
+    #[arg(long, env = "LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "LEADER_ELECTION_ID")]
+    pub leader_election_id: Option<String>,
+    /// Namespace of the leader-election Lease (default: the client's default namespace).
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// How long a Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: Duration,
+    /// How long the leader tries to renew before giving up.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_election_renew_deadline: Duration,
+    /// How often to try to acquire or renew.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_election_retry_period: Duration,
+    /// Client-side limit of API requests per second (with --kube-api-burst).
+    #[arg(long, env = "KUBE_API_QPS")]
+    pub kube_api_qps: Option<f64>,
+    /// Client-side burst of API requests.
+    #[arg(long, env = "KUBE_API_BURST", default_value_t = 30)]
+    pub kube_api_burst: u32,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// A listen address; `None` when disabled with `0`.
+pub type BindAddress = Option<SocketAddr>;
+
+/// Parses `0` (disabled), `:PORT` (all interfaces) or `HOST:PORT`.
+fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
+    if value == "0" {
+        return Ok(None);
+    }
+    if let Some(port) = value.strip_prefix(':') {
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("invalid port in {value:?}"))?;
+        return Ok(Some(SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            port,
+        )));
+    }
+    value
+        .parse()
+        .map(Some)
+        .map_err(|_| format!("{value:?} is not `0`, `:PORT` or `HOST:PORT`"))
+}
+
+/// Parses `15s`, `500ms`, `2m` or a plain number of seconds.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let (number, unit) = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or((value, "s"), |i| value.split_at(i));
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {value:?}"))?;
+    let seconds = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {value:?} (use ms, s or m)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|_| format!("invalid duration {value:?}"))
+}
+
+/// Why an operator binary could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// No usable cluster configuration.
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Config(String),
+    /// The apiserver did not answer.
+    #[error("cannot reach the Kubernetes API server at {url}: {source}")]
+    Unreachable {
+        /// The server URL.
+        url: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The leader-election settings are unusable.
+    #[error(transparent)]
+    LeaderElection(#[from] crate::leader::LeaderElectionError),
+}
+
+impl Options {
+    /// Initializes `tracing` output in the chosen format (level filter from `RUST_LOG`, default
+    /// `info`). Call once, first.
+    pub fn init_tracing(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        let result = match self.log_format {
+            LogFormat::Text => builder.try_init(),
+            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        };
+        // Already initialized (tests): keep the existing subscriber.
+        let _ = result;
+    }
+
+    /// A client from `--kubeconfig`, else inference (`KUBECONFIG`, `~/.kube/config`, in-cluster),
+    /// rate-limited if `--kube-api-qps` is set, checked by asking the apiserver for its version.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::Config`] or [`StartError::Unreachable`], each one clear line.
+    pub async fn client(&self) -> Result<kube::Client, StartError> {
+        let mut config = match &self.kubeconfig {
+            Some(path) => {
+                let kubeconfig = Kubeconfig::read_from(path)
+                    .map_err(|e| StartError::Config(format!("{}: {e}", path.display())))?;
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| StartError::Config(format!("{}: {e}", path.display())))?
+            }
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| StartError::Config(e.to_string()))?,
+        };
+        config.connect_timeout = Some(Duration::from_secs(5));
+        let url = config.cluster_url.to_string();
+        let client = match self.kube_api_qps {
+            Some(qps) => crate::client::rate_limited_client(config, qps, self.kube_api_burst),
+            None => kube::Client::try_from(config),
+        }
+        .map_err(|e| StartError::Config(e.to_string()))?;
+        client
+            .apiserver_version()
+            .await
+            .map_err(|source| StartError::Unreachable { url, source })?;
+        Ok(client)
+    }
+
+    /// A manager with the metrics, health and leader-election options applied.
+    ///
+    /// # Errors
+    ///
+    /// Unusable leader-election timings.
+    pub fn manager(&self, client: kube::Client) -> Result<Manager, StartError> {
+        let mut manager = Manager::new(client.clone());
+        if let Some(addr) = self.metrics_bind_address {
+            manager = manager.metrics_bind_address(addr);
+        }
+        if let Some(addr) = self.health_probe_bind_address {
+            manager = manager.health_probe_bind_address(addr);
+        }
+        if self.leader_elect {
+            let name = self.leader_election_id.clone().unwrap_or_else(binary_name);
+            let namespace = self
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let config = LeaderElectionConfig::new(name, namespace).timings(
+                self.leader_election_lease_duration,
+                self.leader_election_renew_deadline,
+                self.leader_election_retry_period,
+            );
+            // Validate now, so a bad flag fails at start-up with one line.
+            crate::leader::LeaderElector::new(client, config.clone())?;
+            manager = manager.leader_election(config);
+        }
+        Ok(manager)
+    }
+}
+
+fn binary_name() -> String {
+    std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "kubeforge-operator".to_owned())
+}
+
+/// Unwraps `result`, or prints `error: <message>` as one line on stderr and exits with status 1.
+pub fn or_exit<T, E: Display>(result: Result<T, E>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::exit(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_addresses_should_follow_controller_runtime_conventions() {
+        assert_eq!(parse_bind_address("0"), Ok(None));
+        assert_eq!(
+            parse_bind_address(":8080"),
+            Ok(Some("0.0.0.0:8080".parse().unwrap()))
+        );
+        assert_eq!(
+            parse_bind_address("127.0.0.1:9"),
+            Ok(Some("127.0.0.1:9".parse().unwrap()))
+        );
+        assert!(parse_bind_address("nonsense").is_err());
+        assert!(parse_bind_address(":99999").is_err());
+    }
+
+    #[test]
+    fn durations_should_parse_with_units() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("3h").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn options_should_parse_flags_and_reject_bad_ones() {
+        let o = Options::try_parse_from([
+            "op",
+            "--leader-elect",
+            "--metrics-bind-address",
+            ":9090",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert!(o.leader_elect);
+        assert_eq!(
+            o.metrics_bind_address,
+            Some("0.0.0.0:9090".parse().unwrap())
+        );
+        assert_eq!(o.log_format, LogFormat::Json);
+        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(15));
+        let err = Options::try_parse_from(["op", "--metrics-bind-address", "nowhere"]).unwrap_err();
+        assert!(err.to_string().contains("nowhere"), "{err}");
+        assert!(Options::try_parse_from(["op", "--no-such-flag"]).is_err());
+    }
+}

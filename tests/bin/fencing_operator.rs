@@ -1,0 +1,114 @@
+//! A test operator for leader election: while it leads, it stamps every ConfigMap labelled
+//! `fencing=true` in its namespace with its identity and the Lease term (`leaseTransitions`)
+//! it was elected in, every 100 ms. The leader-election test runs three of these and checks the
+//! stamps: a replica that wrote while another held the Lease would show up as an old term
+//! written after a newer one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use kubeforge::cli::{Options, or_exit};
+use kubeforge::controller::{Action, Context, Controller, GenerationChanged, Reconciler};
+use kubeforge::informer::InformerConfig;
+
+/// (identity, term) while leading.
+type Term = Arc<Mutex<Option<(String, i32)>>>;
+
+struct Stamper {
+    term: Term,
+    writes: std::sync::atomic::AtomicU64,
+}
+
+impl Reconciler<ConfigMap> for Stamper {
+    type Error = kube::Error;
+
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, kube::Error> {
+        let Some((identity, term)) = self.term.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        else {
+            return Ok(Action::requeue_after(Duration::from_millis(100)));
+        };
+        // A changing sequence number makes every stamp a real write (a watch event).
+        let seq = self
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stamp = serde_json::json!({ "metadata": { "annotations": {
+            "fencing/holder": identity,
+            "fencing/term": term.to_string(),
+            "fencing/seq": seq.to_string(),
+        }}});
+        ctx.api::<ConfigMap>()
+            .patch(
+                &ctx.key().name,
+                &PatchParams::default(),
+                &Patch::Merge(stamp),
+            )
+            .await?;
+        Ok(Action::requeue_after(Duration::from_millis(100)))
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let options = Options::parse();
+    options.init_tracing();
+    let client = or_exit(options.client().await);
+    let namespace = options
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    let mut manager = or_exit(options.manager(client.clone()));
+    let term: Term = Arc::default();
+
+    // When this replica becomes leader, read the term it was elected in from the Lease.
+    let mut leading = manager.leading();
+    let lease_name = options.leader_election_id.clone().unwrap_or_default();
+    let lease_ns = options
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| namespace.clone());
+    let identity = std::env::var("POD_NAME").unwrap_or_default();
+    let watcher_term = term.clone();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &lease_ns);
+    tokio::spawn(async move {
+        while leading.changed().await.is_ok() {
+            let now_leading = *leading.borrow();
+            if now_leading {
+                let lease = leases.get(&lease_name).await.ok();
+                let transitions = lease
+                    .and_then(|l| l.spec)
+                    .and_then(|s| s.lease_transitions)
+                    .unwrap_or(0);
+                println!("leading term={transitions}");
+                *watcher_term.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((identity.clone(), transitions));
+            } else {
+                *watcher_term.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        }
+    });
+
+    let controller = Controller::new(
+        "fencing",
+        manager.cache(),
+        Api::<ConfigMap>::namespaced(client, &namespace),
+        InformerConfig::default().labels("fencing=true"),
+    )
+    .with_predicate(GenerationChanged);
+    let manager = manager.controller(
+        controller,
+        Stamper {
+            term,
+            writes: Default::default(),
+        },
+    );
+    or_exit(manager.run().await);
+}

@@ -1,0 +1,265 @@
+//! Leader election with three operator processes against the real apiserver.
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+
+use crate::support::{configmap, eventually};
+
+const LEASE: Duration = Duration::from_secs(6);
+const RETRY: Duration = Duration::from_secs(1);
+
+fn spawn_replica(
+    ns: &str,
+    kubeconfig: &std::path::Path,
+    name: &str,
+    logs: &std::path::Path,
+) -> Child {
+    let log = std::fs::File::create(logs.join(format!("{name}.log"))).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_fencing-operator"))
+        .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .args([
+            "--namespace",
+            ns,
+            "--leader-elect",
+            "--leader-election-id",
+            "fencing",
+        ])
+        .args(["--leader-election-namespace", ns])
+        .args([
+            "--leader-election-lease-duration",
+            "6s",
+            "--leader-election-renew-deadline",
+            "4s",
+        ])
+        .args([
+            "--leader-election-retry-period",
+            "1s",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .env("POD_NAME", name)
+        .env("RUST_LOG", "info")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// (when, holder, term) of every stamp write, in watch order.
+type Stamps = Arc<Mutex<Vec<(Instant, String, i32)>>>;
+/// (when, holder, term) of every Lease change.
+type Terms = Arc<Mutex<Vec<(Instant, Option<String>, i32)>>>;
+
+#[tokio::test]
+async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    for i in 0..3 {
+        let mut cm = configmap(&format!("fenced-{i}"), &[]);
+        cm.metadata.labels = Some([("fencing".to_owned(), "true".to_owned())].into());
+        ns.api::<ConfigMap>()
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+
+    // Record every stamp and every Lease change, in the apiserver's order.
+    let stamps: Stamps = Arc::default();
+    let terms: Terms = Arc::default();
+    let cms = ns.api::<ConfigMap>();
+    let rv = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut cm_events = cms
+        .watch(
+            &WatchParams::default().labels("fencing=true").timeout(290),
+            &rv,
+        )
+        .await
+        .unwrap()
+        .boxed();
+    let recorder = stamps.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(event)) = cm_events.try_next().await {
+            if let WatchEvent::Modified(cm) = event {
+                let a = cm.metadata.annotations.unwrap_or_default();
+                if let (Some(h), Some(t)) = (a.get("fencing/holder"), a.get("fencing/term")) {
+                    recorder
+                        .lock()
+                        .unwrap()
+                        .push((Instant::now(), h.clone(), t.parse().unwrap()));
+                }
+            }
+        }
+    });
+    let leases: Api<Lease> = ns.api();
+    let mut lease_events = leases
+        .watch(&WatchParams::default().timeout(290), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let lease_recorder = terms.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(event)) = lease_events.try_next().await {
+            if let WatchEvent::Added(l) | WatchEvent::Modified(l) = event {
+                let spec = l.spec.unwrap_or_default();
+                lease_recorder.lock().unwrap().push((
+                    Instant::now(),
+                    spec.holder_identity,
+                    spec.lease_transitions.unwrap_or(0),
+                ));
+            }
+        }
+    });
+
+    let logs = std::env::temp_dir().join(format!("kubeforge-leader-{}", ns.name()));
+    std::fs::create_dir_all(&logs).unwrap();
+    let mut replicas: HashMap<String, Child> = (0..3)
+        .map(|i| {
+            let name = format!("replica-{i}");
+            let child = spawn_replica(ns.name(), plane.kubeconfig_path(), &name, &logs);
+            (name, child)
+        })
+        .collect();
+
+    let holder =
+        async || -> Option<String> { leases.get("fencing").await.ok()?.spec?.holder_identity };
+    let first = eventually(
+        "a first leader to stamp",
+        Duration::from_secs(60),
+        async || {
+            let s = stamps.lock().unwrap();
+            s.last().map(|(_, h, _)| h.clone())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(holder().await.as_deref(), Some(first.as_str()));
+
+    // kill -9 the leader: another replica takes over within lease duration + retry period.
+    replicas.get_mut(&first).unwrap().kill().unwrap();
+    let killed_at = Instant::now();
+    let second = eventually(
+        "a new leader after kill -9",
+        Duration::from_secs(30),
+        async || holder().await.filter(|h| *h != first),
+    )
+    .await;
+    let takeover = terms
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(at, h, _)| *at > killed_at && h.as_deref() == Some(&second))
+        .map(|(at, _, _)| *at - killed_at)
+        .unwrap();
+    eprintln!("takeover after kill -9: {takeover:?}");
+    assert!(
+        takeover <= LEASE + RETRY.mul_f64(1.2) + Duration::from_millis(500),
+        "took {takeover:?}"
+    );
+    eventually(
+        "the new leader to stamp",
+        Duration::from_secs(30),
+        async || {
+            stamps
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, h, _)| *h == second)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A clean stop releases the Lease: the last replica takes over within a few seconds.
+    let pid = replicas[&second].id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stopped_at = Instant::now();
+    let third = eventually(
+        "a new leader after a clean stop",
+        Duration::from_secs(30),
+        async || holder().await.filter(|h| *h != second && *h != first),
+    )
+    .await;
+    let handover = stopped_at.elapsed();
+    eprintln!("handover after SIGTERM: {handover:?}");
+    assert!(handover < Duration::from_secs(4), "took {handover:?}");
+    assert!(
+        replicas.get_mut(&second).unwrap().wait().unwrap().success(),
+        "clean exit"
+    );
+    eventually(
+        "the third leader to stamp",
+        Duration::from_secs(30),
+        async || {
+            stamps
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, h, _)| *h == third)
+                .then_some(())
+        },
+    )
+    .await;
+    for child in replicas.values_mut() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Fencing: every write carries the term its writer was elected in; the Lease says who held
+    // each term. A write by a replica that no longer led would show an older term after a newer
+    // one, or a holder that does not match the Lease's holder for that term.
+    let stamps = stamps.lock().unwrap().clone();
+    let mut lease_holders: HashMap<i32, String> = HashMap::new();
+    for (_, h, t) in terms.lock().unwrap().iter() {
+        if let Some(h) = h {
+            let previous = lease_holders.insert(*t, h.clone());
+            assert!(
+                previous.is_none_or(|p| p == *h),
+                "term {t} held by two replicas"
+            );
+        }
+    }
+    let mut newest = i32::MIN;
+    for (_, h, t) in &stamps {
+        assert!(
+            *t >= newest,
+            "a write of term {t} by {h} after term {newest}: two leaders"
+        );
+        newest = *t;
+        assert_eq!(
+            lease_holders.get(t),
+            Some(h),
+            "{h} wrote in term {t} without holding it"
+        );
+    }
+    let writers: std::collections::BTreeSet<_> = stamps.iter().map(|(_, h, _)| h.clone()).collect();
+    assert_eq!(
+        writers.len(),
+        3,
+        "three successive leaders wrote: {writers:?}"
+    );
+    eprintln!("{} stamps, terms {:?}", stamps.len(), lease_holders);
+    let _ = std::fs::remove_dir_all(&logs);
+}
