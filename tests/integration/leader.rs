@@ -47,7 +47,7 @@ fn spawn_replica(
             "0",
         ])
         .env("POD_NAME", name)
-        .env("RUST_LOG", "info")
+        .env("RUST_LOG", "info,kubeforge=debug")
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .stdin(Stdio::null())
@@ -128,13 +128,23 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
 
     let logs = std::env::temp_dir().join(format!("kubeforge-leader-{}", ns.name()));
     std::fs::create_dir_all(&logs).unwrap();
-    let mut replicas: HashMap<String, Child> = (0..3)
+    let mut replicas: HashMap<String, Child> = (0..4)
         .map(|i| {
             let name = format!("replica-{i}");
             let child = spawn_replica(ns.name(), plane.kubeconfig_path(), &name, &logs);
             (name, child)
         })
         .collect();
+    let signal = |name: &str, replicas: &HashMap<String, Child>, sig: &str| {
+        let pid = replicas[name].id().to_string();
+        assert!(
+            Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
 
     let holder =
         async || -> Option<String> { leases.get("fencing").await.ok()?.spec?.holder_identity };
@@ -147,32 +157,20 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(holder().await.as_deref(), Some(first.as_str()));
 
-    // kill -9 the leader: another replica takes over within lease duration + retry period.
-    replicas.get_mut(&first).unwrap().kill().unwrap();
-    let killed_at = Instant::now();
+    // Freeze the leader (a paused VM, a long stop-the-world): it cannot renew, another replica
+    // takes over; when it thaws it must not act on its stale leadership, and it exits.
+    signal(&first, &replicas, "-STOP");
     let second = eventually(
-        "a new leader after kill -9",
+        "a new leader while the first is frozen",
         Duration::from_secs(30),
         async || holder().await.filter(|h| *h != first),
     )
     .await;
-    let takeover = terms
-        .lock()
-        .unwrap()
-        .iter()
-        .find(|(at, h, _)| *at > killed_at && h.as_deref() == Some(&second))
-        .map(|(at, _, _)| *at - killed_at)
-        .unwrap();
-    eprintln!("takeover after kill -9: {takeover:?}");
-    assert!(
-        takeover <= LEASE + RETRY.mul_f64(1.2) + Duration::from_millis(500),
-        "took {takeover:?}"
-    );
     eventually(
-        "the new leader to stamp",
+        "the second leader to stamp",
         Duration::from_secs(30),
         async || {
             stamps
@@ -184,29 +182,36 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
         },
     )
     .await;
-
-    // A clean stop releases the Lease: the last replica takes over within a few seconds.
-    let pid = replicas[&second].id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let stopped_at = Instant::now();
-    let third = eventually(
-        "a new leader after a clean stop",
-        Duration::from_secs(30),
-        async || holder().await.filter(|h| *h != second && *h != first),
+    signal(&first, &replicas, "-CONT");
+    let thawed = replicas.get_mut(&first).unwrap();
+    let status = eventually(
+        "the thawed ex-leader to exit",
+        Duration::from_secs(20),
+        async || thawed.try_wait().unwrap(),
     )
     .await;
-    let handover = stopped_at.elapsed();
-    eprintln!("handover after SIGTERM: {handover:?}");
-    assert!(handover < Duration::from_secs(4), "took {handover:?}");
+    assert!(!status.success(), "losing leadership is an error exit");
+
+    // kill -9 the leader: another replica takes over within lease duration + retry period.
+    replicas.get_mut(&second).unwrap().kill().unwrap();
+    let killed_at = Instant::now();
+    let third = eventually(
+        "a new leader after kill -9",
+        Duration::from_secs(30),
+        async || holder().await.filter(|h| *h != first && *h != second),
+    )
+    .await;
+    let takeover = terms
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(at, h, _)| *at > killed_at && h.as_deref() == Some(&third))
+        .map(|(at, _, _)| *at - killed_at)
+        .unwrap();
+    eprintln!("takeover after kill -9: {takeover:?}");
     assert!(
-        replicas.get_mut(&second).unwrap().wait().unwrap().success(),
-        "clean exit"
+        takeover <= LEASE + RETRY.mul_f64(1.2) + Duration::from_millis(500),
+        "took {takeover:?}"
     );
     eventually(
         "the third leader to stamp",
@@ -217,6 +222,40 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
                 .unwrap()
                 .iter()
                 .any(|(_, h, _)| *h == third)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // A clean stop releases the Lease: the last replica takes over within a few seconds.
+    signal(&third, &replicas, "-TERM");
+    let stopped_at = Instant::now();
+    let fourth = eventually(
+        "a new leader after a clean stop",
+        Duration::from_secs(30),
+        async || {
+            holder()
+                .await
+                .filter(|h| ![&first, &second, &third].contains(&h))
+        },
+    )
+    .await;
+    let handover = stopped_at.elapsed();
+    eprintln!("handover after SIGTERM: {handover:?}");
+    assert!(handover < Duration::from_secs(4), "took {handover:?}");
+    assert!(
+        replicas.get_mut(&third).unwrap().wait().unwrap().success(),
+        "clean exit"
+    );
+    eventually(
+        "the fourth leader to stamp",
+        Duration::from_secs(30),
+        async || {
+            stamps
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, h, _)| *h == fourth)
                 .then_some(())
         },
     )
@@ -257,8 +296,8 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
     let writers: std::collections::BTreeSet<_> = stamps.iter().map(|(_, h, _)| h.clone()).collect();
     assert_eq!(
         writers.len(),
-        3,
-        "three successive leaders wrote: {writers:?}"
+        4,
+        "four successive leaders wrote: {writers:?}"
     );
     eprintln!("{} stamps, terms {:?}", stamps.len(), lease_holders);
     let _ = std::fs::remove_dir_all(&logs);

@@ -120,7 +120,11 @@ pub struct Cache {
     client: Client,
     inner: Arc<Mutex<Inner>>,
     writes: Arc<WriteTracker>,
+    gate: Arc<std::sync::RwLock<Option<ReconcileGate>>>,
 }
+
+/// Decides whether controllers may start a reconcile right now (leadership still valid).
+pub(crate) type ReconcileGate = Arc<dyn Fn() -> bool + Send + Sync>;
 
 #[derive(Default)]
 struct Inner {
@@ -144,7 +148,22 @@ impl Cache {
             client,
             inner: Arc::new(Mutex::new(Inner::default())),
             writes: Arc::new(WriteTracker::default()),
+            gate: Arc::default(),
         }
+    }
+
+    /// Installs the check controllers make before each reconcile (the manager's leader election).
+    pub(crate) fn set_reconcile_gate(&self, gate: ReconcileGate) {
+        *self.gate.write().unwrap_or_else(|e| e.into_inner()) = Some(gate);
+    }
+
+    /// Whether controllers may start a reconcile now (always, without leader election).
+    pub fn may_reconcile(&self) -> bool {
+        self.gate
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(|gate| gate())
     }
 
     /// Records that this process wrote `obj` (as returned by the apiserver): until the informer

@@ -740,6 +740,12 @@ where
         {
             tracing::debug!(%key, ?wait, "informer did not deliver our last write in time; reconciling the cached version");
         }
+        if !self.cache.may_reconcile() {
+            // Leadership is not (or no longer) valid: do nothing, try again later. If it was
+            // lost, the manager is about to stop this controller anyway.
+            self.queue.add_after(key.clone(), Duration::from_secs(1));
+            return;
+        }
         let Some(obj) = self.store.get(key) else {
             // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
             self.queue.forget(key);

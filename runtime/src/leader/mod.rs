@@ -145,6 +145,8 @@ pub struct LeaderElector {
     config: LeaderElectionConfig,
     observed: Mutex<Option<Observed>>,
     leading: watch::Sender<bool>,
+    /// When we last acquired or renewed the Lease (on our clock).
+    renewed_at: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -170,6 +172,7 @@ impl LeaderElector {
             config,
             observed: Mutex::new(None),
             leading: watch::channel(false).0,
+            renewed_at: Mutex::new(None),
         })
     }
 
@@ -181,6 +184,23 @@ impl LeaderElector {
     /// Whether this replica currently leads.
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()
+    }
+
+    /// Whether this replica leads *and* renewed the Lease less than a renew deadline ago, by
+    /// its own clock. Controllers check this before every reconcile: a leader that was frozen
+    /// (paused VM, SIGSTOP, long GC) past its deadline does not act on its stale belief in the
+    /// time it takes its renew loop to notice.
+    pub fn lease_valid(&self) -> bool {
+        self.is_leader()
+            && self
+                .renewed_at
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|at| at.elapsed() < self.config.renew_deadline)
+    }
+
+    fn renewed(&self) {
+        *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
     }
 
     /// Follows leadership changes (for metrics and health).
@@ -227,9 +247,9 @@ impl LeaderElector {
         let leading = shutdown.child_token();
         let work = lead(leading.clone());
         tokio::pin!(work);
-        let outcome = tokio::select! {
-            () = &mut work => Ok(()),
-            lost = self.renew_until_lost(&shutdown) => lost,
+        let (outcome, work_done) = tokio::select! {
+            () = &mut work => (Ok(()), true),
+            lost = self.renew_until_lost(&shutdown) => (lost, false),
         };
         leading.cancel();
         self.leading.send_replace(false);
@@ -240,7 +260,9 @@ impl LeaderElector {
             }
             Ok(()) => {
                 // Clean shutdown: let the work finish (it saw the cancellation), then release.
-                work.await;
+                if !work_done {
+                    work.await;
+                }
                 if self.config.release_on_cancel {
                     self.release().await;
                 }
@@ -309,6 +331,7 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => {
                     self.observe(Some(me.clone()), Some(now));
+                    self.renewed();
                     true
                 }
                 Err(error) => {
@@ -351,6 +374,7 @@ impl LeaderElector {
         {
             Ok(_) => {
                 self.observe(Some(me.clone()), Some(now));
+                self.renewed();
                 true
             }
             Err(error) => {

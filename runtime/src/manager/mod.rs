@@ -318,7 +318,10 @@ impl Manager {
         if self.warm_up_before_leading {
             self.cache.start(token.clone());
         }
-        let elector = LeaderElector::new(self.client.clone(), config)?;
+        let elector = Arc::new(LeaderElector::new(self.client.clone(), config)?);
+        let gate = Arc::clone(&elector);
+        self.cache
+            .set_reconcile_gate(Arc::new(move || gate.lease_valid()));
         let cache = self.cache.clone();
         let mut outcome: Result<(), RunnerError> = Ok(());
         let elected = elector
