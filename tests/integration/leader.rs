@@ -302,3 +302,92 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
     eprintln!("{} stamps, terms {:?}", stamps.len(), lease_holders);
     let _ = std::fs::remove_dir_all(&logs);
 }
+
+#[test]
+fn operator_binary_should_fail_with_one_clear_line_on_bad_flags_or_unreachable_apiserver() {
+    let bin = env!("CARGO_BIN_EXE_fencing-operator");
+    let bad_flag = Command::new(bin)
+        .args(["--metrics-bind-address", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(bad_flag.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&bad_flag.stderr);
+    assert!(
+        stderr.starts_with("error: invalid value 'nowhere' for '--metrics-bind-address"),
+        "{stderr}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("kubeforge-unreachable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n\
+         users:\n- name: u\n  user:\n    token: x\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n\
+         current-context: x\n",
+    )
+    .unwrap();
+    let unreachable = Command::new(bin)
+        .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .args(["--health-probe-bind-address", "0"])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(unreachable.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: cannot reach the Kubernetes API server at https://127.0.0.1:1/"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn operator_binary_should_log_json_lines_when_asked() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_fencing-operator"))
+        .args(["--kubeconfig".as_ref(), plane.kubeconfig_path().as_os_str()])
+        .args([
+            "--namespace",
+            ns.name(),
+            "--log-format",
+            "json",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "clean exit on SIGTERM");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "caches synced; starting workers"
+                && l["controller"] == "fencing"),
+        "{stdout}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string())
+    );
+}
