@@ -361,6 +361,19 @@ impl ControllerMetrics for Metrics {
             .add(delta);
     }
     fn max_concurrent_reconciles(&self, controller: &str, workers: usize) {
+        // Like controller-runtime, publish every series at zero as soon as the controller starts,
+        // so rates and absent-series alerts work from the first scrape.
+        for result in ["success", "error", "requeue", "requeue_after"] {
+            self.reconcile_total
+                .with_label_values(&[controller, result]);
+        }
+        for counter in [
+            &self.reconcile_errors,
+            &self.terminal_errors,
+            &self.reconcile_panics,
+        ] {
+            counter.with_label_values(&[controller]);
+        }
         self.max_concurrent
             .with_label_values(&[controller])
             .set(i64::try_from(workers).unwrap_or(i64::MAX));
