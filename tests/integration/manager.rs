@@ -43,12 +43,25 @@ fn sample(scrape: &str, series: &str) -> Option<f64> {
 #[tokio::test]
 async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconciles() {
     let ns = TestNamespace::new().await.unwrap();
+    // A plane reused from an earlier run may still have the Doohickey CRD: remove it first.
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(ns.client());
+    let crd_name = "doohickeys.manager-test.kubeforge.dev";
+    let _ = crds.delete(crd_name, &Default::default()).await;
+    eventually(
+        "a leftover Doohickey CRD to be gone",
+        Duration::from_secs(60),
+        async || crate::support::is_not_found(crds.get(crd_name).await).then_some(()),
+    )
+    .await;
     let mut manager = Manager::new(ns.client())
         .metrics_bind_address("127.0.0.1:0".parse().unwrap())
         .health_probe_bind_address("127.0.0.1:0".parse().unwrap());
     let mut listening = manager.on_listening();
     let recorder = Arc::new(Recorder::default());
-    // The Widget CRD is not installed yet: the informer cannot sync.
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
     let controller = Controller::new(
         "widgets",
         manager.cache(),
@@ -56,7 +69,16 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         InformerConfig::default(),
     )
     .config(ControllerConfig::default().concurrency(2));
-    let manager = manager.controller(controller, WidgetReconciler(recorder.clone()));
+    // No test installs the Doohickey CRD before this one does: its informer cannot sync yet.
+    let doohickeys = Controller::new(
+        "doohickeys",
+        manager.cache(),
+        ns.api::<Doohickey>(),
+        InformerConfig::default(),
+    );
+    let manager = manager
+        .controller(controller, WidgetReconciler(recorder.clone()))
+        .controller(doohickeys, Ignore);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(shutdown.clone()));
     let mut addrs = std::collections::HashMap::new();
@@ -73,9 +95,9 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         body.contains("[-]informer-sync failed: not synced yet"),
         "{body}"
     );
-    assert!(body.contains("widgets"), "{body}");
+    assert!(body.contains("doohickeys"), "{body}");
 
-    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+    apply_crds(&ns.client(), [doohickey_crd()], Duration::from_secs(30))
         .await
         .unwrap();
     eventually(
@@ -153,4 +175,60 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
 
     shutdown.cancel();
     running.await.unwrap().unwrap();
+    let _ = crds.delete(crd_name, &Default::default()).await;
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Doohickey {
+    metadata: kube::api::ObjectMeta,
+}
+
+impl kube::Resource for Doohickey {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Doohickey".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "manager-test.kubeforge.dev".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "doohickeys".into()
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn doohickey_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "doohickeys.manager-test.kubeforge.dev" },
+        "spec": {
+            "group": "manager-test.kubeforge.dev", "scope": "Namespaced",
+            "names": { "plural": "doohickeys", "singular": "doohickey", "kind": "Doohickey" },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object" } } }]
+        }
+    }))
+    .unwrap()
+}
+
+struct Ignore;
+
+impl kubeforge::controller::Reconciler<Doohickey> for Ignore {
+    type Error = kube::Error;
+    async fn reconcile(
+        &self,
+        _obj: Arc<Doohickey>,
+        _ctx: &kubeforge::controller::Context<Doohickey>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        Ok(kubeforge::controller::Action::Done)
+    }
 }
