@@ -1,0 +1,159 @@
+//! The two attribute macros as pipelines: parse → model → validate → expand. On any error the
+//! user's item is still emitted (markers removed, derives added) next to the `compile_error!`s, so
+//! one mistake does not cascade into errors about missing items.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{Item, ItemStruct};
+
+use crate::errors::Errors;
+use crate::{attrs, expand, model, validate};
+
+const DERIVED: &[&str] = &["Serialize", "Deserialize", "JsonSchema"];
+
+/// Reports derives the macro adds itself (they would conflict).
+fn check_own_derives(attrs: &[syn::Attribute], errors: &mut Errors, macro_name: &str) {
+    for attr in attrs.iter().filter(|a| a.path().is_ident("derive")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if let Some(last) = meta.path.segments.last()
+                && DERIVED.contains(&last.ident.to_string().as_str())
+            {
+                errors.spanned(
+                    &meta.path,
+                    format!("remove this derive: #[{macro_name}] derives `{}` itself", last.ident),
+                );
+            }
+            Ok(())
+        });
+    }
+}
+
+fn check_generics(generics: &syn::Generics, errors: &mut Errors) {
+    if !generics.params.is_empty() {
+        errors.spanned(generics, "generic types are not supported by kubeforge's schema macros");
+    }
+}
+
+fn named_struct(item: Item, macro_name: &str, errors: &mut Errors) -> Result<ItemStruct, TokenStream> {
+    match item {
+        Item::Struct(s) if matches!(s.fields, syn::Fields::Named(_)) => Ok(s),
+        Item::Struct(s) => {
+            errors.spanned(
+                &s.fields,
+                format!("#[{macro_name}] needs a struct with named fields (a tuple or unit struct has no JSON object schema)"),
+            );
+            Err(quote!(#s))
+        }
+        Item::Enum(e) => {
+            errors.spanned(
+                e.enum_token,
+                format!("#[{macro_name}] goes on the spec struct, not an enum; use #[kubeforge::schema] for enums used inside the spec"),
+            );
+            Err(quote!(#e))
+        }
+        other => {
+            errors.spanned(&other, format!("#[{macro_name}] goes on a struct with named fields"));
+            Err(quote!(#other))
+        }
+    }
+}
+
+/// `#[custom_resource(...)]`.
+pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: Item = match syn::parse2(input) {
+        Ok(item) => item,
+        Err(e) => return e.to_compile_error(),
+    };
+    let raw = attrs::parse_kind(args, &mut errors);
+    let mut spec = match named_struct(item, "custom_resource", &mut errors) {
+        Ok(s) => s,
+        Err(item) => {
+            let errs = errors.to_compile_errors();
+            return quote!(#item #errs);
+        }
+    };
+    check_own_derives(&spec.attrs, &mut errors, "custom_resource");
+    check_generics(&spec.generics, &mut errors);
+    let rename_all = model::container_rename_all(&spec.attrs);
+    let fields = model::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
+    for field in &fields {
+        validate::field(field, &mut errors);
+    }
+    let kind = model::kind(raw, &mut errors);
+    let krate = kind
+        .as_ref()
+        .map_or_else(model::default_crate, |k| k.crate_path.clone());
+    if let Some(kind) = &kind {
+        validate::kind(kind, &mut errors);
+        if kind.kind.value() == spec.ident.to_string() {
+            errors.spanned(
+                &kind.kind,
+                format!("the kind is the name of the generated type; rename the spec struct (e.g. `{}Spec`)", spec.ident),
+            );
+        }
+    }
+    let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
+    let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
+    match kind {
+        Some(kind) if errors.is_empty() => {
+            let root = expand::kind(&kind, &spec);
+            quote!(#spec_tokens #root)
+        }
+        _ => {
+            let errs = errors.to_compile_errors();
+            quote!(#spec_tokens #errs)
+        }
+    }
+}
+
+/// `#[kubeforge::schema(...)]`.
+pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: Item = match syn::parse2(input) {
+        Ok(item) => item,
+        Err(e) => return e.to_compile_error(),
+    };
+    let raw = attrs::parse_schema(args, &mut errors);
+    validate::rules(&raw.rules, &mut errors);
+    let krate = raw.crate_path.clone().unwrap_or_else(model::default_crate);
+    let tokens = match item {
+        Item::Enum(mut e) => {
+            check_own_derives(&e.attrs, &mut errors, "schema");
+            check_generics(&e.generics, &mut errors);
+            for variant in &mut e.variants {
+                for field in variant.fields.iter_mut() {
+                    field.attrs.retain(|a| {
+                        if a.path().is_ident("validate") {
+                            errors.spanned(a, "markers on enum variant fields are not supported; move the data into a struct with #[kubeforge::schema]");
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                }
+            }
+            expand::schema_enum(&e, &raw.rules, &krate)
+        }
+        other => match named_struct(other, "schema", &mut errors) {
+            Ok(mut s) => {
+                check_own_derives(&s.attrs, &mut errors, "schema");
+                check_generics(&s.generics, &mut errors);
+                let rename_all = model::container_rename_all(&s.attrs);
+                let mut fields = model::fields(&mut s.fields, rename_all.as_deref(), &mut errors);
+                if model::container_transparent(&s.attrs) {
+                    for field in &mut fields {
+                        field.serde.transparent = true;
+                    }
+                }
+                for field in &fields {
+                    validate::field(field, &mut errors);
+                }
+                expand::schema_struct(&mut s, &fields, &raw.rules, &krate)
+            }
+            Err(item) => item,
+        },
+    };
+    let errs = errors.to_compile_errors();
+    quote!(#tokens #errs)
+}
