@@ -147,7 +147,9 @@ pub fn expr_json(expr: &Expr) -> syn::Result<serde_json::Value> {
             .collect::<syn::Result<Vec<_>>>()
             .map(serde_json::Value::Array),
         Expr::Path(p) if p.path.is_ident("null") => Ok(serde_json::Value::Null),
-        Expr::Lit(_) | Expr::Unary(_) => expr_number(expr).map(|n| serde_json::Value::Number(n.value)),
+        Expr::Lit(_) | Expr::Unary(_) => {
+            expr_number(expr).map(|n| serde_json::Value::Number(n.value))
+        }
         _ => Err(syn::Error::new_spanned(
             expr,
             "expected a literal (number, string, bool, `null`) or an array of literals; \
@@ -319,7 +321,12 @@ fn key_value(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<(Li
             "key" => &mut key,
             "value" => &mut value,
             _ => {
-                errors.push(unknown(&inner, &name, &["key", "value"], "label/annotation"));
+                errors.push(unknown(
+                    &inner,
+                    &name,
+                    &["key", "value"],
+                    "label/annotation",
+                ));
                 return skip_value(&inner);
             }
         };
@@ -403,7 +410,10 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                 })?;
                 match path {
                     Some(p) => raw.selectable_fields.push(p),
-                    None => errors.spanned(&meta.path, "expected `selectable_field(json_path = \"...\")`"),
+                    None => errors.spanned(
+                        &meta.path,
+                        "expected `selectable_field(json_path = \"...\")`",
+                    ),
                 }
             }
             "label" => raw.labels.push(key_value(&meta, errors)?),
@@ -619,8 +629,14 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
                     } = Some(n);
                 }
             }
-            "exclusive_minimum" | "exclusive_maximum" | "unique_items" | "nullable"
-            | "preserve_unknown_fields" | "embedded_resource" | "int_or_string" | "schemaless" => {
+            "exclusive_minimum"
+            | "exclusive_maximum"
+            | "unique_items"
+            | "nullable"
+            | "preserve_unknown_fields"
+            | "embedded_resource"
+            | "int_or_string"
+            | "schemaless" => {
                 let v = Keyed {
                     value: flag(&meta)?,
                     key,
@@ -667,7 +683,12 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
                 let expr: Expr = meta.value()?.parse()?;
                 let values = match expr_json(&expr)? {
                     serde_json::Value::Array(values) if !values.is_empty() => values,
-                    _ => return Err(syn::Error::new_spanned(&expr, "expected a non-empty array, e.g. `enum = [\"a\", \"b\"]`")),
+                    _ => {
+                        return Err(syn::Error::new_spanned(
+                            &expr,
+                            "expected a non-empty array, e.g. `enum = [\"a\", \"b\"]`",
+                        ));
+                    }
                 };
                 if first {
                     m.enum_values = Some(Keyed { value: values, key });
@@ -693,7 +714,10 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
             "list_map_keys" => {
                 let expr: Expr = meta.value()?.parse()?;
                 let Expr::Array(array) = &expr else {
-                    return Err(syn::Error::new_spanned(&expr, "expected an array of strings, e.g. `list_map_keys = [\"name\"]`"));
+                    return Err(syn::Error::new_spanned(
+                        &expr,
+                        "expected an array of strings, e.g. `list_map_keys = [\"name\"]`",
+                    ));
                 };
                 for elem in &array.elems {
                     match elem {
@@ -736,12 +760,21 @@ mod tests {
         assert!(errors.is_empty(), "{:?}", errors.messages());
         assert_eq!(raw.group.map(|g| g.value()).as_deref(), Some("g.dev"));
         assert_eq!(raw.shortnames.len(), 2);
-        assert_eq!(raw.printcolumns[0].priority.as_ref().map(|p| p.value), Some(1));
+        assert_eq!(
+            raw.printcolumns[0].priority.as_ref().map(|p| p.value),
+            Some(1)
+        );
         assert!(raw.scale.is_some());
-        assert_eq!(raw.rules[0].cel.as_ref().map(LitStr::value).as_deref(), Some("self.a"));
+        assert_eq!(
+            raw.rules[0].cel.as_ref().map(LitStr::value).as_deref(),
+            Some("self.a")
+        );
         assert_eq!(raw.storage.map(|s| s.value), Some(false));
         assert_eq!(
-            raw.deprecated.and_then(|d| d.value).map(|w| w.value()).as_deref(),
+            raw.deprecated
+                .and_then(|d| d.value)
+                .map(|w| w.value())
+                .as_deref(),
             Some("old")
         );
     }
@@ -769,8 +802,14 @@ mod tests {
         let mut errors = Errors::default();
         parse_markers(&attr, &mut markers, &mut errors);
         assert!(errors.is_empty(), "{:?}", errors.messages());
-        assert_eq!(markers.minimum.map(|n| n.value.to_string()).as_deref(), Some("-5"));
-        assert_eq!(markers.maximum.map(|n| n.value.to_string()).as_deref(), Some("2.5"));
+        assert_eq!(
+            markers.minimum.map(|n| n.value.to_string()).as_deref(),
+            Some("-5")
+        );
+        assert_eq!(
+            markers.maximum.map(|n| n.value.to_string()).as_deref(),
+            Some("2.5")
+        );
         assert_eq!(markers.enum_values.map(|e| e.value.len()), Some(2));
         assert_eq!(markers.default.map(|d| d.value), Some(serde_json::json!(3)));
         assert_eq!(markers.list_map_keys.len(), 1);

@@ -31,7 +31,10 @@ impl Errors {
     }
 
     pub fn to_compile_errors(&self) -> TokenStream {
-        self.errors.iter().map(syn::Error::to_compile_error).collect()
+        self.errors
+            .iter()
+            .map(syn::Error::to_compile_error)
+            .collect()
     }
 }
 
@@ -40,7 +43,9 @@ pub fn did_you_mean(unknown: &str, known: &[&str]) -> String {
     known
         .iter()
         .map(|k| (distance(unknown, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 3) || k.starts_with(unknown) || unknown.starts_with(k))
+        .filter(|(d, k)| {
+            *d <= 2.max(k.len() / 3) || k.starts_with(unknown) || unknown.starts_with(k)
+        })
         .min()
         .map(|(_, k)| format!("; did you mean `{k}`?"))
         .unwrap_or_default()
@@ -70,7 +75,10 @@ mod tests {
             did_you_mean("shortnames", &["shortname", "singular", "status"]),
             "; did you mean `shortname`?"
         );
-        assert_eq!(did_you_mean("minimun", &["minimum", "maximum"]), "; did you mean `minimum`?");
+        assert_eq!(
+            did_you_mean("minimun", &["minimum", "maximum"]),
+            "; did you mean `minimum`?"
+        );
         assert_eq!(did_you_mean("zzz", &["minimum", "maximum"]), "");
     }
 }

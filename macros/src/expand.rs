@@ -80,8 +80,9 @@ pub fn marker_schema(m: &RawMarkers) -> Map<String, Value> {
     if let Some(f) = &m.format {
         put("format", json!(f.value()));
     }
-    if flag(&m.unique_items) {
-        put("uniqueItems", json!(true));
+    // The apiserver rejects `uniqueItems: true` (quadratic cost); a set list is its equivalent.
+    if flag(&m.unique_items) && m.list_type.is_none() {
+        put("x-kubernetes-list-type", json!("set"));
     }
     if !m.rules.is_empty() {
         put(
@@ -94,7 +95,10 @@ pub fn marker_schema(m: &RawMarkers) -> Map<String, Value> {
     }
     for (k, f) in [
         ("nullable", &m.nullable),
-        ("x-kubernetes-preserve-unknown-fields", &m.preserve_unknown_fields),
+        (
+            "x-kubernetes-preserve-unknown-fields",
+            &m.preserve_unknown_fields,
+        ),
         ("x-kubernetes-embedded-resource", &m.embedded_resource),
         ("x-kubeforge-int-or-string", &m.int_or_string),
         ("x-kubeforge-schemaless", &m.schemaless),
@@ -324,7 +328,9 @@ pub fn schema_enum(item: &syn::ItemEnum, rules: &[RawRule], krate: &syn::Path) -
     let p = quote!(#krate::crd::__checks);
     let arms = item.variants.iter().map(|v| {
         let name = &v.ident;
-        let binds: Vec<syn::Ident> = (0..v.fields.len()).map(|i| format_ident!("__f{i}")).collect();
+        let binds: Vec<syn::Ident> = (0..v.fields.len())
+            .map(|i| format_ident!("__f{i}"))
+            .collect();
         let pattern = match &v.fields {
             syn::Fields::Unit => quote!(Self::#name),
             syn::Fields::Unnamed(_) => quote!(Self::#name(#(#binds),*)),
@@ -422,9 +428,9 @@ pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
             ),
         };
     let status_new = has_status.then(|| quote!(status: ::core::option::Option::None,));
-    let status_schema_prop = has_status.then(|| {
-        quote!("status": __generator.subschema_for::<::core::option::Option<#status_ty>>(),)
-    });
+    let status_schema_prop = has_status.then(
+        || quote!("status": __generator.subschema_for::<::core::option::Option<#status_ty>>(),),
+    );
     let has_status_impl = has_status.then(|| {
         quote! {
             impl #kube::core::object::HasStatus for #root {

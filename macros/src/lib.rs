@@ -44,7 +44,7 @@
 //! | `min_length = n`, `max_length = n` (Unicode code points), `pattern = "re"` (checked at compile time) | string | ✓ |
 //! | `enum = [..]` | allowed values | ✓ |
 //! | `format = ".."` | format | ✓ for date-time, date, uuid, ipv4, ipv6, cidr; others server-only |
-//! | `min_items`, `max_items`, `unique_items` | lists | ✓ |
+//! | `min_items`, `max_items`, `unique_items` (emitted as `x-kubernetes-list-type: set`: the apiserver forbids `uniqueItems`) | lists | ✓ |
 //! | `min_properties`, `max_properties` | maps / objects | ✓ |
 //! | `rule(cel = "..", message = "..", ..)` | `x-kubernetes-validations` | server-only |
 //! | `default = <literal or array>`, `default_json = "{..}"` | server-side default | — |

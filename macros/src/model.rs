@@ -190,8 +190,8 @@ pub fn shape(ty: &Type) -> Shape {
     };
     match seg.ident.to_string().as_str() {
         "Option" | "Box" | "Arc" | "Rc" => first_generic(seg).map_or(Shape::Other, shape),
-        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64"
-        | "u128" | "usize" => Shape::Integer,
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64" | "u128"
+        | "usize" => Shape::Integer,
         "f32" | "f64" => Shape::Number,
         "String" | "str" => Shape::String,
         "bool" => Shape::Bool,
@@ -280,21 +280,24 @@ fn serde_field(attrs: &[syn::Attribute]) -> SerdeField {
 
 /// Whether the container is `#[serde(transparent)]`.
 pub fn container_transparent(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().filter(|a| a.path().is_ident("serde")).any(|attr| {
-        let mut found = false;
-        let _ = attr.parse_nested_meta(|meta| {
-            found |= meta.path.is_ident("transparent");
-            if meta.input.peek(syn::Token![=]) {
-                let _: syn::Expr = meta.value()?.parse()?;
-            } else if meta.input.peek(syn::token::Paren) {
-                let content;
-                syn::parenthesized!(content in meta.input);
-                let _: proc_macro2::TokenStream = content.parse()?;
-            }
-            Ok(())
-        });
-        found
-    })
+    attrs
+        .iter()
+        .filter(|a| a.path().is_ident("serde"))
+        .any(|attr| {
+            let mut found = false;
+            let _ = attr.parse_nested_meta(|meta| {
+                found |= meta.path.is_ident("transparent");
+                if meta.input.peek(syn::Token![=]) {
+                    let _: syn::Expr = meta.value()?.parse()?;
+                } else if meta.input.peek(syn::token::Paren) {
+                    let content;
+                    syn::parenthesized!(content in meta.input);
+                    let _: proc_macro2::TokenStream = content.parse()?;
+                }
+                Ok(())
+            });
+            found
+        })
 }
 
 /// `#[serde(rename_all = "...")]` on the container (the serialize side).
@@ -341,11 +344,7 @@ pub struct Field {
 
 /// Reads the fields of a struct and takes their `#[validate(...)]` attributes out of `fields`
 /// (the attribute macro consumes them: they are not a registered attribute).
-pub fn fields(
-    fields: &mut Fields,
-    rename_all: Option<&str>,
-    errors: &mut Errors,
-) -> Vec<Field> {
+pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors) -> Vec<Field> {
     let mut out = Vec::new();
     for field in fields.iter_mut() {
         let mut markers = RawMarkers::default();
@@ -395,9 +394,18 @@ mod tests {
 
     #[test]
     fn rename_should_apply_serde_rules() {
-        assert_eq!(rename("min_replicas", "camelCase").as_deref(), Some("minReplicas"));
-        assert_eq!(rename("min_replicas", "PascalCase").as_deref(), Some("MinReplicas"));
-        assert_eq!(rename("min_replicas", "kebab-case").as_deref(), Some("min-replicas"));
+        assert_eq!(
+            rename("min_replicas", "camelCase").as_deref(),
+            Some("minReplicas")
+        );
+        assert_eq!(
+            rename("min_replicas", "PascalCase").as_deref(),
+            Some("MinReplicas")
+        );
+        assert_eq!(
+            rename("min_replicas", "kebab-case").as_deref(),
+            Some("min-replicas")
+        );
         assert_eq!(rename("x", "nonsense"), None);
     }
 
@@ -416,11 +424,24 @@ mod tests {
     #[test]
     fn kind_should_report_missing_keys_and_double_scope() {
         let mut errors = Errors::default();
-        let raw = crate::attrs::parse_kind(quote::quote!(kind = "K", namespaced, cluster), &mut errors);
+        let raw =
+            crate::attrs::parse_kind(quote::quote!(kind = "K", namespaced, cluster), &mut errors);
         assert!(kind(raw, &mut errors).is_none());
         let messages = errors.messages();
-        assert!(messages.iter().any(|m| m.starts_with("missing key `group`")));
-        assert!(messages.iter().any(|m| m.starts_with("missing key `version`")));
-        assert!(messages.iter().any(|m| m.starts_with("`cluster` and `namespaced` are both set")));
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("missing key `group`"))
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("missing key `version`"))
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("`cluster` and `namespaced` are both set"))
+        );
     }
 }

@@ -20,7 +20,10 @@ fn check_own_derives(attrs: &[syn::Attribute], errors: &mut Errors, macro_name: 
             {
                 errors.spanned(
                     &meta.path,
-                    format!("remove this derive: #[{macro_name}] derives `{}` itself", last.ident),
+                    format!(
+                        "remove this derive: #[{macro_name}] derives `{}` itself",
+                        last.ident
+                    ),
                 );
             }
             Ok(())
@@ -30,11 +33,18 @@ fn check_own_derives(attrs: &[syn::Attribute], errors: &mut Errors, macro_name: 
 
 fn check_generics(generics: &syn::Generics, errors: &mut Errors) {
     if !generics.params.is_empty() {
-        errors.spanned(generics, "generic types are not supported by kubeforge's schema macros");
+        errors.spanned(
+            generics,
+            "generic types are not supported by kubeforge's schema macros",
+        );
     }
 }
 
-fn named_struct(item: Item, macro_name: &str, errors: &mut Errors) -> Result<ItemStruct, TokenStream> {
+fn named_struct(
+    item: Item,
+    macro_name: &str,
+    errors: &mut Errors,
+) -> Result<ItemStruct, TokenStream> {
     match item {
         Item::Struct(s) if matches!(s.fields, syn::Fields::Named(_)) => Ok(s),
         Item::Struct(s) => {
@@ -52,7 +62,10 @@ fn named_struct(item: Item, macro_name: &str, errors: &mut Errors) -> Result<Ite
             Err(quote!(#e))
         }
         other => {
-            errors.spanned(&other, format!("#[{macro_name}] goes on a struct with named fields"));
+            errors.spanned(
+                &other,
+                format!("#[{macro_name}] goes on a struct with named fields"),
+            );
             Err(quote!(#other))
         }
     }
@@ -86,7 +99,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         .map_or_else(model::default_crate, |k| k.crate_path.clone());
     if let Some(kind) = &kind {
         validate::kind(kind, &mut errors);
-        if kind.kind.value() == spec.ident.to_string() {
+        if spec.ident == kind.kind.value() {
             errors.spanned(
                 &kind.kind,
                 format!("the kind is the name of the generated type; rename the spec struct (e.g. `{}Spec`)", spec.ident),

@@ -29,7 +29,14 @@ fn is_dns_subdomain(s: &str) -> bool {
 
 const COLUMN_TYPES: &[&str] = &["integer", "number", "string", "boolean", "date"];
 const COLUMN_FORMATS: &[&str] = &[
-    "int32", "int64", "float", "double", "byte", "date", "date-time", "password",
+    "int32",
+    "int64",
+    "float",
+    "double",
+    "byte",
+    "date",
+    "date-time",
+    "password",
 ];
 const RULE_REASONS: &[&str] = &[
     "FieldValueInvalid",
@@ -82,7 +89,10 @@ pub fn rules(rules: &[RawRule], errors: &mut Errors) {
         {
             errors.spanned(
                 reason,
-                format!("unknown reason; expected one of: {}", RULE_REASONS.join(", ")),
+                format!(
+                    "unknown reason; expected one of: {}",
+                    RULE_REASONS.join(", ")
+                ),
             );
         }
         if let Some(path) = &rule.field_path {
@@ -91,7 +101,10 @@ pub fn rules(rules: &[RawRule], errors: &mut Errors) {
         if let Some(expr) = &rule.message_expression
             && let Err(message) = crate::cel::check(&expr.value())
         {
-            errors.spanned(expr, format!("CEL message expression does not parse: {message}"));
+            errors.spanned(
+                expr,
+                format!("CEL message expression does not parse: {message}"),
+            );
         }
     }
 }
@@ -110,8 +123,13 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
         );
     }
     let k = kind.kind.value();
-    if !k.starts_with(|c: char| c.is_ascii_uppercase()) || !k.chars().all(|c| c.is_ascii_alphanumeric()) {
-        errors.spanned(&kind.kind, "the kind must be UpperCamelCase ASCII, like `WebApp`");
+    if !k.starts_with(|c: char| c.is_ascii_uppercase())
+        || !k.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        errors.spanned(
+            &kind.kind,
+            "the kind must be UpperCamelCase ASCII, like `WebApp`",
+        );
     }
     for name in kind.shortnames.iter().chain(&kind.categories) {
         if !is_dns_label(&name.value()) {
@@ -124,16 +142,16 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
             None => errors.at(col.span, "a printer column needs `name = \"...\"`"),
             Some(name) => {
                 if names.contains(&name.value()) {
-                    errors.spanned(
-                        name,
-                        format!("duplicate printer column `{}`", name.value()),
-                    );
+                    errors.spanned(name, format!("duplicate printer column `{}`", name.value()));
                 }
                 names.push(name.value());
             }
         }
         match &col.json_path {
-            None => errors.at(col.span, "a printer column needs `json_path = \".spec...\"`"),
+            None => errors.at(
+                col.span,
+                "a printer column needs `json_path = \".spec...\"`",
+            ),
             Some(p) => {
                 check_json_path(p, errors);
             }
@@ -141,11 +159,17 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
         match &col.type_ {
             None => errors.at(
                 col.span,
-                format!("a printer column needs `type = ...`, one of: {}", COLUMN_TYPES.join(", ")),
+                format!(
+                    "a printer column needs `type = ...`, one of: {}",
+                    COLUMN_TYPES.join(", ")
+                ),
             ),
             Some(t) if !COLUMN_TYPES.contains(&t.value().as_str()) => errors.spanned(
                 t,
-                format!("unknown column type; expected one of: {}", COLUMN_TYPES.join(", ")),
+                format!(
+                    "unknown column type; expected one of: {}",
+                    COLUMN_TYPES.join(", ")
+                ),
             ),
             Some(_) => {}
         }
@@ -154,7 +178,10 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
         {
             errors.spanned(
                 f,
-                format!("unknown column format; expected one of: {}", COLUMN_FORMATS.join(", ")),
+                format!(
+                    "unknown column format; expected one of: {}",
+                    COLUMN_FORMATS.join(", ")
+                ),
             );
         }
     }
@@ -180,10 +207,16 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
             && !p.value().starts_with(".status.")
             && !p.value().starts_with(".spec.")
         {
-            errors.spanned(p, "the label selector path must start with `.spec.` or `.status.`");
+            errors.spanned(
+                p,
+                "the label selector path must start with `.spec.` or `.status.`",
+            );
         }
         if kind.status.is_none() {
-            errors.at(scale.span, "the scale subresource needs a status: add `status = YourStatus`");
+            errors.at(
+                scale.span,
+                "the scale subresource needs a status: add `status = YourStatus`",
+            );
         }
     }
     for p in &kind.selectable_fields {
@@ -192,7 +225,13 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
     rules(&kind.rules, errors);
 }
 
-fn wrong_shape(errors: &mut Errors, key: proc_macro2::Span, marker: &str, applies: &str, field: &Field) {
+fn wrong_shape(
+    errors: &mut Errors,
+    key: proc_macro2::Span,
+    marker: &str,
+    applies: &str,
+    field: &Field,
+) {
     errors.at(
         key,
         format!(
@@ -217,12 +256,22 @@ pub fn field(field: &Field, errors: &mut Errors) {
             "markers on a `#[serde(flatten)]` field have no schema node to attach to; put them on the fields of the flattened type",
         );
     }
-    for (n, name) in [(&m.minimum, "minimum"), (&m.maximum, "maximum"), (&m.multiple_of, "multiple_of")] {
+    for (n, name) in [
+        (&m.minimum, "minimum"),
+        (&m.maximum, "maximum"),
+        (&m.multiple_of, "multiple_of"),
+    ] {
         if let Some(n) = n {
             if !numeric {
                 wrong_shape(errors, n.span, name, "integer and number fields", field);
             } else if shape == Shape::Integer && !n.is_integer {
-                errors.at(n.span, format!("`{name}` of integer field `{}` must be an integer", field.ident));
+                errors.at(
+                    n.span,
+                    format!(
+                        "`{name}` of integer field `{}` must be an integer",
+                        field.ident
+                    ),
+                );
             }
         }
     }
@@ -241,7 +290,10 @@ pub fn field(field: &Field, errors: &mut Errors) {
         {
             errors.at(
                 flag.key,
-                format!("`{name}` needs `{}` to be set", name.trim_start_matches("exclusive_")),
+                format!(
+                    "`{name}` needs `{}` to be set",
+                    name.trim_start_matches("exclusive_")
+                ),
             );
         }
     }
@@ -264,7 +316,10 @@ pub fn field(field: &Field, errors: &mut Errors) {
             wrong_shape(errors, k.key, name, "list fields", field);
         }
     }
-    for (k, name) in [(&m.min_properties, "min_properties"), (&m.max_properties, "max_properties")] {
+    for (k, name) in [
+        (&m.min_properties, "min_properties"),
+        (&m.max_properties, "max_properties"),
+    ] {
         if let Some(k) = k
             && !map
         {
@@ -282,10 +337,18 @@ pub fn field(field: &Field, errors: &mut Errors) {
             errors.at(hi.key, format!("`{name}` is smaller than its minimum"));
         }
     }
-    if let Some(u) = &m.unique_items
-        && !array
-    {
-        wrong_shape(errors, u.key, "unique_items", "list fields", field);
+    if let Some(u) = &m.unique_items {
+        if !array {
+            wrong_shape(errors, u.key, "unique_items", "list fields", field);
+        }
+        if let Some(lt) = &m.list_type
+            && lt.value() != "set"
+        {
+            errors.at(
+                u.key,
+                "`unique_items` is `list_type = \"set\"` in Kubernetes; it conflicts with this list type",
+            );
+        }
     }
     if let Some(p) = &m.pattern {
         if !string {
@@ -309,7 +372,10 @@ pub fn field(field: &Field, errors: &mut Errors) {
             }
             "map" => {
                 if m.list_map_keys.is_empty() {
-                    errors.spanned(lt, "`list_type = \"map\"` needs `list_map_keys = [\"...\"]`");
+                    errors.spanned(
+                        lt,
+                        "`list_type = \"map\"` needs `list_map_keys = [\"...\"]`",
+                    );
                 }
             }
             _ => errors.spanned(lt, "unknown list type; expected one of: atomic, set, map"),
@@ -319,7 +385,13 @@ pub fn field(field: &Field, errors: &mut Errors) {
     }
     if let Some(mt) = &m.map_type {
         if !map {
-            wrong_shape(errors, mt.span(), "map_type", "map and object fields", field);
+            wrong_shape(
+                errors,
+                mt.span(),
+                "map_type",
+                "map and object fields",
+                field,
+            );
         }
         if !matches!(mt.value().as_str(), "atomic" | "granular") {
             errors.spanned(mt, "unknown map type; expected one of: atomic, granular");
@@ -352,7 +424,10 @@ mod tests {
     fn check_json_path_should_accept_simple_paths_only() {
         let mut errors = Errors::default();
         assert!(check_json_path(&lit(".spec.replicas"), &mut errors));
-        assert!(check_json_path(&lit(".status.conditions[0].type"), &mut errors));
+        assert!(check_json_path(
+            &lit(".status.conditions[0].type"),
+            &mut errors
+        ));
         assert!(!check_json_path(&lit("spec.replicas"), &mut errors));
         assert!(!check_json_path(&lit(".spec..replicas"), &mut errors));
         assert!(!check_json_path(&lit(".spec.x[a]"), &mut errors));
@@ -362,10 +437,7 @@ mod tests {
     fn field_errors(ty: syn::Type, marker: syn::Attribute) -> Vec<String> {
         let mut errors = Errors::default();
         let mut fields: syn::FieldsNamed = syn::parse_quote!({ #marker pub f: #ty });
-        let mut fields = syn::Fields::Named(std::mem::replace(
-            &mut fields,
-            syn::parse_quote!({}),
-        ));
+        let mut fields = syn::Fields::Named(std::mem::replace(&mut fields, syn::parse_quote!({})));
         let model = crate::model::fields(&mut fields, None, &mut errors);
         field(&model[0], &mut errors);
         errors.messages()
@@ -374,21 +446,42 @@ mod tests {
     #[test]
     fn field_should_reject_markers_on_the_wrong_type() {
         assert_eq!(
-            field_errors(syn::parse_quote!(String), syn::parse_quote!(#[validate(minimum = 1)])),
+            field_errors(
+                syn::parse_quote!(String),
+                syn::parse_quote!(#[validate(minimum = 1)])
+            ),
             ["`minimum` applies to integer and number fields, but field `f` is a string"]
         );
         assert_eq!(
-            field_errors(syn::parse_quote!(Option<i32>), syn::parse_quote!(#[validate(max_items = 1)])),
+            field_errors(
+                syn::parse_quote!(Option<i32>),
+                syn::parse_quote!(#[validate(max_items = 1)])
+            ),
             ["`max_items` applies to list fields, but field `f` is an integer"]
         );
-        assert!(field_errors(syn::parse_quote!(Option<i32>), syn::parse_quote!(#[validate(minimum = 1)])).is_empty());
+        assert!(
+            field_errors(
+                syn::parse_quote!(Option<i32>),
+                syn::parse_quote!(#[validate(minimum = 1)])
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn field_should_reject_invalid_regex_and_list_types() {
-        let e = field_errors(syn::parse_quote!(String), syn::parse_quote!(#[validate(pattern = "a(")]));
+        let e = field_errors(
+            syn::parse_quote!(String),
+            syn::parse_quote!(#[validate(pattern = "a(")]),
+        );
         assert!(e[0].starts_with("invalid regular expression"), "{e:?}");
-        let e = field_errors(syn::parse_quote!(Vec<String>), syn::parse_quote!(#[validate(list_type = "map")]));
-        assert_eq!(e, ["`list_type = \"map\"` needs `list_map_keys = [\"...\"]`"]);
+        let e = field_errors(
+            syn::parse_quote!(Vec<String>),
+            syn::parse_quote!(#[validate(list_type = "map")]),
+        );
+        assert_eq!(
+            e,
+            ["`list_type = \"map\"` needs `list_map_keys = [\"...\"]`"]
+        );
     }
 }

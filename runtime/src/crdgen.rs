@@ -195,8 +195,14 @@ mod tests {
     fn parse_args_should_accept_the_three_modes() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         assert_eq!(parse_args(&args(&[])).ok(), Some(Mode::Print));
-        assert_eq!(parse_args(&args(&["--out", "d"])).ok(), Some(Mode::Out("d".into())));
-        assert_eq!(parse_args(&args(&["--check", "d"])).ok(), Some(Mode::Check("d".into())));
+        assert_eq!(
+            parse_args(&args(&["--out", "d"])).ok(),
+            Some(Mode::Out("d".into()))
+        );
+        assert_eq!(
+            parse_args(&args(&["--check", "d"])).ok(),
+            Some(Mode::Check("d".into()))
+        );
         assert!(parse_args(&args(&["--nope"])).is_err());
     }
 

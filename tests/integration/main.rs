@@ -8,3 +8,4 @@
 mod support;
 
 mod controlplane;
+mod crd;

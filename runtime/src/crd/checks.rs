@@ -112,7 +112,10 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
                 if checks.exclusive_maximum && n >= max {
                     fail(format!("should be less than {}", fmt_number(max)));
                 } else if n > max {
-                    fail(format!("should be less than or equal to {}", fmt_number(max)));
+                    fail(format!(
+                        "should be less than or equal to {}",
+                        fmt_number(max)
+                    ));
                 }
             }
             if let Some(m) = checks.multiple_of
@@ -155,7 +158,7 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
             if let Some(max) = checks.max_items
                 && len > max
             {
-                fail(format!("must have at most {max} items"));
+                fail(format!("must have at most {max} {}", items_word(max)));
             }
             if checks.unique_items
                 && let Some(dup) = items
@@ -176,7 +179,8 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
             if let Some(max) = checks.max_properties
                 && len > max
             {
-                fail(format!("should have at most {max} properties"));
+                // The apiserver reports too many properties like too many items.
+                fail(format!("must have at most {max} {}", items_word(max)));
             }
         }
         Value::Bool(_) => {}
@@ -192,6 +196,10 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
             list.join(", ")
         ));
     }
+}
+
+fn items_word(n: u64) -> &'static str {
+    if n == 1 { "item" } else { "items" }
 }
 
 fn format_ok(format: &str, s: &str) -> bool {
@@ -289,14 +297,8 @@ mod tests {
             ..Checks::NONE
         };
         assert!(run(json!(4), &c).is_empty());
-        assert_eq!(
-            run(json!(0), &c),
-            ["should be greater than or equal to 1"]
-        );
-        assert_eq!(
-            run(json!(10), &c),
-            ["should be less than 10"]
-        );
+        assert_eq!(run(json!(0), &c), ["should be greater than or equal to 1"]);
+        assert_eq!(run(json!(10), &c), ["should be less than 10"]);
         assert_eq!(run(json!(3), &c), ["should be a multiple of 2"]);
         assert!(run(json!(null), &c).is_empty());
     }

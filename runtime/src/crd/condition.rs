@@ -128,12 +128,24 @@ mod tests {
     #[test]
     fn conditions_should_keep_transition_time_when_status_is_unchanged() {
         let mut conditions = Conditions::default();
-        assert!(conditions.set(Condition::new("Ready", ConditionStatus::False, "Starting", "")));
-        let first = conditions.get("Ready").map(|c| c.last_transition_time.clone());
+        assert!(conditions.set(Condition::new(
+            "Ready",
+            ConditionStatus::False,
+            "Starting",
+            ""
+        )));
+        let first = conditions
+            .get("Ready")
+            .map(|c| c.last_transition_time.clone());
         let mut again = Condition::new("Ready", ConditionStatus::False, "Starting", "still");
         again.last_transition_time = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
         assert!(conditions.set(again));
-        assert_eq!(conditions.get("Ready").map(|c| c.last_transition_time.clone()), first);
+        assert_eq!(
+            conditions
+                .get("Ready")
+                .map(|c| c.last_transition_time.clone()),
+            first
+        );
         assert!(!conditions.is_true("Ready"));
         assert!(conditions.set(Condition::new("Ready", ConditionStatus::True, "Up", "")));
         assert!(conditions.is_true("Ready"));
@@ -145,13 +157,22 @@ mod tests {
         let schema = super::super::structural_schema(super::super::raw_schema::<Conditions>());
         assert_eq!(schema["type"], "array");
         assert_eq!(schema["x-kubernetes-list-type"], "map");
-        assert_eq!(schema["x-kubernetes-list-map-keys"], serde_json::json!(["type"]));
+        assert_eq!(
+            schema["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"])
+        );
         let item = &schema["items"];
-        assert_eq!(item["properties"]["status"]["enum"], serde_json::json!(["True", "False", "Unknown"]));
+        assert_eq!(
+            item["properties"]["status"]["enum"],
+            serde_json::json!(["True", "False", "Unknown"])
+        );
         assert_eq!(
             item["required"],
             serde_json::json!(["type", "status", "lastTransitionTime", "reason", "message"])
         );
-        assert_eq!(item["properties"]["lastTransitionTime"]["format"], "date-time");
+        assert_eq!(
+            item["properties"]["lastTransitionTime"]["format"],
+            "date-time"
+        );
     }
 }

@@ -207,10 +207,7 @@ pub fn build_crd(info: &KindInfo, schema: Value) -> CustomResourceDefinition {
                 served: info.served,
                 storage: info.storage,
                 deprecated: info.deprecated.map(|_| true),
-                deprecation_warning: info
-                    .deprecated
-                    .filter(|w| !w.is_empty())
-                    .map(str::to_owned),
+                deprecation_warning: info.deprecated.filter(|w| !w.is_empty()).map(str::to_owned),
                 additional_printer_columns: (!columns.is_empty()).then_some(columns),
                 selectable_fields: (!selectable.is_empty()).then_some(selectable),
                 schema: Some(CustomResourceValidation {

@@ -24,7 +24,7 @@
 //! # Examples
 //!
 //! ```
-//! use kubeforge::crd::CustomResource;
+//! use kubeforge::crd::{CustomResource, Validate};
 //!
 //! /// A tiny kind.
 //! #[kubeforge::custom_resource(group = "docs.kubeforge.dev", version = "v1", kind = "Note", namespaced)]
@@ -38,7 +38,8 @@
 //! let crd = Note::crd();
 //! assert_eq!(crd.metadata.name.as_deref(), Some("notes.docs.kubeforge.dev"));
 //! let note = Note::new("hello", NoteSpec { text: String::new() });
-//! assert!(kubeforge::__private::garde::Validate::validate(&note).is_err());
+//! let report = note.validate().unwrap_err();
+//! assert_eq!(report.to_string().trim(), "spec.text: should be at least 1 chars long");
 //! ```
 
 mod checks;
@@ -51,6 +52,9 @@ pub use condition::{Condition, ConditionStatus, Conditions};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
 pub use registry::{MergeError, Registration, merge_crds, registered};
 pub use structural::structural_schema;
+
+/// Client-side validation of generated types: `obj.validate()` (the `garde` crate's trait).
+pub use garde::{Report as ValidationReport, Validate};
 
 #[doc(hidden)]
 pub mod __checks {

@@ -130,9 +130,7 @@ pub fn merge_crds(
     }
     let mut out = Vec::with_capacity(by_name.len());
     for (name, mut crd) in by_name {
-        crd.spec
-            .versions
-            .sort_by_key(|v| version_priority(&v.name));
+        crd.spec.versions.sort_by_key(|v| version_priority(&v.name));
         let storage: Vec<String> = crd
             .spec
             .versions
@@ -157,11 +155,15 @@ mod tests {
 
     #[test]
     fn version_priority_should_order_like_kubernetes() {
-        let mut names = vec!["v1alpha1", "v1", "foo", "v2beta1", "v2", "v1beta2", "v1beta1"];
+        let mut names = vec![
+            "v1alpha1", "v1", "foo", "v2beta1", "v2", "v1beta2", "v1beta1",
+        ];
         names.sort_by_key(|n| version_priority(n));
         assert_eq!(
             names,
-            ["v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"]
+            [
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
         );
     }
 }

@@ -183,7 +183,10 @@ fn strip_null_type(map: &mut Map<String, Value>) {
         [one] => {
             map.insert("type".to_owned(), one.clone());
         }
-        many if many.len() == 2 && many.contains(&json!("integer")) && many.contains(&json!("string")) => {
+        many if many.len() == 2
+            && many.contains(&json!("integer"))
+            && many.contains(&json!("string")) =>
+        {
             map.remove("type");
             map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
         }
@@ -225,7 +228,9 @@ fn merge_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<Value>)
     }
     if key == "allOf" || all("object") {
         merge_object_branches(map, key, branches);
-    } else if types.iter().all(|t| matches!(t, Some("integer" | "string")))
+    } else if types
+        .iter()
+        .all(|t| matches!(t, Some("integer" | "string")))
         && types.contains(&Some("integer"))
         && types.contains(&Some("string"))
     {
@@ -507,9 +512,13 @@ mod tests {
 
     #[test]
     fn structural_should_apply_int_or_string_marker() {
-        let s = structural_schema(json!({"type": "string", "description": "port", INT_OR_STRING: true}));
+        let s = structural_schema(
+            json!({"type": "string", "description": "port", INT_OR_STRING: true}),
+        );
         assert_eq!(s, json!({"description": "port", INT_OR_STRING_K8S: true}));
-        let untagged = structural_schema(json!({"anyOf": [{"type": "integer", "format": "int32"}, {"type": "string"}]}));
+        let untagged = structural_schema(
+            json!({"anyOf": [{"type": "integer", "format": "int32"}, {"type": "string"}]}),
+        );
         assert_eq!(untagged, json!({INT_OR_STRING_K8S: true}));
     }
 
@@ -520,18 +529,25 @@ mod tests {
             VALIDATIONS: [{"rule": "a"}],
             FIELD_VALIDATIONS: [{"rule": "b"}]
         }));
-        assert_eq!(s, json!({"type": "object", VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]}));
+        assert_eq!(
+            s,
+            json!({"type": "object", VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]})
+        );
     }
 
     #[test]
     fn structural_should_remove_refs_and_null_defaults() {
-        let s = structural_schema(json!({"$ref": "#/$defs/Node", "default": null, "description": "n"}));
+        let s =
+            structural_schema(json!({"$ref": "#/$defs/Node", "default": null, "description": "n"}));
         assert_eq!(s, json!({"description": "n", PRESERVE: true}));
     }
 
     #[test]
     fn structural_should_map_rust_integer_formats() {
         let s = structural_schema(json!({"type": "integer", "format": "uint8", "minimum": 0}));
-        assert_eq!(s, json!({"type": "integer", "format": "int32", "minimum": 0}));
+        assert_eq!(
+            s,
+            json!({"type": "integer", "format": "int32", "minimum": 0})
+        );
     }
 }
