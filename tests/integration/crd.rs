@@ -672,3 +672,130 @@ async fn merged_versions_should_serve_both_versions() {
     assert_eq!(<gadget_v2::Gadget as Resource>::version(&()), "v2");
     assert_eq!(read.metadata.name.as_deref(), Some("g"));
 }
+
+/// Rust shapes that need the structural pass: enums with data, untagged and internally tagged
+/// enums, flatten, skip, nested options of lists of maps, k8s-openapi types.
+#[kubeforge::custom_resource(group = "crd-test.kubeforge.dev", version = "v1", kind = "Shapes", cluster)]
+#[derive(Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ShapesSpec {
+    pub mode: Mode,
+    pub source: Source,
+    pub step: Step,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<Amount>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<Vec<BTreeMap<String, Vec<i64>>>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+    #[serde(skip)]
+    pub local_only: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_meta: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boxed: Option<Box<Extra>>,
+}
+
+/// A unit enum with a renamed variant.
+#[kubeforge::schema]
+#[derive(Clone, Debug, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Fast,
+    /// Careful mode.
+    Safe,
+}
+
+/// An externally tagged enum with data.
+#[kubeforge::schema]
+#[derive(Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub enum Source {
+    Git { url: String, revision: Option<String> },
+    Image(String),
+}
+
+/// An internally tagged enum.
+#[kubeforge::schema]
+#[derive(Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "PascalCase")]
+pub enum Step {
+    Sleep { seconds: i32 },
+    Print { text: String },
+}
+
+/// An untagged number-or-string.
+#[kubeforge::schema]
+#[derive(Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum Amount {
+    Count(i64),
+    Text(String),
+}
+
+/// Flattened into the spec.
+#[kubeforge::schema]
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extra {
+    #[validate(max_length = 5)]
+    pub note: String,
+}
+
+#[tokio::test]
+async fn structural_shapes_should_be_accepted_and_round_trip() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [Shapes::crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let api: Api<Shapes> = Api::all(ns.client());
+    let name = format!("shapes-{}", ns.name());
+    let spec: ShapesSpec = serde_json::from_value(json!({
+        "mode": "safe",
+        "source": {"git": {"url": "https://example.com/x.git"}},
+        "step": {"type": "Sleep", "seconds": 3},
+        "amount": "lots",
+        "matrix": [{"a": [1, 2]}, {}],
+        "note": "hi",
+        "memory": "512Mi",
+        "since": "2024-01-02T03:04:05Z",
+        "selector": {"matchLabels": {"app": "x"}},
+        "templateMeta": {"labels": {"a": "b"}},
+        "boxed": {"note": "box"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &Shapes::new(&name, spec.clone())).await;
+    let created = created.unwrap();
+    api.delete(&name, &Default::default()).await.unwrap();
+    assert_eq!(created.spec, spec);
+
+    let mut other = spec.clone();
+    other.source = Source::Image("nginx".into());
+    other.step = Step::Print { text: "x".into() };
+    other.amount = Some(Amount::Count(3));
+    other.mode = Mode::Fast;
+    let name2 = format!("{name}-2");
+    let created = api.create(&PostParams::default(), &Shapes::new(&name2, other.clone())).await.unwrap();
+    api.delete(&name2, &Default::default()).await.unwrap();
+    assert_eq!(created.spec, other);
+
+    // The enums are enforced by the schema.
+    let mut bad = serde_json::to_value(Shapes::new(&format!("{name}-bad"), spec.clone())).unwrap();
+    bad["spec"]["mode"] = json!("reckless");
+    let bad: DynamicObject = serde_json::from_value(bad).unwrap();
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "Shapes");
+    let dynamic: Api<DynamicObject> = Api::all_with(ns.client(), &ApiResource::from_gvk(&gvk));
+    match dynamic.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) => assert!(s.message.contains("spec.mode: Unsupported value: \"reckless\""), "{}", s.message),
+        other => panic!("expected 422, got {other:?}"),
+    }
+    let mut long = spec;
+    long.extra.note = "too long".into();
+    let report = Shapes::new("x", long).validate().unwrap_err().to_string();
+    assert!(report.contains("spec.note: may not be more than 5 bytes"), "{report}");
+}
