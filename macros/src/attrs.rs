@@ -231,6 +231,8 @@ pub struct RawPrintColumn {
     pub format: Option<LitStr>,
     pub description: Option<LitStr>,
     pub priority: Option<Keyed<u64>>,
+    /// An unknown key was reported: do not also report the keys it probably meant as missing.
+    pub had_unknown: bool,
 }
 
 const PRINTCOLUMN_KEYS: &[&str] = &[
@@ -449,11 +451,13 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                     format: None,
                     description: None,
                     priority: None,
+                    had_unknown: false,
                 };
                 let mut seen = Seen(Vec::new());
                 meta.parse_nested_meta(|inner| {
                     let n = key_name(&inner);
                     if !PRINTCOLUMN_KEYS.contains(&n.as_str()) {
+                        col.had_unknown = true;
                         errors.push(unknown(&inner, &n, PRINTCOLUMN_KEYS, "printcolumn"));
                         return skip_value(&inner);
                     }

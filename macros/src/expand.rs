@@ -4,7 +4,7 @@
 //! no direct dependency on serde, schemars, garde, kube or inventory.
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 use serde_json::{Map, Value, json};
 use syn::{ItemStruct, LitStr};
 
@@ -428,9 +428,11 @@ pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
             ),
         };
     let status_new = has_status.then(|| quote!(status: ::core::option::Option::None,));
-    let status_schema_prop = has_status.then(
-        || quote!("status": __generator.subschema_for::<::core::option::Option<#status_ty>>(),),
-    );
+    // Spanned at the user's status type: a status that is not a JsonSchema is reported there.
+    let status_schema_prop = kind.status.as_ref().map(|status| {
+        quote_spanned!(syn::spanned::Spanned::span(status)=>
+            "status": __generator.subschema_for::<::core::option::Option<#status>>(),)
+    });
     let has_status_impl = has_status.then(|| {
         quote! {
             impl #kube::core::object::HasStatus for #root {

@@ -11,23 +11,34 @@ use crate::{attrs, expand, model, validate};
 
 const DERIVED: &[&str] = &["Serialize", "Deserialize", "JsonSchema"];
 
-/// Reports derives the macro adds itself (they would conflict).
-fn check_own_derives(attrs: &[syn::Attribute], errors: &mut Errors, macro_name: &str) {
-    for attr in attrs.iter().filter(|a| a.path().is_ident("derive")) {
-        let _ = attr.parse_nested_meta(|meta| {
-            if let Some(last) = meta.path.segments.last()
-                && DERIVED.contains(&last.ident.to_string().as_str())
-            {
-                errors.spanned(
-                    &meta.path,
-                    format!(
-                        "remove this derive: #[{macro_name}] derives `{}` itself",
-                        last.ident
-                    ),
-                );
-            }
-            Ok(())
-        });
+/// Reports derives the macro adds itself and removes them from the item (they would conflict
+/// with ours and add a second, confusing error).
+fn check_own_derives(attrs: &mut [syn::Attribute], errors: &mut Errors, macro_name: &str) {
+    for attr in attrs.iter_mut().filter(|a| a.path().is_ident("derive")) {
+        let Ok(paths) = attr.parse_args_with(
+            syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
+        ) else {
+            continue;
+        };
+        let kept: Vec<&syn::Path> = paths
+            .iter()
+            .filter(|path| match path.segments.last() {
+                Some(last) if DERIVED.contains(&last.ident.to_string().as_str()) => {
+                    errors.spanned(
+                        path,
+                        format!(
+                            "remove this derive: #[{macro_name}] derives `{}` itself",
+                            last.ident
+                        ),
+                    );
+                    false
+                }
+                _ => true,
+            })
+            .collect();
+        if kept.len() != paths.len() {
+            *attr = syn::parse_quote!(#[derive(#(#kept),*)]);
+        }
     }
 }
 
@@ -86,7 +97,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
             return quote!(#item #errs);
         }
     };
-    check_own_derives(&spec.attrs, &mut errors, "custom_resource");
+    check_own_derives(&mut spec.attrs, &mut errors, "custom_resource");
     check_generics(&spec.generics, &mut errors);
     let rename_all = model::container_rename_all(&spec.attrs);
     let fields = model::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
@@ -132,7 +143,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     let krate = raw.crate_path.clone().unwrap_or_else(model::default_crate);
     let tokens = match item {
         Item::Enum(mut e) => {
-            check_own_derives(&e.attrs, &mut errors, "schema");
+            check_own_derives(&mut e.attrs, &mut errors, "schema");
             check_generics(&e.generics, &mut errors);
             for variant in &mut e.variants {
                 for field in variant.fields.iter_mut() {
@@ -150,7 +161,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
         }
         other => match named_struct(other, "schema", &mut errors) {
             Ok(mut s) => {
-                check_own_derives(&s.attrs, &mut errors, "schema");
+                check_own_derives(&mut s.attrs, &mut errors, "schema");
                 check_generics(&s.generics, &mut errors);
                 let rename_all = model::container_rename_all(&s.attrs);
                 let mut fields = model::fields(&mut s.fields, rename_all.as_deref(), &mut errors);

@@ -138,8 +138,13 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
     }
     let mut names: Vec<String> = Vec::new();
     for col in &kind.printcolumns {
+        let missing = |errors: &mut Errors, message: String| {
+            if !col.had_unknown {
+                errors.at(col.span, message);
+            }
+        };
         match &col.name {
-            None => errors.at(col.span, "a printer column needs `name = \"...\"`"),
+            None => missing(errors, "a printer column needs `name = \"...\"`".to_owned()),
             Some(name) => {
                 if names.contains(&name.value()) {
                     errors.spanned(name, format!("duplicate printer column `{}`", name.value()));
@@ -148,17 +153,17 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
             }
         }
         match &col.json_path {
-            None => errors.at(
-                col.span,
-                "a printer column needs `json_path = \".spec...\"`",
+            None => missing(
+                errors,
+                "a printer column needs `json_path = \".spec...\"`".to_owned(),
             ),
             Some(p) => {
                 check_json_path(p, errors);
             }
         }
         match &col.type_ {
-            None => errors.at(
-                col.span,
+            None => missing(
+                errors,
                 format!(
                     "a printer column needs `type = ...`, one of: {}",
                     COLUMN_TYPES.join(", ")

@@ -675,7 +675,12 @@ async fn merged_versions_should_serve_both_versions() {
 
 /// Rust shapes that need the structural pass: enums with data, untagged and internally tagged
 /// enums, flatten, skip, nested options of lists of maps, k8s-openapi types.
-#[kubeforge::custom_resource(group = "crd-test.kubeforge.dev", version = "v1", kind = "Shapes", cluster)]
+#[kubeforge::custom_resource(
+    group = "crd-test.kubeforge.dev",
+    version = "v1",
+    kind = "Shapes",
+    cluster
+)]
 #[derive(Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ShapesSpec {
@@ -717,7 +722,10 @@ pub enum Mode {
 #[derive(Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub enum Source {
-    Git { url: String, revision: Option<String> },
+    Git {
+        url: String,
+        revision: Option<String>,
+    },
     Image(String),
 }
 
@@ -769,7 +777,9 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         "boxed": {"note": "box"},
     }))
     .unwrap();
-    let created = api.create(&PostParams::default(), &Shapes::new(&name, spec.clone())).await;
+    let created = api
+        .create(&PostParams::default(), &Shapes::new(&name, spec.clone()))
+        .await;
     let created = created.unwrap();
     api.delete(&name, &Default::default()).await.unwrap();
     assert_eq!(created.spec, spec);
@@ -780,7 +790,10 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
     other.amount = Some(Amount::Count(3));
     other.mode = Mode::Fast;
     let name2 = format!("{name}-2");
-    let created = api.create(&PostParams::default(), &Shapes::new(&name2, other.clone())).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &Shapes::new(&name2, other.clone()))
+        .await
+        .unwrap();
     api.delete(&name2, &Default::default()).await.unwrap();
     assert_eq!(created.spec, other);
 
@@ -791,11 +804,19 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
     let gvk = GroupVersionKind::gvk(GROUP, "v1", "Shapes");
     let dynamic: Api<DynamicObject> = Api::all_with(ns.client(), &ApiResource::from_gvk(&gvk));
     match dynamic.create(&PostParams::default(), &bad).await {
-        Err(kube::Error::Api(s)) => assert!(s.message.contains("spec.mode: Unsupported value: \"reckless\""), "{}", s.message),
+        Err(kube::Error::Api(s)) => assert!(
+            s.message
+                .contains("spec.mode: Unsupported value: \"reckless\""),
+            "{}",
+            s.message
+        ),
         other => panic!("expected 422, got {other:?}"),
     }
     let mut long = spec;
     long.extra.note = "too long".into();
     let report = Shapes::new("x", long).validate().unwrap_err().to_string();
-    assert!(report.contains("spec.note: may not be more than 5 bytes"), "{report}");
+    assert!(
+        report.contains("spec.note: may not be more than 5 bytes"),
+        "{report}"
+    );
 }
