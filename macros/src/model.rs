@@ -145,6 +145,8 @@ pub enum Shape {
     Bool,
     Array,
     Map,
+    /// `IntOrString`, `Quantity`.
+    IntOrString,
     /// Any other type (a struct, an enum, a k8s-openapi type): not checked.
     Other,
 }
@@ -158,6 +160,7 @@ impl Shape {
             Shape::Bool => "a bool",
             Shape::Array => "a list",
             Shape::Map => "a map",
+            Shape::IntOrString => "an int-or-string",
             Shape::Other => "another type",
         }
     }
@@ -193,12 +196,24 @@ pub fn shape(ty: &Type) -> Shape {
         "i8" | "i16" | "i32" | "i64" | "i128" | "isize" | "u8" | "u16" | "u32" | "u64" | "u128"
         | "usize" => Shape::Integer,
         "f32" | "f64" => Shape::Number,
-        "String" | "str" => Shape::String,
+        "String" | "str" | "Time" | "MicroTime" => Shape::String,
+        "IntOrString" | "Quantity" => Shape::IntOrString,
         "bool" => Shape::Bool,
         "Vec" | "VecDeque" | "BTreeSet" | "HashSet" => Shape::Array,
         "BTreeMap" | "HashMap" => Shape::Map,
         _ => Shape::Other,
     }
+}
+
+/// The type without `Option<..>` / `Box<..>` wrappers (what a JSONPath descends into).
+pub fn inner_type(ty: &Type) -> Type {
+    if let Some(seg) = last_segment(ty)
+        && matches!(seg.ident.to_string().as_str(), "Option" | "Box")
+        && let Some(inner) = first_generic(seg)
+    {
+        return inner_type(inner);
+    }
+    ty.clone()
 }
 
 /// serde's `rename_all` rules.
@@ -333,6 +348,8 @@ pub fn container_rename_all(attrs: &[syn::Attribute]) -> Option<String> {
 /// One named field of a struct, with its markers.
 pub struct Field {
     pub ident: Ident,
+    /// The field's type without `Option`/`Box`.
+    pub inner_ty: Type,
     /// The JSON name (after serde rename / rename_all).
     pub json_name: String,
     pub serde: SerdeField,
@@ -370,6 +387,7 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
         });
         out.push(Field {
             shape: shape(&field.ty),
+            inner_ty: inner_type(&field.ty),
             ident,
             json_name,
             serde,
@@ -418,6 +436,8 @@ mod tests {
         let ty: Type = syn::parse_quote!(std::collections::BTreeMap<String, String>);
         assert_eq!(shape(&ty), Shape::Map);
         let ty: Type = syn::parse_quote!(Quantity);
+        assert_eq!(shape(&ty), Shape::IntOrString);
+        let ty: Type = syn::parse_quote!(LabelSelector);
         assert_eq!(shape(&ty), Shape::Other);
     }
 

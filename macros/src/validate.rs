@@ -45,23 +45,43 @@ const RULE_REASONS: &[&str] = &[
     "FieldValueDuplicate",
 ];
 
+/// One step of a simple JSONPath: a field name and how many `[n]` indexes follow it.
+pub struct PathStep {
+    pub name: String,
+    pub indexes: usize,
+}
+
+/// Splits `.a.b[0].c` into steps; `None` if it is not a simple path.
+pub fn parse_path(path: &str) -> Option<Vec<PathStep>> {
+    let rest = path.strip_prefix('.')?;
+    rest.split('.')
+        .map(|seg| {
+            let name = seg.split('[').next().unwrap_or_default();
+            let valid_name = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            let mut indexes = 0;
+            for idx in seg[name.len()..].split_inclusive(']') {
+                let digits = idx.strip_prefix('[').and_then(|i| i.strip_suffix(']'))?;
+                if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                    return None;
+                }
+                indexes += 1;
+            }
+            valid_name.then(|| PathStep {
+                name: name.to_owned(),
+                indexes,
+            })
+        })
+        .collect()
+}
+
 /// A JSONPath as Kubernetes accepts in printer columns and subresources: `.a.b[0].c` (simple
 /// paths; no filters).
 pub fn check_json_path(lit: &LitStr, errors: &mut Errors) -> bool {
     let path = lit.value();
-    let ok = path.starts_with('.')
-        && path[1..].split('.').all(|seg| {
-            let name = seg.split('[').next().unwrap_or_default();
-            !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-                && seg[name.len()..].split_inclusive(']').all(|idx| {
-                    idx.strip_prefix('[')
-                        .and_then(|i| i.strip_suffix(']'))
-                        .is_some_and(|i| !i.is_empty() && i.chars().all(|c| c.is_ascii_digit()))
-                })
-        });
+    let ok = parse_path(&path).is_some();
     if !ok {
         errors.spanned(
             lit,
@@ -69,6 +89,25 @@ pub fn check_json_path(lit: &LitStr, errors: &mut Errors) -> bool {
         );
     }
     ok
+}
+
+/// The first step of a path must be `spec`, `status` (when the kind has a status) or `metadata`.
+fn check_root(lit: &LitStr, kind: &Kind, errors: &mut Errors) {
+    let Some(steps) = parse_path(&lit.value()) else {
+        return;
+    };
+    match steps.first().map(|s| s.name.as_str()) {
+        Some("spec" | "metadata") => {}
+        Some("status") if kind.status.is_some() => {}
+        Some("status") => errors.spanned(
+            lit,
+            "this path reads `.status`, but the kind has no status: add `status = YourStatus`",
+        ),
+        _ => errors.spanned(
+            lit,
+            "a JSONPath of a kind starts with `.spec`, `.status` or `.metadata`",
+        ),
+    }
 }
 
 pub fn rules(rules: &[RawRule], errors: &mut Errors) {
@@ -158,7 +197,9 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
                 "a printer column needs `json_path = \".spec...\"`".to_owned(),
             ),
             Some(p) => {
-                check_json_path(p, errors);
+                if check_json_path(p, errors) {
+                    check_root(p, kind, errors);
+                }
             }
         }
         match &col.type_ {
@@ -225,7 +266,9 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
         }
     }
     for p in &kind.selectable_fields {
-        check_json_path(p, errors);
+        if check_json_path(p, errors) {
+            check_root(p, kind, errors);
+        }
     }
     rules(&kind.rules, errors);
 }
@@ -251,8 +294,11 @@ fn wrong_shape(
 pub fn field(field: &Field, errors: &mut Errors) {
     let m: &RawMarkers = &field.markers;
     let shape = field.shape;
-    let numeric = matches!(shape, Shape::Integer | Shape::Number | Shape::Other);
-    let string = matches!(shape, Shape::String | Shape::Other);
+    let numeric = matches!(
+        shape,
+        Shape::Integer | Shape::Number | Shape::IntOrString | Shape::Other
+    );
+    let string = matches!(shape, Shape::String | Shape::IntOrString | Shape::Other);
     let array = matches!(shape, Shape::Array | Shape::Other);
     let map = matches!(shape, Shape::Map | Shape::Other);
     if field.has_markers && field.serde.flatten {

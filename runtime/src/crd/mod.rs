@@ -45,6 +45,7 @@
 mod checks;
 mod condition;
 mod kind;
+mod paths;
 mod registry;
 mod structural;
 
@@ -59,6 +60,7 @@ pub use garde::{Report as ValidationReport, Validate};
 #[doc(hidden)]
 pub mod __checks {
     pub use super::checks::*;
+    pub use super::paths::*;
 }
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
