@@ -131,6 +131,37 @@ mod tests {
     }
 
     #[test]
+    fn crdgen_should_be_byte_stable_and_detect_stale_files() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let (mut first, mut second) = (String::new(), String::new());
+        assert!(kubeforge::crdgen::run(&[], &mut first).unwrap());
+        assert!(kubeforge::crdgen::run(&[], &mut second).unwrap());
+        assert_eq!(first, second);
+        assert!(first.starts_with(
+            "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+        ));
+
+        let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/crds");
+        let mut out = String::new();
+        assert!(
+            kubeforge::crdgen::run(&args(&["--check", committed]), &mut out).unwrap(),
+            "{out}"
+        );
+
+        let dir = std::env::temp_dir().join(format!("kubeforge-crdgen-{}", std::process::id()));
+        let dir_arg = dir.to_string_lossy().into_owned();
+        let mut out = String::new();
+        assert!(kubeforge::crdgen::run(&args(&["--out", &dir_arg]), &mut out).unwrap());
+        let file = dir.join("webapps.apps.kubeforge.dev.yaml");
+        let written = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, written.replace("shortNames", "shortNamez")).unwrap();
+        let mut out = String::new();
+        assert!(!kubeforge::crdgen::run(&args(&["--check", &dir_arg]), &mut out).unwrap());
+        assert!(out.contains("-    shortNamez:\n+    shortNames:"), "{out}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn webapp_should_serialize_with_api_version_and_kind() {
         let app = WebApp::new(
             "shop",

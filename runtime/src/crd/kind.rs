@@ -221,3 +221,71 @@ pub fn build_crd(info: &KindInfo, schema: Value) -> CustomResourceDefinition {
         status: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: KindInfo = KindInfo {
+        group: "t.kubeforge.dev",
+        version: "v1alpha1",
+        kind: "Box",
+        plural: "boxes",
+        singular: "box",
+        short_names: &["bx"],
+        categories: &[],
+        namespaced: false,
+        served: false,
+        storage: true,
+        deprecated: Some("old"),
+        status_subresource: false,
+        scale: None,
+        printer_columns: &[PrinterColumnInfo {
+            name: "Size",
+            type_: "integer",
+            json_path: ".spec.size",
+            format: None,
+            description: None,
+            priority: 0,
+        }],
+        selectable_fields: &[".spec.size"],
+        labels: &[("app.kubernetes.io/part-of", "t")],
+        annotations: &[],
+    };
+
+    #[test]
+    fn build_crd_should_carry_every_kind_option() {
+        let crd = build_crd(&INFO, kind_schema(json!({"type": "object"}), None));
+        assert_eq!(crd.metadata.name.as_deref(), Some("boxes.t.kubeforge.dev"));
+        assert_eq!(
+            crd.metadata.labels.unwrap()["app.kubernetes.io/part-of"],
+            "t"
+        );
+        assert_eq!(crd.metadata.annotations, None);
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["bx".to_owned()]));
+        assert_eq!(crd.spec.names.categories, None);
+        let version = &crd.spec.versions[0];
+        assert_eq!((version.served, version.storage), (false, true));
+        assert_eq!(version.deprecated, Some(true));
+        assert_eq!(version.deprecation_warning.as_deref(), Some("old"));
+        assert_eq!(version.subresources, None);
+        let columns = version.additional_printer_columns.as_ref().unwrap();
+        assert_eq!(
+            (columns[0].priority, columns[0].type_.as_str()),
+            (None, "integer")
+        );
+        assert_eq!(
+            version.selectable_fields.as_ref().unwrap()[0].json_path,
+            ".spec.size"
+        );
+        let schema = version
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap();
+        assert_eq!(schema.required, Some(vec!["spec".to_owned()]));
+    }
+}

@@ -167,3 +167,75 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod merge_tests {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion;
+
+    use super::*;
+
+    fn crd(version: &str, storage: bool, scope: &str) -> CustomResourceDefinition {
+        let mut crd = CustomResourceDefinition::default();
+        crd.metadata.name = Some("things.t.kubeforge.dev".into());
+        crd.spec.group = "t.kubeforge.dev".into();
+        crd.spec.scope = scope.into();
+        crd.spec.versions = vec![CustomResourceDefinitionVersion {
+            name: version.into(),
+            served: true,
+            storage,
+            ..CustomResourceDefinitionVersion::default()
+        }];
+        crd
+    }
+
+    #[test]
+    fn merge_crds_should_combine_versions_in_priority_order() {
+        let merged = merge_crds([
+            crd("v1alpha1", false, "Namespaced"),
+            crd("v1", true, "Namespaced"),
+        ])
+        .unwrap();
+        let names: Vec<_> = merged[0]
+            .spec
+            .versions
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(names, ["v1", "v1alpha1"]);
+    }
+
+    #[test]
+    fn merge_crds_should_require_exactly_one_storage_version() {
+        let err =
+            merge_crds([crd("v1", true, "Namespaced"), crd("v2", true, "Namespaced")]).unwrap_err();
+        assert_eq!(
+            err,
+            MergeError::StorageVersion {
+                crd: "things.t.kubeforge.dev".into(),
+                found: vec!["v2".into(), "v1".into()],
+            }
+        );
+        assert!(matches!(
+            merge_crds([crd("v1", false, "Namespaced")]),
+            Err(MergeError::StorageVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn merge_crds_should_reject_disagreeing_or_duplicate_versions() {
+        assert!(matches!(
+            merge_crds([crd("v1", true, "Namespaced"), crd("v2", false, "Cluster")]),
+            Err(MergeError::Mismatch {
+                what: "a scope",
+                ..
+            })
+        ));
+        assert!(matches!(
+            merge_crds([
+                crd("v1", true, "Namespaced"),
+                crd("v1", false, "Namespaced")
+            ]),
+            Err(MergeError::DuplicateVersion { .. })
+        ));
+    }
+}
