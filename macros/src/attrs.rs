@@ -233,6 +233,8 @@ pub struct RawPrintColumn {
     pub priority: Option<Keyed<u64>>,
     /// An unknown key was reported: do not also report the keys it probably meant as missing.
     pub had_unknown: bool,
+    /// `unchecked`: the JSONPath is not resolved at compile time.
+    pub unchecked: bool,
 }
 
 const PRINTCOLUMN_KEYS: &[&str] = &[
@@ -242,6 +244,7 @@ const PRINTCOLUMN_KEYS: &[&str] = &[
     "format",
     "description",
     "priority",
+    "unchecked",
 ];
 
 /// `scale(spec = .., status = .., selector = ..)`.
@@ -252,7 +255,7 @@ pub struct RawScale {
     pub selector: Option<LitStr>,
 }
 
-const SCALE_KEYS: &[&str] = &["spec", "status", "selector"];
+const SCALE_KEYS: &[&str] = &["spec", "status", "selector", "unchecked"];
 
 /// The raw keys of `#[custom_resource(...)]`.
 #[derive(Default)]
@@ -277,6 +280,8 @@ pub struct RawKind {
     pub served: Option<Keyed<bool>>,
     pub storage: Option<Keyed<bool>>,
     pub crate_path: Option<syn::Path>,
+    /// JSONPaths marked `unchecked` (not resolved at compile time).
+    pub unchecked: Vec<String>,
 }
 
 pub const KIND_KEYS: &[&str] = &[
@@ -400,18 +405,28 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
             "category" => raw.categories.push(lit_str(&meta)?),
             "selectable_field" => {
                 let mut path = None;
+                let mut unchecked = false;
                 meta.parse_nested_meta(|inner| {
                     if inner.path.is_ident("json_path") {
                         path = Some(lit_str(&inner)?);
                         Ok(())
+                    } else if inner.path.is_ident("unchecked") {
+                        unchecked = flag(&inner)?;
+                        Ok(())
                     } else {
                         let n = key_name(&inner);
-                        errors.push(unknown(&inner, &n, &["json_path"], "selectable_field"));
+                        let known = &["json_path", "unchecked"];
+                        errors.push(unknown(&inner, &n, known, "selectable_field"));
                         skip_value(&inner)
                     }
                 })?;
                 match path {
-                    Some(p) => raw.selectable_fields.push(p),
+                    Some(p) => {
+                        if unchecked {
+                            raw.unchecked.push(p.value());
+                        }
+                        raw.selectable_fields.push(p);
+                    }
                     None => errors.spanned(
                         &meta.path,
                         "expected `selectable_field(json_path = \"...\")`",
@@ -452,6 +467,7 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                     description: None,
                     priority: None,
                     had_unknown: false,
+                    unchecked: false,
                 };
                 let mut seen = Seen(Vec::new());
                 meta.parse_nested_meta(|inner| {
@@ -462,6 +478,10 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                         return skip_value(&inner);
                     }
                     let first = seen.first(&inner, &n, errors);
+                    if n == "unchecked" {
+                        col.unchecked = flag(&inner)?;
+                        return Ok(());
+                    }
                     if n == "priority" {
                         let p = unsigned(&inner)?;
                         if first {
@@ -481,6 +501,11 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                     }
                     Ok(())
                 })?;
+                if col.unchecked
+                    && let Some(p) = &col.json_path
+                {
+                    raw.unchecked.push(p.value());
+                }
                 raw.printcolumns.push(col);
             }
             "scale" => {
@@ -491,11 +516,16 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                     selector: None,
                 };
                 let mut seen = Seen(Vec::new());
+                let mut scale_unchecked = false;
                 meta.parse_nested_meta(|inner| {
                     let n = key_name(&inner);
                     if !SCALE_KEYS.contains(&n.as_str()) {
                         errors.push(unknown(&inner, &n, SCALE_KEYS, "scale"));
                         return skip_value(&inner);
+                    }
+                    if n == "unchecked" {
+                        scale_unchecked = flag(&inner)?;
+                        return Ok(());
                     }
                     let v = lit_str(&inner)?;
                     if seen.first(&inner, &n, errors) {
@@ -507,6 +537,14 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                     }
                     Ok(())
                 })?;
+                if scale_unchecked {
+                    raw.unchecked.extend(
+                        [&scale.spec, &scale.status, &scale.selector]
+                            .into_iter()
+                            .flatten()
+                            .map(LitStr::value),
+                    );
+                }
                 if first {
                     raw.scale = Some(scale);
                 }

@@ -369,6 +369,9 @@ pub fn path_check(
 ) -> TokenStream {
     let krate = &kind.crate_path;
     let p = quote!(#krate::crd::__checks);
+    if kind.unchecked.contains(&lit.value()) {
+        return quote!();
+    }
     let Some(steps) = crate::validate::parse_path(&lit.value()) else {
         return quote!();
     };

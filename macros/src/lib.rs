@@ -25,6 +25,7 @@
 //! | `category = ".."` | category such as `all`; repeatable |
 //! | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
 //! | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
+//! | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
 //! | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time |
 //! | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
 //! | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
@@ -52,6 +53,15 @@
 //! | `preserve_unknown_fields`, `embedded_resource`, `int_or_string`, `schemaless` | `x-kubernetes-*` | — |
 //! | `list_type = "atomic" / "set" / "map"`, `list_map_keys = [..]` | list semantics | ✓ set uniqueness; map-key uniqueness server-only |
 //! | `map_type = "atomic" / "granular"` | map semantics | — |
+//!
+//! # Compile-time JSONPaths
+//!
+//! The JSONPaths of printer columns, selectable fields and `scale` must name fields (by their
+//! JSON names) of the spec/status structs and of nested structs annotated with
+//! `#[kubeforge::schema]`, with a type that fits (an `integer` column needs an integer field;
+//! scale replicas an integer; the selector a string; selectable fields a string, integer or bool).
+//! Paths into other types (k8s-openapi types, enums) or through `#[serde(flatten)]` fields cannot
+//! be resolved: mark them `unchecked`. `.metadata...` paths are not checked.
 //!
 //! Descriptions come from doc comments; a field is required unless it is an `Option` or has
 //! `#[serde(default)]`; serde's rename, rename_all, flatten, skip and enum tagging are respected.

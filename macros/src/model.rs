@@ -35,6 +35,8 @@ pub struct Kind {
     pub served: bool,
     pub storage: bool,
     pub crate_path: syn::Path,
+    /// JSONPaths marked `unchecked`.
+    pub unchecked: Vec<String>,
 }
 
 /// English plural of a lower-case kind, as kubebuilder derives it (`webapp` → `webapps`,
@@ -133,6 +135,7 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
         served: raw.served.is_none_or(|s| s.value),
         storage: raw.storage.is_none_or(|s| s.value),
         crate_path: raw.crate_path.unwrap_or_else(default_crate),
+        unchecked: raw.unchecked,
     })
 }
 

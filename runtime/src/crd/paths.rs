@@ -48,7 +48,8 @@ impl JsonShape {
     message = "JSONPath does not resolve: `{Self}` has no field with this JSON name",
     label = "no such field in `{Self}`",
     note = "kubeforge checks JSONPaths at compile time against structs annotated with \
-            #[custom_resource] or #[kubeforge::schema]; mind serde renames (JSON names are used)"
+            #[custom_resource] or #[kubeforge::schema]; mind serde renames (JSON names are used); \
+            for a path into another type add `unchecked` to the printcolumn, selectable_field or scale"
 )]
 pub trait JsonField<const NAME: u64> {
     /// The field's type without `Option`/`Box`.
