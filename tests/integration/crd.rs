@@ -103,6 +103,23 @@ pub struct MarkedSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(embedded_resource)]
     pub template: Option<serde_json::Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(preserve_unknown_fields)]
+    pub open: Option<Open>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(schemaless)]
+    pub raw: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(map_type = "atomic", max_properties = 2)]
+    pub atomic: Option<BTreeMap<String, String>>,
+}
+
+/// A struct whose unknown fields are kept (`preserve_unknown_fields` on the field using it).
+#[kubeforge::schema]
+#[derive(Clone, Debug)]
+pub struct Open {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known: Option<String>,
 }
 
 fn seven() -> i32 {
@@ -408,6 +425,9 @@ async fn pruning_should_keep_nullable_and_free_form_fields_only() {
         "bogus": "dropped",
         "free": {"any": {"nested": [1, "two", {"three": true}]}},
         "nested": {"low": 0, "high": 1, "extra": "dropped"},
+        "open": {"known": "k", "unknown": {"kept": true}},
+        "raw": [1, {"two": 2}],
+        "atomic": {"a": "b"},
     });
     let created = api
         .create(&PostParams::default(), &marked("pruned", spec))
@@ -425,6 +445,12 @@ async fn pruning_should_keep_nullable_and_free_form_fields_only() {
         json!({"any": {"nested": [1, "two", {"three": true}]}})
     );
     assert_eq!(spec["nested"], json!({"low": 0, "high": 1}));
+    assert_eq!(
+        spec["open"],
+        json!({"known": "k", "unknown": {"kept": true}})
+    );
+    assert_eq!(spec["raw"], json!([1, {"two": 2}]));
+    assert_eq!(spec["atomic"], json!({"a": "b"}));
 }
 
 #[tokio::test]
