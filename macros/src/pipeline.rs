@@ -181,3 +181,94 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     let errs = errors.to_compile_errors();
     quote!(#tokens #errs)
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn pretty(tokens: TokenStream) -> String {
+        prettyplease::unparse(&syn::parse2(tokens).expect("the expansion parses as a file"))
+    }
+
+    /// Compares with `macros/snapshots/<name>`; `KUBEFORGE_BLESS=1` rewrites the file.
+    fn snapshot(name: &str, actual: &str) {
+        let path = format!("{}/snapshots/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("KUBEFORGE_BLESS").is_some() {
+            std::fs::write(&path, actual).expect("write snapshot");
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == actual,
+            "expansion differs from {path}; review and rerun with KUBEFORGE_BLESS=1\n{actual}"
+        );
+    }
+
+    #[test]
+    fn custom_resource_should_expand_like_the_snapshot() {
+        let out = custom_resource(
+            quote!(group = "apps.example.com", version = "v1", kind = "WebApp", namespaced,
+                status = WebAppStatus, shortname = "wa",
+                printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
+                scale(spec = ".spec.replicas", status = ".status.replicas"),
+                rule(cel = "self.replicas >= 0", message = "not negative")),
+            quote! {
+                /// Spec.
+                #[derive(Clone, Debug)]
+                #[serde(rename_all = "camelCase")]
+                pub struct WebAppSpec {
+                    /// Number of pods.
+                    #[validate(minimum = 1, maximum = 100)]
+                    pub replicas: i32,
+                    #[serde(default)]
+                    pub image_name: Option<String>,
+                }
+            },
+        );
+        snapshot("custom_resource.rs", &pretty(out));
+    }
+
+    #[test]
+    fn schema_should_expand_like_the_snapshot() {
+        let out = schema(
+            quote!(rule(cel = "self.a <= self.b")),
+            quote! {
+                #[derive(Clone, Debug)]
+                pub struct Range {
+                    #[validate(minimum = 0)]
+                    pub a: i64,
+                    #[validate(pattern = "^x", max_length = 8)]
+                    pub name: String,
+                    #[serde(skip)]
+                    pub b: i64,
+                }
+            },
+        );
+        snapshot("schema.rs", &pretty(out));
+    }
+
+    #[test]
+    fn custom_resource_should_emit_the_item_next_to_the_errors() {
+        let out = custom_resource(
+            quote!(group = "apps.example.com", kind = "Thing", namespaced),
+            quote!(
+                #[derive(Clone, Debug)]
+                pub struct ThingSpec {
+                    #[validate(minimum = 1)]
+                    pub n: i32,
+                }
+            ),
+        )
+        .to_string();
+        assert!(out.contains("pub struct ThingSpec"), "{out}");
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(out.contains("missing key `version`"), "{out}");
+        assert!(!out.contains("validate ("), "markers are consumed: {out}");
+        assert!(
+            !out.contains("struct Thing "),
+            "no root type on error: {out}"
+        );
+    }
+}
