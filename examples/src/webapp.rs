@@ -186,5 +186,19 @@ mod tests {
         let back: WebApp = serde_json::from_value(json).unwrap();
         assert_eq!(back.spec, app.spec);
         assert_eq!(WebApp::INFO.plural, "webapps");
+        // kube's own trait agrees with kubeforge's.
+        assert_eq!(
+            <WebApp as kubeforge::kube::CustomResourceExt>::crd_name(),
+            "webapps.apps.kubeforge.dev"
+        );
+        assert_eq!(
+            <WebApp as kubeforge::kube::CustomResourceExt>::shortnames(),
+            ["wa"]
+        );
+        let resource = <WebApp as kubeforge::kube::CustomResourceExt>::api_resource();
+        assert_eq!(
+            (resource.plural.as_str(), resource.api_version.as_str()),
+            ("webapps", "apps.kubeforge.dev/v1")
+        );
     }
 }

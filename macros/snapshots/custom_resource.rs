@@ -239,6 +239,20 @@ impl ::kubeforge::__private::kube::Resource for WebApp {
         &mut self.metadata
     }
 }
+impl ::kubeforge::__private::kube::CustomResourceExt for WebApp {
+    fn crd() -> ::kubeforge::__private::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+        <Self as ::kubeforge::crd::CustomResource>::crd()
+    }
+    fn crd_name() -> &'static str {
+        "webapps.apps.example.com"
+    }
+    fn api_resource() -> ::kubeforge::__private::kube::core::ApiResource {
+        ::kubeforge::__private::kube::core::ApiResource::erase::<Self>(&())
+    }
+    fn shortnames() -> &'static [&'static str] {
+        &["wa"]
+    }
+}
 impl ::kubeforge::__private::kube::core::object::HasSpec for WebApp {
     type Spec = WebAppSpec;
     fn spec(&self) -> &WebAppSpec {

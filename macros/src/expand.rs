@@ -540,6 +540,8 @@ pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
     let field_count = if has_status { 5usize } else { 4usize };
 
     let short_names = kind.shortnames.iter().map(LitStr::value);
+    let short_names_again = short_names.clone();
+    let crd_name = format!("{plural}.{group}");
     let categories = kind.categories.iter().map(LitStr::value);
     let selectable = kind.selectable_fields.iter().map(LitStr::value);
     let labels = kind.labels.iter().map(|(k, v)| {
@@ -684,6 +686,21 @@ pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
             }
             fn meta_mut(&mut self) -> &mut #meta {
                 &mut self.metadata
+            }
+        }
+
+        impl #kube::CustomResourceExt for #root {
+            fn crd() -> #k8s::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+                <Self as #krate::crd::CustomResource>::crd()
+            }
+            fn crd_name() -> &'static str {
+                #crd_name
+            }
+            fn api_resource() -> #kube::core::ApiResource {
+                #kube::core::ApiResource::erase::<Self>(&())
+            }
+            fn shortnames() -> &'static [&'static str] {
+                &[#(#short_names_again),*]
             }
         }
 
