@@ -697,6 +697,25 @@ async fn merged_versions_should_serve_both_versions() {
     assert_eq!(read.spec.size, 3);
     assert_eq!(<gadget_v2::Gadget as Resource>::version(&()), "v2");
     assert_eq!(read.metadata.name.as_deref(), Some("g"));
+
+    // The deprecated version answers with the configured warning.
+    let url = gadget_v1::Gadget::url_path(&(), Some(ns.name()));
+    let request = http::Request::get(url)
+        .body(kube::client::Body::from(Vec::new()))
+        .unwrap();
+    let response = ns.client().send(request).await.unwrap();
+    let warnings: Vec<_> = response
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("use crd-test.kubeforge.dev/v2 Gadget")),
+        "{warnings:?}"
+    );
 }
 
 /// Rust shapes that need the structural pass: enums with data, untagged and internally tagged
