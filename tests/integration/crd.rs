@@ -865,3 +865,102 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn required_fields_and_conditions_should_be_enforced() {
+    use kubeforge::crd::{Condition, ConditionStatus};
+
+    let (ns, api) = webapp_namespace().await;
+    let gvk = GroupVersionKind::gvk("apps.kubeforge.dev", "v1", "WebApp");
+    let dynamic: Api<DynamicObject> =
+        Api::namespaced_with(ns.client(), ns.name(), &ApiResource::from_gvk(&gvk));
+    let no_image: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps.kubeforge.dev/v1", "kind": "WebApp",
+        "metadata": {"name": "no-image"}, "spec": {"replicas": 1},
+    }))
+    .unwrap();
+    match dynamic.create(&PostParams::default(), &no_image).await {
+        Err(kube::Error::Api(s)) => {
+            assert!(
+                s.message.contains("spec.image: Required value"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected 422, got {other:?}"),
+    }
+
+    api.create(&PostParams::default(), &WebApp::new("shop", webapp_spec(1)))
+        .await
+        .unwrap();
+    let mut status = WebAppStatus::default();
+    status.conditions.set(Condition::new(
+        "Ready",
+        ConditionStatus::True,
+        "Up",
+        "all pods ready",
+    ));
+    status.conditions.set(Condition::new(
+        "Progressing",
+        ConditionStatus::False,
+        "Done",
+        "",
+    ));
+    let patched = api
+        .patch_status(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+    let conditions = patched.status.unwrap().conditions;
+    assert!(conditions.is_true("Ready"));
+    assert_eq!(conditions.items.len(), 2);
+
+    // `listType: map` keyed by `type`: two conditions of one type are rejected.
+    let mut duplicate = serde_json::to_value(&status).unwrap();
+    let first = duplicate["conditions"][0].clone();
+    duplicate["conditions"].as_array_mut().unwrap().push(first);
+    match api
+        .patch_status(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": duplicate })),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(s.message.contains("Duplicate value"), "{}", s.message),
+        other => panic!("expected 422, got {other:?}"),
+    }
+    // A reason that does not match metav1.Condition's pattern is rejected too, by both sides.
+    let mut bad = WebAppStatus::default();
+    bad.conditions.set(Condition::new(
+        "Ready",
+        ConditionStatus::True,
+        "not a reason!",
+        "",
+    ));
+    let report = WebApp {
+        status: Some(bad.clone()),
+        ..WebApp::new("x", webapp_spec(1))
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        report.contains("status.conditions[0].reason: should match"),
+        "{report}"
+    );
+    match api
+        .patch_status(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": bad })),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(s.message.contains("should match"), "{}", s.message),
+        other => panic!("expected 422, got {other:?}"),
+    }
+}
