@@ -48,6 +48,7 @@ impl ::kubeforge::__private::garde::Validate for WebAppSpec {
                 unique_items: false,
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
+                items: ::core::option::Option::None,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.replicas,

@@ -42,6 +42,7 @@ impl ::kubeforge::__private::garde::Validate for Range {
                 unique_items: false,
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
+                items: ::core::option::Option::None,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.a,
@@ -78,6 +79,7 @@ impl ::kubeforge::__private::garde::Validate for Range {
                 unique_items: false,
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
+                items: ::core::option::Option::None,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.name,

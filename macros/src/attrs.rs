@@ -617,6 +617,8 @@ pub struct RawMarkers {
     pub list_type: Option<LitStr>,
     pub list_map_keys: Vec<LitStr>,
     pub map_type: Option<LitStr>,
+    /// `items(...)`: constraints of each element of a list.
+    pub items: Option<Keyed<Box<RawMarkers>>>,
 }
 
 pub const MARKER_KEYS: &[&str] = &[
@@ -646,23 +648,70 @@ pub const MARKER_KEYS: &[&str] = &[
     "list_type",
     "list_map_keys",
     "map_type",
+    "items",
 ];
 
 /// Parses one `#[validate(...)]` attribute into `markers` (a field may carry several).
 pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &mut Errors) {
     let mut seen = Seen(Vec::new());
-    let result = attr.parse_nested_meta(|meta| {
-        let name = key_name(&meta);
-        if !MARKER_KEYS.contains(&name.as_str()) {
-            errors.push(unknown(&meta, &name, MARKER_KEYS, "`validate`"));
-            return skip_value(&meta);
+    let result = attr.parse_nested_meta(|meta| marker(&meta, markers, &mut seen, errors, false));
+    if let Err(e) = result {
+        errors.push(e);
+    }
+}
+
+/// Markers allowed inside `items(...)`: the scalar constraints of each list element.
+pub const ITEM_KEYS: &[&str] = &[
+    "minimum",
+    "maximum",
+    "exclusive_minimum",
+    "exclusive_maximum",
+    "multiple_of",
+    "min_length",
+    "max_length",
+    "pattern",
+    "enum",
+    "format",
+];
+
+fn marker(
+    meta: &ParseNestedMeta<'_>,
+    markers: &mut RawMarkers,
+    seen: &mut Seen,
+    errors: &mut Errors,
+    in_items: bool,
+) -> syn::Result<()> {
+    {
+        let meta = meta;
+        let name = key_name(meta);
+        let (known, what) = if in_items {
+            (ITEM_KEYS, "`items`")
+        } else {
+            (MARKER_KEYS, "`validate`")
+        };
+        if !known.contains(&name.as_str()) {
+            errors.push(unknown(meta, &name, known, what));
+            return skip_value(meta);
         }
-        let first = name == "rule" || seen.first(&meta, &name, errors);
+        let first = name == "rule" || seen.first(meta, &name, errors);
         let key = meta.path.segments[0].ident.span();
         let m = &mut *markers;
         match name.as_str() {
+            "items" => {
+                let mut items = RawMarkers::default();
+                let mut inner_seen = Seen(Vec::new());
+                meta.parse_nested_meta(|inner| {
+                    marker(&inner, &mut items, &mut inner_seen, errors, true)
+                })?;
+                if first {
+                    m.items = Some(Keyed {
+                        value: Box::new(items),
+                        key,
+                    });
+                }
+            }
             "minimum" | "maximum" | "multiple_of" => {
-                let n = number(&meta)?;
+                let n = number(meta)?;
                 if first {
                     *match name.as_str() {
                         "minimum" => &mut m.minimum,
@@ -680,7 +729,7 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
             | "int_or_string"
             | "schemaless" => {
                 let v = Keyed {
-                    value: flag(&meta)?,
+                    value: flag(meta)?,
                     key,
                 };
                 if first {
@@ -698,7 +747,7 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
             }
             "min_length" | "max_length" | "min_items" | "max_items" | "min_properties"
             | "max_properties" => {
-                let v = unsigned(&meta)?;
+                let v = unsigned(meta)?;
                 if first {
                     *match name.as_str() {
                         "min_length" => &mut m.min_length,
@@ -711,7 +760,7 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
                 }
             }
             "pattern" | "format" | "list_type" | "map_type" => {
-                let v = lit_str(&meta)?;
+                let v = lit_str(meta)?;
                 if first {
                     *match name.as_str() {
                         "pattern" => &mut m.pattern,
@@ -744,7 +793,7 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
                 }
             }
             "default_json" => {
-                let lit = lit_str(&meta)?;
+                let lit = lit_str(meta)?;
                 let value: serde_json::Value = serde_json::from_str(&lit.value())
                     .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
                 if m.default.is_some() {
@@ -770,13 +819,10 @@ pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &m
                     }
                 }
             }
-            "rule" => m.rules.push(rule(&meta, errors)?),
+            "rule" => m.rules.push(rule(meta, errors)?),
             _ => unreachable!("every key of MARKER_KEYS is handled"),
         }
         Ok(())
-    });
-    if let Err(e) = result {
-        errors.push(e);
     }
 }
 

@@ -119,6 +119,12 @@ pub fn marker_schema(m: &RawMarkers) -> Map<String, Value> {
     if let Some(t) = &m.map_type {
         put("x-kubernetes-map-type", json!(t.value()));
     }
+    if let Some(items) = &m.items {
+        put(
+            "x-kubeforge-items",
+            Value::Object(marker_schema(&items.value)),
+        );
+    }
     s
 }
 
@@ -173,9 +179,19 @@ fn has_checks(m: &RawMarkers) -> bool {
         || m.list_type.as_ref().is_some_and(|t| t.value() == "set")
         || m.min_properties.is_some()
         || m.max_properties.is_some()
+        || m.items.as_ref().is_some_and(|i| has_checks(&i.value))
 }
 
 fn checks_const(m: &RawMarkers, krate: &syn::Path) -> TokenStream {
+    let p = quote!(#krate::crd::__checks);
+    let fields = checks_fields(m, krate);
+    quote! {
+        const __CHECKS: #p::Checks = #fields;
+    }
+}
+
+/// The `Checks { .. }` literal of `m` (recursing into `items(..)`).
+fn checks_fields(m: &RawMarkers, krate: &syn::Path) -> TokenStream {
     let p = quote!(#krate::crd::__checks);
     let flag = |f: &Option<crate::attrs::Keyed<bool>>| f.as_ref().is_some_and(|f| f.value);
     let minimum = opt_f64(&m.minimum);
@@ -198,8 +214,15 @@ fn checks_const(m: &RawMarkers, krate: &syn::Path) -> TokenStream {
             .as_ref()
             .map(|e| Value::Array(e.value.clone()).to_string()),
     );
+    let items = match &m.items {
+        Some(items) => {
+            let inner = checks_fields(&items.value, krate);
+            quote!(::core::option::Option::Some(&#inner))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     quote! {
-        const __CHECKS: #p::Checks = #p::Checks {
+        #p::Checks {
             minimum: #minimum,
             maximum: #maximum,
             exclusive_minimum: #exclusive_minimum,
@@ -215,7 +238,8 @@ fn checks_const(m: &RawMarkers, krate: &syn::Path) -> TokenStream {
             unique_items: #unique_items,
             min_properties: #min_properties,
             max_properties: #max_properties,
-        };
+            items: #items,
+        }
     }
 }
 

@@ -53,6 +53,7 @@
 //! | `preserve_unknown_fields`, `embedded_resource`, `int_or_string`, `schemaless` | `x-kubernetes-*` | — |
 //! | `list_type = "atomic" / "set" / "map"`, `list_map_keys = [..]` | list semantics | ✓ set uniqueness; map-key uniqueness server-only |
 //! | `map_type = "atomic" / "granular"` | map semantics | — |
+//! | `items(minimum, maximum, exclusive_*, multiple_of, min_length, max_length, pattern, enum, format)` | constraints of each list element | ✓ |
 //!
 //! # Compile-time JSONPaths
 //!

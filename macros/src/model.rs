@@ -208,6 +208,21 @@ pub fn shape(ty: &Type) -> Shape {
     }
 }
 
+/// The shape of a list's elements (`Other` when the type is not a known list).
+pub fn element_shape(ty: &Type) -> Shape {
+    match last_segment(&inner_type(ty)) {
+        Some(seg)
+            if matches!(
+                seg.ident.to_string().as_str(),
+                "Vec" | "VecDeque" | "BTreeSet" | "HashSet"
+            ) =>
+        {
+            first_generic(seg).map_or(Shape::Other, shape)
+        }
+        _ => Shape::Other,
+    }
+}
+
 /// The type without `Option<..>` / `Box<..>` wrappers (what a JSONPath descends into).
 pub fn inner_type(ty: &Type) -> Type {
     if let Some(seg) = last_segment(ty)
@@ -357,6 +372,8 @@ pub struct Field {
     pub json_name: String,
     pub serde: SerdeField,
     pub shape: Shape,
+    /// The shape of the elements, for lists.
+    pub element_shape: Shape,
     pub markers: RawMarkers,
     /// Whether the field had any `#[validate]` attribute.
     pub has_markers: bool,
@@ -390,6 +407,7 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
         });
         out.push(Field {
             shape: shape(&field.ty),
+            element_shape: element_shape(&field.ty),
             inner_ty: inner_type(&field.ty),
             ident,
             json_name,

@@ -460,6 +460,22 @@ pub fn field(field: &Field, errors: &mut Errors) {
     {
         errors.at(d.key, "a `null` default needs `nullable`");
     }
+    if let Some(items) = &m.items {
+        if !array {
+            wrong_shape(errors, items.key, "items", "list fields", field);
+        }
+        let element = Field {
+            ident: field.ident.clone(),
+            inner_ty: field.inner_ty.clone(),
+            json_name: field.json_name.clone(),
+            serde: crate::model::SerdeField::default(),
+            shape: field.element_shape,
+            element_shape: Shape::Other,
+            markers: (*items.value).clone(),
+            has_markers: true,
+        };
+        self::field(&element, errors);
+    }
     rules(&m.rules, errors);
 }
 

@@ -78,6 +78,9 @@ pub struct MarkedSpec {
     #[validate(max_properties = 1)]
     pub single: Option<BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(items(pattern = "^[a-z]+$", max_length = 3))]
+    pub words: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(rule(cel = "self % 2 == 0", message = "must be even"))]
     pub even: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -323,6 +326,12 @@ fn cases() -> Vec<Case> {
             json!({"low": -1, "high": 1}),
             "should be greater than or equal to 0",
         ),
+        case(
+            "words",
+            json!(["abc", "de"]),
+            json!(["abc", "DE"]),
+            "should match '^[a-z]+$'",
+        ),
         server_only("even", json!(2), json!(3), "must be even"),
         server_only(
             "nested",
@@ -363,6 +372,7 @@ async fn markers_should_get_the_same_verdict_from_apiserver_and_validate() {
             ));
         }
         let server_err = server_verdict(&api, &format!("case-{i}-invalid"), &invalid).await;
+        let client_err = client_verdict(&invalid);
         if !server_err.as_ref().is_err_and(|m| m.contains(case.message)) {
             failures.push(format!(
                 "{}: invalid {invalid} -> server {server_err:?}, expected {:?}",
@@ -370,6 +380,20 @@ async fn markers_should_get_the_same_verdict_from_apiserver_and_validate() {
             ));
         }
         let client_err = client_verdict(&invalid);
+        // Both sides name the element: `spec.words[1]`.
+        if case.field == "words" {
+            let located = server_err
+                .as_ref()
+                .is_err_and(|m| m.contains("spec.words[1]"))
+                && client_err
+                    .as_ref()
+                    .is_err_and(|m| m.contains("spec.words[1]"));
+            if !located {
+                failures.push(format!(
+                    "words: {server_err:?} / {client_err:?} do not name spec.words[1]"
+                ));
+            }
+        }
         let client_as_expected = if case.server_only {
             client_err.is_ok()
         } else {

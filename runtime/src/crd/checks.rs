@@ -45,6 +45,8 @@ pub struct Checks {
     pub min_properties: Option<u64>,
     /// `max_properties`.
     pub max_properties: Option<u64>,
+    /// `items(...)`: the constraints of every element of a list.
+    pub items: Option<&'static Checks>,
 }
 
 impl Checks {
@@ -65,6 +67,7 @@ impl Checks {
         unique_items: false,
         min_properties: None,
         max_properties: None,
+        items: None,
     };
 }
 
@@ -93,6 +96,11 @@ fn fmt_number(n: f64) -> String {
 /// Evaluates `checks` on `value` (the field serialized to JSON) and appends one error per failed
 /// constraint to `report` at `path`. `null` (an absent `Option`) satisfies every constraint.
 pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, report: &mut Report) {
+    if let (Some(items), Value::Array(elements)) = (checks.items, value) {
+        for (i, element) in elements.iter().enumerate() {
+            check(element, items, &mut || path().join(i), report);
+        }
+    }
     let mut fail = |message: String| report.append(path(), Error::new(message));
     match value {
         Value::Null => {}
@@ -346,6 +354,30 @@ mod tests {
             ..Checks::NONE
         };
         assert_eq!(run(json!({}), &p), ["should have at least 1 properties"]);
+    }
+
+    #[test]
+    fn check_should_apply_item_constraints_to_each_element() {
+        const ITEMS: Checks = Checks {
+            pattern: Some("^[a-z]+$"),
+            ..Checks::NONE
+        };
+        let c = Checks {
+            items: Some(&ITEMS),
+            ..Checks::NONE
+        };
+        let mut report = Report::new();
+        check(
+            &json!(["ok", "NO"]),
+            &c,
+            &mut || Path::new("f"),
+            &mut report,
+        );
+        let errors: Vec<String> = report
+            .iter()
+            .map(|(p, e)| format!("{p}: {}", e.message()))
+            .collect();
+        assert_eq!(errors, ["f[1]: should match '^[a-z]+$'"]);
     }
 
     #[test]

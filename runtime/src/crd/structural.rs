@@ -20,6 +20,8 @@ use serde_json::{Map, Value, json};
 pub(crate) const INT_OR_STRING: &str = "x-kubeforge-int-or-string";
 /// Marker key: drop the generated schema, keep unknown fields.
 pub(crate) const SCHEMALESS: &str = "x-kubeforge-schemaless";
+/// Marker key: constraints merged into the node's `items` schema.
+pub(crate) const ITEMS: &str = "x-kubeforge-items";
 /// Marker key: field-level CEL rules, appended to the node's `x-kubernetes-validations`.
 pub(crate) const FIELD_VALIDATIONS: &str = "x-kubeforge-validations";
 
@@ -364,6 +366,11 @@ fn apply_markers(map: &mut Map<String, Value>) {
         map.remove(PRESERVE);
         map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
     }
+    if let Some(Value::Object(constraints)) = map.remove(ITEMS)
+        && let Some(Value::Object(items)) = map.get_mut("items")
+    {
+        items.extend(constraints);
+    }
     if let Some(Value::Array(rules)) = map.remove(FIELD_VALIDATIONS) {
         match map.get_mut(VALIDATIONS) {
             Some(Value::Array(existing)) => existing.extend(rules),
@@ -532,6 +539,19 @@ mod tests {
         assert_eq!(
             s,
             json!({"type": "object", VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]})
+        );
+    }
+
+    #[test]
+    fn structural_should_move_item_markers_into_items() {
+        let s = structural_schema(json!({
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            ITEMS: {"maxLength": 3}
+        }));
+        assert_eq!(
+            s,
+            json!({"type": "array", "items": {"type": "string", "maxLength": 3}})
         );
     }
 
