@@ -682,7 +682,6 @@ fn marker(
     in_items: bool,
 ) -> syn::Result<()> {
     {
-        let meta = meta;
         let name = key_name(meta);
         let (known, what) = if in_items {
             (ITEM_KEYS, "`items`")
