@@ -379,7 +379,6 @@ async fn markers_should_get_the_same_verdict_from_apiserver_and_validate() {
                 case.field, case.message
             ));
         }
-        let client_err = client_verdict(&invalid);
         // Both sides name the element: `spec.words[1]`.
         if case.field == "words" {
             let located = server_err
