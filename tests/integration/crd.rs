@@ -27,6 +27,12 @@ const GROUP: &str = "crd-test.kubeforge.dev";
     rule(
         cel = "!has(self.min) || !has(self.max) || self.min <= self.max",
         message = "min must not exceed max"
+    ),
+    rule(
+        cel = "!has(self.fives) || self.fives < 1000",
+        message_expression = "self.fives > 5000 ? 'far too many fives' : 'too many fives'",
+        reason = "FieldValueForbidden",
+        field_path = ".fives"
     )
 )]
 #[derive(Clone, Debug, Default)]
@@ -77,6 +83,9 @@ pub struct MarkedSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(max_properties = 1)]
     pub single: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(rule(cel = "self == oldSelf", message = "frozen is immutable"))]
+    pub frozen: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(items(pattern = "^[a-z]+$", max_length = 3))]
     pub words: Option<Vec<String>>,
@@ -421,6 +430,42 @@ async fn kind_level_rule_should_be_enforced_by_the_apiserver() {
         .await
         .unwrap_err();
     assert!(err.contains("min must not exceed max"), "{err}");
+}
+
+#[tokio::test]
+async fn rule_options_and_transition_rules_should_be_enforced() {
+    let (_ns, api) = marked_namespace().await;
+    let err = server_verdict(&api, "too-many-fives", &json!({"fives": 1000}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.contains("spec.fives: Forbidden: too many fives"),
+        "reason, fieldPath and messageExpression: {err}"
+    );
+
+    let created = api
+        .create(
+            &PostParams::default(),
+            &marked("frozen", json!({"frozen": "a"})),
+        )
+        .await
+        .unwrap();
+    let mut changed = created.clone();
+    changed.data["spec"]["frozen"] = json!("b");
+    match api
+        .replace("frozen", &PostParams::default(), &changed)
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert!(s.message.contains("frozen is immutable"), "{}", s.message)
+        }
+        other => panic!("expected the transition rule to reject the update, got {other:?}"),
+    }
+    let mut same = created;
+    same.data["spec"]["min"] = json!(5);
+    api.replace("frozen", &PostParams::default(), &same)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
