@@ -339,7 +339,10 @@ pub fn schema_struct(
     let derives = derive_attrs(krate, rules);
     let body = validate_fields(fields, krate);
     let validate = validate_impl(&item.ident, body, krate);
-    let json_fields = json_field_impls(&item.ident, fields, krate);
+    let json_fields = match fields {
+        [only] if only.serde.transparent => transparent_paths(&item.ident, &only.inner_ty, krate),
+        _ => json_field_impls(&item.ident, fields, krate),
+    };
     quote! {
         #derives
         #item
@@ -476,6 +479,68 @@ pub fn schema_enum(item: &syn::ItemEnum, rules: &[RawRule], krate: &syn::Path) -
         #item
         #validate
     }
+}
+
+/// A tuple struct: derives, and a `Validate` impl that dives into each field (a newtype is its
+/// field in JSON, so the path does not change; other tuples are JSON arrays).
+pub fn schema_tuple(item: &ItemStruct, rules: &[RawRule], krate: &syn::Path) -> TokenStream {
+    let derives = derive_attrs(krate, rules);
+    let p = quote!(#krate::crd::__checks);
+    let newtype = item.fields.len() == 1;
+    let dives = (0..item.fields.len()).map(|i| {
+        let index = syn::Index::from(i);
+        let path = if newtype {
+            quote!(let mut __path = || __parent();)
+        } else {
+            quote!(let mut __path = || __parent().join(#i);)
+        };
+        quote! {
+            {
+                #path
+                (&#p::Dive(&self.#index)).dive(&mut __path, __report);
+            }
+        }
+    });
+    let body = quote! {
+        #[allow(unused_imports)]
+        use #p::{DiveNone as _, DiveValidate as _};
+        #(#dives)*
+    };
+    let validate = validate_impl(&item.ident, body, krate);
+    let forward = match item.fields.iter().next() {
+        Some(field) if newtype => transparent_paths(&item.ident, &field.ty, krate),
+        _ => quote!(),
+    };
+    quote! {
+        #derives
+        #item
+        #validate
+        #forward
+    }
+}
+
+/// JSONPath resolution through a type that is its only field in JSON (a newtype or a
+/// `#[serde(transparent)]` struct): fields of the inner type, elements of an inner list.
+fn transparent_paths(ident: &syn::Ident, inner: &syn::Type, krate: &syn::Path) -> TokenStream {
+    let p = quote!(#krate::crd::__checks);
+    let inner = crate::model::inner_type(inner);
+    let fields = quote! {
+        impl<const __NAME: u64> #p::JsonField<__NAME> for #ident
+        where
+            #inner: #p::JsonField<__NAME>,
+        {
+            type Ty = <#inner as #p::JsonField<__NAME>>::Ty;
+            const SHAPE: #p::JsonShape = <#inner as #p::JsonField<__NAME>>::SHAPE;
+        }
+    };
+    let elements = (crate::model::shape(&inner) == Shape::Array).then(|| {
+        quote! {
+            impl #p::JsonElement for #ident {
+                type Elem = <#inner as #p::JsonElement>::Elem;
+            }
+        }
+    });
+    quote!(#fields #elements)
 }
 
 /// The root type, its impls and its registration.

@@ -159,6 +159,25 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
             }
             expand::schema_enum(&e, &raw.rules, &krate)
         }
+        Item::Struct(mut s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
+            // Newtypes and tuple structs: serde's shape, no markers on positional fields.
+            check_own_derives(&mut s.attrs, &mut errors, "schema");
+            check_generics(&s.generics, &mut errors);
+            for field in s.fields.iter_mut() {
+                field.attrs.retain(|a| {
+                    if a.path().is_ident("validate") {
+                        errors.spanned(
+                            a,
+                            "markers on tuple struct fields are not supported; use named fields",
+                        );
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
+            expand::schema_tuple(&s, &raw.rules, &krate)
+        }
         other => match named_struct(other, "schema", &mut errors) {
             Ok(mut s) => {
                 check_own_derives(&mut s.attrs, &mut errors, "schema");

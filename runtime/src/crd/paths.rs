@@ -72,10 +72,6 @@ impl<T> JsonElement for Vec<T> {
     type Elem = T;
 }
 
-impl JsonElement for super::Conditions {
-    type Elem = super::Condition;
-}
-
 /// FNV-1a of a JSON name (the same function the macros use).
 #[must_use]
 pub const fn name_hash(name: &str) -> u64 {
