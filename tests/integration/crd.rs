@@ -925,6 +925,22 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         ),
         other => panic!("expected 422, got {other:?}"),
     }
+    // An internally tagged variant keeps its required fields (a generated CEL rule).
+    let mut untagged_fields =
+        serde_json::to_value(Shapes::new(&format!("{name}-step"), spec.clone())).unwrap();
+    untagged_fields["spec"]["step"] = json!({"type": "Sleep", "text": "wrong variant's field"});
+    let untagged_fields: DynamicObject = serde_json::from_value(untagged_fields).unwrap();
+    match dynamic
+        .create(&PostParams::default(), &untagged_fields)
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains("seconds is required when type is Sleep"),
+            "{}",
+            s.message
+        ),
+        other => panic!("expected 422, got {other:?}"),
+    }
     let mut long = spec;
     long.extra.note = "too long".into();
     let report = Shapes::new("x", long).validate().unwrap_err().to_string();

@@ -279,6 +279,7 @@ fn merge_object_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<
     let mut required_sets: Vec<Vec<Value>> = Vec::new();
     let mut externally_tagged = key == "oneOf";
     let mut preserve_unknown = false;
+    let mut branch_tags: Vec<Map<String, Value>> = Vec::new();
     for branch in branches {
         let Value::Object(mut branch) = branch else {
             continue;
@@ -295,6 +296,17 @@ fn merge_object_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<
             preserve_unknown = true;
         }
         externally_tagged &= props.len() == 1 && required.len() == 1;
+        branch_tags.push(
+            props
+                .iter()
+                .filter_map(|(name, schema)| match schema.get("enum") {
+                    Some(Value::Array(values)) if values.len() == 1 && values[0].is_string() => {
+                        Some((name.clone(), values[0].clone()))
+                    }
+                    _ => None,
+                })
+                .collect::<Map<String, Value>>(),
+        );
         for (name, schema) in props {
             match properties.get_mut(&name) {
                 None => {
@@ -330,15 +342,103 @@ fn merge_object_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<
         map.insert("oneOf".to_owned(), Value::Array(one_of));
     } else {
         // Internally tagged / untagged: what every branch requires is required.
-        let mut sets = required_sets.into_iter();
+        let mut sets = required_sets.iter().cloned();
         let first = sets.next().unwrap_or_default();
         let common: Vec<Value> = sets.fold(first, |acc, set| {
             acc.into_iter().filter(|v| set.contains(v)).collect()
         });
+        let rules = tag_rules(&branch_tags, &required_sets, &common);
         if !common.is_empty() {
             map.insert("required".to_owned(), Value::Array(common));
         }
+        if !rules.is_empty() {
+            match map.get_mut(VALIDATIONS) {
+                Some(Value::Array(existing)) => existing.extend(rules),
+                _ => {
+                    map.insert(VALIDATIONS.to_owned(), Value::Array(rules));
+                }
+            }
+        }
     }
+}
+
+/// An internally tagged enum loses its per-variant `required` lists when the branches are merged;
+/// one CEL rule per variant restores them: `self.type != 'Sleep' || has(self.seconds)`.
+fn tag_rules(tags: &[Map<String, Value>], required: &[Vec<Value>], common: &[Value]) -> Vec<Value> {
+    let Some(first) = tags.first() else {
+        return Vec::new();
+    };
+    let Some(tag) = first
+        .keys()
+        .find(|name| tags.iter().all(|t| t.contains_key(*name)))
+    else {
+        return Vec::new();
+    };
+    tags.iter()
+        .zip(required)
+        .filter_map(|(branch, required)| {
+            let value = branch.get(tag)?.as_str()?;
+            let own: Vec<&str> = required
+                .iter()
+                .filter(|r| !common.contains(r))
+                .filter_map(Value::as_str)
+                .collect();
+            if own.is_empty() {
+                return None;
+            }
+            let has: Vec<String> = own
+                .iter()
+                .map(|f| format!("has(self.{})", cel_field(f)))
+                .collect();
+            let rule = format!(
+                "self.{} != {} || ({})",
+                cel_field(tag),
+                cel_string(value),
+                has.join(" && ")
+            );
+            let message = format!("{} is required when {tag} is {value}", own.join(", "));
+            Some(json!({ "rule": rule, "message": message }))
+        })
+        .collect()
+}
+
+/// A property name as Kubernetes CEL spells it (reserved words and `_ . - /` escaped).
+fn cel_field(name: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if RESERVED.contains(&name) {
+        return format!("__{name}__");
+    }
+    name.replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__")
+}
+
+/// A CEL string literal.
+fn cel_string(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// A property present in several branches (the tag of an internally tagged enum): union of enums.
@@ -500,7 +600,8 @@ mod tests {
             json!({
                 "type": "object",
                 "properties": {"kind": {"type": "string", "enum": ["a", "b"]}, "x": {"type": "integer"}},
-                "required": ["kind"]
+                "required": ["kind"],
+                VALIDATIONS: [{"rule": "self.kind != 'a' || (has(self.x))", "message": "x is required when kind is a"}]
             })
         );
     }
