@@ -455,6 +455,30 @@ pub fn field(field: &Field, errors: &mut Errors) {
         errors.at(s.key, "`schemaless` and `int_or_string` exclude each other");
     }
     if let Some(d) = &m.default
+        && let Some(kind) = json_mismatch(&d.value, shape)
+    {
+        errors.at(
+            d.key,
+            format!(
+                "the default is {kind}, but field `{}` is {}",
+                field.ident,
+                shape.describe()
+            ),
+        );
+    }
+    if let Some(e) = &m.enum_values
+        && let Some(kind) = e.value.iter().find_map(|v| json_mismatch(v, shape))
+    {
+        errors.at(
+            e.key,
+            format!(
+                "an `enum` value is {kind}, but field `{}` is {}",
+                field.ident,
+                shape.describe()
+            ),
+        );
+    }
+    if let Some(d) = &m.default
         && d.value.is_null()
         && !m.nullable.as_ref().is_some_and(|n| n.value)
     {
@@ -477,6 +501,27 @@ pub fn field(field: &Field, errors: &mut Errors) {
         self::field(&element, errors);
     }
     rules(&m.rules, errors);
+}
+
+/// `Some(description)` when a JSON literal cannot be a value of a field of `shape`.
+fn json_mismatch(value: &serde_json::Value, shape: Shape) -> Option<&'static str> {
+    use serde_json::Value;
+    let (fits, kind) = match value {
+        Value::Null => (true, "null"),
+        Value::Bool(_) => (shape == Shape::Bool, "a bool"),
+        Value::Number(n) if n.is_f64() => (shape == Shape::Number, "a fractional number"),
+        Value::Number(_) => (
+            matches!(shape, Shape::Integer | Shape::Number | Shape::IntOrString),
+            "a number",
+        ),
+        Value::String(_) => (
+            matches!(shape, Shape::String | Shape::IntOrString),
+            "a string",
+        ),
+        Value::Array(_) => (shape == Shape::Array, "a list"),
+        Value::Object(_) => (shape == Shape::Map, "an object"),
+    };
+    (!fits && shape != Shape::Other).then_some(kind)
 }
 
 #[cfg(test)]
