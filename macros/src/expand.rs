@@ -544,7 +544,7 @@ fn transparent_paths(ident: &syn::Ident, inner: &syn::Type, krate: &syn::Path) -
 }
 
 /// The root type, its impls and its registration.
-pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
+pub fn kind(kind: &Kind, spec: &ItemStruct, check_paths: bool) -> TokenStream {
     let krate = &kind.crate_path;
     let private = quote!(#krate::__private);
     let serde = quote!(#private::serde);
@@ -680,7 +680,7 @@ pub fn kind(kind: &Kind, spec: &ItemStruct) -> TokenStream {
         })
     });
 
-    let path_checks = path_checks(kind, spec_ty);
+    let path_checks = check_paths.then(|| path_checks(kind, spec_ty));
 
     quote! {
         #path_checks

@@ -106,7 +106,14 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
             Scope::Namespaced
         }
     };
-    let (group, version, kind) = (raw.group?, raw.version?, raw.kind?);
+    // With the kind known, missing group/version (already reported) get placeholders so that the
+    // root type can still be emitted and the user's other code does not fail in cascade.
+    let placeholder = |s: &str| LitStr::new(s, Span::call_site());
+    let kind = raw.kind?;
+    let group = raw
+        .group
+        .unwrap_or_else(|| placeholder("invalid.kubeforge.dev"));
+    let version = raw.version.unwrap_or_else(|| placeholder("v1"));
     let singular = raw
         .singular
         .as_ref()
@@ -467,7 +474,10 @@ mod tests {
         let mut errors = Errors::default();
         let raw =
             crate::attrs::parse_kind(quote::quote!(kind = "K", namespaced, cluster), &mut errors);
-        assert!(kind(raw, &mut errors).is_none());
+        assert!(
+            kind(raw, &mut errors).is_some(),
+            "the kind is known: the root type can be emitted"
+        );
         let messages = errors.messages();
         assert!(
             messages

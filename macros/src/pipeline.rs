@@ -121,8 +121,15 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
     match kind {
         Some(kind) if errors.is_empty() => {
-            let root = expand::kind(&kind, &spec);
+            let root = expand::kind(&kind, &spec, true);
             quote!(#spec_tokens #root)
+        }
+        Some(kind) if spec.ident != kind.kind.value() => {
+            // The root type as a dummy (no JSONPath checks): code using it keeps compiling, only
+            // the reported errors remain.
+            let root = expand::kind(&kind, &spec, false);
+            let errs = errors.to_compile_errors();
+            quote!(#spec_tokens #root #errs)
         }
         _ => {
             let errs = errors.to_compile_errors();
@@ -286,8 +293,8 @@ mod tests {
         assert!(out.contains("missing key `version`"), "{out}");
         assert!(!out.contains("validate ("), "markers are consumed: {out}");
         assert!(
-            !out.contains("struct Thing "),
-            "no root type on error: {out}"
+            out.contains("pub struct Thing "),
+            "the root type is still emitted (no cascade): {out}"
         );
     }
 }

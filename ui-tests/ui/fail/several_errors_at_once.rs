@@ -11,6 +11,7 @@ pub struct ThingSpec {
 }
 
 fn main() {
-    let spec = ThingSpec { size: 1, name: String::new() };
-    let _ = spec.clone();
+    // The root type is still generated: no "cannot find type `Thing`" cascade.
+    let thing = Thing::new("t", ThingSpec { size: 1, name: String::new() });
+    let _ = (thing.clone(), Thing::crd());
 }
