@@ -1,8 +1,107 @@
-//! Procedural macros of kubeforge.
+//! Procedural macros of kubeforge. Use them through the `kubeforge` crate, which re-exports them.
 //!
-//! Users depend on the `kubeforge` crate, which re-exports everything defined here. This crate only
-//! routes: each attribute macro is a one-line entry point into a module that parses the attribute
-//! into a typed model, validates it and expands it (see `docs/ARCHITECTURE.md`).
+//! This crate only routes: each attribute is a one-line entry point into `pipeline.rs`, which
+//! parses (`attrs.rs`), models (`model.rs`), validates (`validate.rs`, `cel.rs`) and expands
+//! (`expand.rs`).
 //!
-//! The attributes (`#[custom_resource]`, `#[controller]`) are added by their own work items; today the
-//! crate is the empty skeleton the runtime crate links against.
+//! The reference of every key and marker is on [`macro@custom_resource`] and [`macro@schema`].
+
+mod attrs;
+mod cel;
+mod errors;
+mod expand;
+mod model;
+mod pipeline;
+mod validate;
+
+use proc_macro::TokenStream;
+
+/// Turns a spec struct into a complete Kubernetes kind.
+///
+/// # Kind-level keys
+///
+/// Put it on the spec struct (named fields, no generics). It derives `Serialize`, `Deserialize`
+/// and `JsonSchema` for the struct (do not derive them yourself; derive `Clone` and `Debug`, the
+/// root type needs them), generates the root type named after `kind` with `metadata`, `spec` and
+/// (with `status = ..`) `status`, and implements `kube::Resource`, `HasSpec`/`HasStatus`, serde,
+/// `schemars::JsonSchema`, `garde::Validate` and `kubeforge::crd::CustomResource` for it, plus
+/// `Kind::new(name, spec)` and `Kind::crd()`, and registers the CRD for `kubeforge::crdgen`.
+///
+/// | key | meaning |
+/// |---|---|
+/// | `group = "apps.example.com"` | API group (required) |
+/// | `version = "v1"` | version (required) |
+/// | `kind = "WebApp"` | kind, the name of the generated type (required) |
+/// | `namespaced` / `cluster` | scope (exactly one is required) |
+/// | `status = WebAppStatus` | status type; enables the status subresource |
+/// | `plural = ".."`, `singular = ".."` | resource names (default: lower-case kind, English plural) |
+/// | `shortname = ".."` | short name; repeatable |
+/// | `category = ".."` | category such as `all`; repeatable |
+/// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
+/// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
+/// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
+/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time |
+/// | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
+/// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
+/// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
+/// | `served = false`, `storage = false` | version flags (both default to `true`) |
+/// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
+///
+/// # `#[validate(...)]` — field markers
+///
+/// On fields of a `#[custom_resource]` or `#[kubeforge::schema]` struct. Each marker goes into
+/// the OpenAPI schema (enforced by the apiserver) and, where marked ✓, into the generated
+/// `garde::Validate` impl with the apiserver's semantics.
+///
+/// | marker | schema | client |
+/// |---|---|---|
+/// | `minimum = n`, `maximum = n`, `exclusive_minimum`, `exclusive_maximum`, `multiple_of = n` | numeric bounds | ✓ |
+/// | `min_length = n`, `max_length = n` (Unicode code points), `pattern = "re"` (checked at compile time) | string | ✓ |
+/// | `enum = [..]` | allowed values | ✓ |
+/// | `format = ".."` | format | ✓ for date-time, date, uuid, ipv4, ipv6, cidr; others server-only |
+/// | `min_items`, `max_items`, `unique_items` (emitted as `x-kubernetes-list-type: set`: the apiserver forbids `uniqueItems`) | lists | ✓ |
+/// | `min_properties`, `max_properties` | maps / objects | ✓ |
+/// | `rule(cel = "..", message = "..", ..)` | `x-kubernetes-validations` | server-only |
+/// | `default = <literal or array>`, `default_json = "{..}"` | server-side default | — |
+/// | `nullable` | `nullable: true` | — |
+/// | `preserve_unknown_fields`, `embedded_resource`, `int_or_string`, `schemaless` | `x-kubernetes-*` | — |
+/// | `list_type = "atomic" / "set" / "map"`, `list_map_keys = [..]` | list semantics | ✓ set uniqueness; map-key uniqueness server-only |
+/// | `map_type = "atomic" / "granular"` | map semantics | — |
+/// | `items(minimum, maximum, exclusive_*, multiple_of, min_length, max_length, pattern, enum, format)` | constraints of each list element | ✓ |
+///
+/// # Compile-time JSONPaths
+///
+/// The JSONPaths of printer columns, selectable fields and `scale` must name fields (by their
+/// JSON names) of the spec/status structs and of nested structs annotated with
+/// `#[kubeforge::schema]`, with a type that fits (an `integer` column needs an integer field;
+/// scale replicas an integer; the selector a string; selectable fields a string, integer or bool).
+/// Paths into other types (k8s-openapi types, enums) or through `#[serde(flatten)]` fields cannot
+/// be resolved: mark them `unchecked`. `.metadata...` paths are not checked.
+///
+/// Descriptions come from doc comments; a field is required unless it is an `Option` or has
+/// `#[serde(default)]`; serde's rename, rename_all, flatten, skip and enum tagging are respected.
+///
+///
+/// # Examples
+///
+/// See the `kubeforge::crd` module docs (a runnable example) and `examples/src/webapp.rs`.
+#[proc_macro_attribute]
+pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
+    pipeline::custom_resource(args.into(), input.into()).into()
+}
+
+/// Derives serde, `JsonSchema` and `garde::Validate` for a type used inside a kind.
+///
+/// `#[kubeforge::schema]` / `#[kubeforge::schema(rule(..), crate = "..")]`
+///
+/// For the types used inside a spec or status (structs with markers, enums): derives serde and
+/// `JsonSchema`, consumes `#[validate]` markers and implements `garde::Validate` (nested types
+/// are validated through `Option`, `Vec` and maps automatically).
+///
+/// The field markers are those of [`macro@custom_resource`]. Enums get the derives and a
+/// `Validate` impl that validates the fields of each variant; markers on variant fields are not
+/// supported.
+#[proc_macro_attribute]
+pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
+    pipeline::schema(args.into(), input.into()).into()
+}

@@ -110,10 +110,16 @@ async fn update_with_stale_resource_version_should_conflict() {
 async fn watch_should_see_added_modified_deleted() {
     let ns = TestNamespace::new().await.unwrap();
     let api = ns.api::<ConfigMap>();
+    // Only our object: the root-CA publisher adds `kube-root-ca.crt` to new namespaces meanwhile.
     let start = api.list(&ListParams::default()).await.unwrap();
     let rv = start.metadata.resource_version.unwrap();
     let mut events = api
-        .watch(&WatchParams::default().timeout(60), &rv)
+        .watch(
+            &WatchParams::default()
+                .fields("metadata.name=watched")
+                .timeout(60),
+            &rv,
+        )
         .await
         .unwrap()
         .boxed();

@@ -9,6 +9,7 @@ mod support;
 
 mod controller;
 mod controlplane;
+mod crd;
 mod docs;
 mod events;
 mod informer;

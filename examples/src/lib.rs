@@ -1,0 +1,3 @@
+//! Example kinds built with kubeforge. `cargo run --bin crdgen` prints their CRDs.
+
+pub mod webapp;

@@ -1,0 +1,300 @@
+//! The two attribute macros as pipelines: parse → model → validate → expand. On any error the
+//! user's item is still emitted (markers removed, derives added) next to the `compile_error!`s, so
+//! one mistake does not cascade into errors about missing items.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{Item, ItemStruct};
+
+use crate::errors::Errors;
+use crate::{attrs, expand, model, validate};
+
+const DERIVED: &[&str] = &["Serialize", "Deserialize", "JsonSchema"];
+
+/// Reports derives the macro adds itself and removes them from the item (they would conflict
+/// with ours and add a second, confusing error).
+fn check_own_derives(attrs: &mut [syn::Attribute], errors: &mut Errors, macro_name: &str) {
+    for attr in attrs.iter_mut().filter(|a| a.path().is_ident("derive")) {
+        let Ok(paths) = attr.parse_args_with(
+            syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
+        ) else {
+            continue;
+        };
+        let kept: Vec<&syn::Path> = paths
+            .iter()
+            .filter(|path| match path.segments.last() {
+                Some(last) if DERIVED.contains(&last.ident.to_string().as_str()) => {
+                    errors.spanned(
+                        path,
+                        format!(
+                            "remove this derive: #[{macro_name}] derives `{}` itself",
+                            last.ident
+                        ),
+                    );
+                    false
+                }
+                _ => true,
+            })
+            .collect();
+        if kept.len() != paths.len() {
+            *attr = syn::parse_quote!(#[derive(#(#kept),*)]);
+        }
+    }
+}
+
+fn check_generics(generics: &syn::Generics, errors: &mut Errors) {
+    if !generics.params.is_empty() {
+        errors.spanned(
+            generics,
+            "generic types are not supported by kubeforge's schema macros",
+        );
+    }
+}
+
+fn named_struct(
+    item: Item,
+    macro_name: &str,
+    errors: &mut Errors,
+) -> Result<ItemStruct, TokenStream> {
+    match item {
+        Item::Struct(s) if matches!(s.fields, syn::Fields::Named(_)) => Ok(s),
+        Item::Struct(s) => {
+            errors.spanned(
+                &s.fields,
+                format!("#[{macro_name}] needs a struct with named fields (a tuple or unit struct has no JSON object schema)"),
+            );
+            Err(quote!(#s))
+        }
+        Item::Enum(e) => {
+            errors.spanned(
+                e.enum_token,
+                format!("#[{macro_name}] goes on the spec struct, not an enum; use #[kubeforge::schema] for enums used inside the spec"),
+            );
+            Err(quote!(#e))
+        }
+        other => {
+            errors.spanned(
+                &other,
+                format!("#[{macro_name}] goes on a struct with named fields"),
+            );
+            Err(quote!(#other))
+        }
+    }
+}
+
+/// `#[custom_resource(...)]`.
+pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: Item = match syn::parse2(input) {
+        Ok(item) => item,
+        Err(e) => return e.to_compile_error(),
+    };
+    let raw = attrs::parse_kind(args, &mut errors);
+    let mut spec = match named_struct(item, "custom_resource", &mut errors) {
+        Ok(s) => s,
+        Err(item) => {
+            let errs = errors.to_compile_errors();
+            return quote!(#item #errs);
+        }
+    };
+    check_own_derives(&mut spec.attrs, &mut errors, "custom_resource");
+    check_generics(&spec.generics, &mut errors);
+    let rename_all = model::container_rename_all(&spec.attrs);
+    let fields = model::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
+    for field in &fields {
+        validate::field(field, &mut errors);
+    }
+    let kind = model::kind(raw, &mut errors);
+    let krate = kind
+        .as_ref()
+        .map_or_else(model::default_crate, |k| k.crate_path.clone());
+    if let Some(kind) = &kind {
+        validate::kind(kind, &mut errors);
+        if spec.ident == kind.kind.value() {
+            errors.spanned(
+                &kind.kind,
+                format!("the kind is the name of the generated type; rename the spec struct (e.g. `{}Spec`)", spec.ident),
+            );
+        }
+    }
+    let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
+    let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
+    match kind {
+        Some(kind) if errors.is_empty() => {
+            let root = expand::kind(&kind, &spec, true);
+            quote!(#spec_tokens #root)
+        }
+        Some(kind) if spec.ident != kind.kind.value() => {
+            // The root type as a dummy (no JSONPath checks): code using it keeps compiling, only
+            // the reported errors remain.
+            let root = expand::kind(&kind, &spec, false);
+            let errs = errors.to_compile_errors();
+            quote!(#spec_tokens #root #errs)
+        }
+        _ => {
+            let errs = errors.to_compile_errors();
+            quote!(#spec_tokens #errs)
+        }
+    }
+}
+
+/// `#[kubeforge::schema(...)]`.
+pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: Item = match syn::parse2(input) {
+        Ok(item) => item,
+        Err(e) => return e.to_compile_error(),
+    };
+    let raw = attrs::parse_schema(args, &mut errors);
+    validate::rules(&raw.rules, &mut errors);
+    let krate = raw.crate_path.clone().unwrap_or_else(model::default_crate);
+    let tokens = match item {
+        Item::Enum(mut e) => {
+            check_own_derives(&mut e.attrs, &mut errors, "schema");
+            check_generics(&e.generics, &mut errors);
+            for variant in &mut e.variants {
+                for field in variant.fields.iter_mut() {
+                    field.attrs.retain(|a| {
+                        if a.path().is_ident("validate") {
+                            errors.spanned(a, "markers on enum variant fields are not supported; move the data into a struct with #[kubeforge::schema]");
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                }
+            }
+            expand::schema_enum(&e, &raw.rules, &krate)
+        }
+        Item::Struct(mut s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
+            // Newtypes and tuple structs: serde's shape, no markers on positional fields.
+            check_own_derives(&mut s.attrs, &mut errors, "schema");
+            check_generics(&s.generics, &mut errors);
+            for field in s.fields.iter_mut() {
+                field.attrs.retain(|a| {
+                    if a.path().is_ident("validate") {
+                        errors.spanned(
+                            a,
+                            "markers on tuple struct fields are not supported; use named fields",
+                        );
+                        false
+                    } else {
+                        true
+                    }
+                });
+            }
+            expand::schema_tuple(&s, &raw.rules, &krate)
+        }
+        other => match named_struct(other, "schema", &mut errors) {
+            Ok(mut s) => {
+                check_own_derives(&mut s.attrs, &mut errors, "schema");
+                check_generics(&s.generics, &mut errors);
+                let rename_all = model::container_rename_all(&s.attrs);
+                let mut fields = model::fields(&mut s.fields, rename_all.as_deref(), &mut errors);
+                if model::container_transparent(&s.attrs) {
+                    for field in &mut fields {
+                        field.serde.transparent = true;
+                    }
+                }
+                for field in &fields {
+                    validate::field(field, &mut errors);
+                }
+                expand::schema_struct(&mut s, &fields, &raw.rules, &krate)
+            }
+            Err(item) => item,
+        },
+    };
+    let errs = errors.to_compile_errors();
+    quote!(#tokens #errs)
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn pretty(tokens: TokenStream) -> String {
+        prettyplease::unparse(&syn::parse2(tokens).expect("the expansion parses as a file"))
+    }
+
+    /// Compares with `macros/snapshots/<name>`; `KUBEFORGE_BLESS=1` rewrites the file.
+    fn snapshot(name: &str, actual: &str) {
+        let path = format!("{}/snapshots/{name}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("KUBEFORGE_BLESS").is_some() {
+            std::fs::write(&path, actual).expect("write snapshot");
+            return;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            expected == actual,
+            "expansion differs from {path}; review and rerun with KUBEFORGE_BLESS=1\n{actual}"
+        );
+    }
+
+    #[test]
+    fn custom_resource_should_expand_like_the_snapshot() {
+        let out = custom_resource(
+            quote!(group = "apps.example.com", version = "v1", kind = "WebApp", namespaced,
+                status = WebAppStatus, shortname = "wa",
+                printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
+                scale(spec = ".spec.replicas", status = ".status.replicas"),
+                rule(cel = "self.replicas >= 0", message = "not negative")),
+            quote! {
+                /// Spec.
+                #[derive(Clone, Debug)]
+                #[serde(rename_all = "camelCase")]
+                pub struct WebAppSpec {
+                    /// Number of pods.
+                    #[validate(minimum = 1, maximum = 100)]
+                    pub replicas: i32,
+                    #[serde(default)]
+                    pub image_name: Option<String>,
+                }
+            },
+        );
+        snapshot("custom_resource.rs", &pretty(out));
+    }
+
+    #[test]
+    fn schema_should_expand_like_the_snapshot() {
+        let out = schema(
+            quote!(rule(cel = "self.a <= self.b")),
+            quote! {
+                #[derive(Clone, Debug)]
+                pub struct Range {
+                    #[validate(minimum = 0)]
+                    pub a: i64,
+                    #[validate(pattern = "^x", max_length = 8)]
+                    pub name: String,
+                    #[serde(skip)]
+                    pub b: i64,
+                }
+            },
+        );
+        snapshot("schema.rs", &pretty(out));
+    }
+
+    #[test]
+    fn custom_resource_should_emit_the_item_next_to_the_errors() {
+        let out = custom_resource(
+            quote!(group = "apps.example.com", kind = "Thing", namespaced),
+            quote!(
+                #[derive(Clone, Debug)]
+                pub struct ThingSpec {
+                    #[validate(minimum = 1)]
+                    pub n: i32,
+                }
+            ),
+        )
+        .to_string();
+        assert!(out.contains("pub struct ThingSpec"), "{out}");
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(out.contains("missing key `version`"), "{out}");
+        assert!(!out.contains("validate ("), "markers are consumed: {out}");
+        assert!(
+            out.contains("pub struct Thing "),
+            "the root type is still emitted (no cascade): {out}"
+        );
+    }
+}

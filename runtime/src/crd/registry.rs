@@ -1,0 +1,241 @@
+//! Every `#[custom_resource]` registers its CRD here (through `inventory`), so `crdgen` finds all
+//! kinds of the binary without a hand-written list; versions of one kind are merged into one CRD.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+/// One registered kind version; submitted by the code `#[custom_resource]` generates.
+#[derive(Debug)]
+pub struct Registration {
+    /// Builds the single-version CRD of the kind version.
+    pub crd: fn() -> CustomResourceDefinition,
+}
+
+inventory::collect!(Registration);
+
+/// Why the registered versions of a kind cannot be merged into one CRD.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MergeError {
+    /// Two versions of one CRD disagree on a field that must be the same for all versions.
+    #[error("CRD {crd}: version {version} has {what} different from the other versions")]
+    Mismatch {
+        /// The CRD's name.
+        crd: String,
+        /// The version that disagrees.
+        version: String,
+        /// What differs (`scope`, `names`, `labels`, ...).
+        what: &'static str,
+    },
+    /// The same version is defined twice.
+    #[error("CRD {crd}: version {version} is defined twice")]
+    DuplicateVersion {
+        /// The CRD's name.
+        crd: String,
+        /// The version defined twice.
+        version: String,
+    },
+    /// Not exactly one version is marked as storage version.
+    #[error(
+        "CRD {crd}: exactly one version must be the storage version, found {found:?}; \
+         set `storage = false` on the others"
+    )]
+    StorageVersion {
+        /// The CRD's name.
+        crd: String,
+        /// The versions marked `storage`.
+        found: Vec<String>,
+    },
+}
+
+/// The single-version CRDs of every `#[custom_resource]` linked into this binary, in no order.
+#[must_use]
+pub fn registered() -> Vec<CustomResourceDefinition> {
+    inventory::iter::<Registration>
+        .into_iter()
+        .map(|r| (r.crd)())
+        .collect()
+}
+
+/// Orders Kubernetes version names by priority: GA before beta before alpha, higher first
+/// (`v2`, `v1`, `v1beta2`, `v1beta1`, `v1alpha1`), then anything else alphabetically.
+fn version_priority(name: &str) -> (u8, i64, i64, String) {
+    let parse = |s: &str| -> Option<(u8, i64, i64)> {
+        let rest = s.strip_prefix('v')?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        let major: i64 = digits.parse().ok()?;
+        let tail = &rest[digits.len()..];
+        if tail.is_empty() {
+            return Some((0, -major, 0));
+        }
+        for (rank, stage) in [(1, "beta"), (2, "alpha")] {
+            if let Some(minor) = tail.strip_prefix(stage) {
+                return Some((rank, -major, -minor.parse::<i64>().ok()?));
+            }
+        }
+        None
+    };
+    match parse(name) {
+        Some((rank, major, minor)) => (rank, major, minor, String::new()),
+        None => (3, 0, 0, name.to_owned()),
+    }
+}
+
+/// Merges single-version CRDs into one CRD per name, versions ordered by priority, and the CRDs
+/// sorted by name.
+///
+/// # Errors
+///
+/// [`MergeError`] when versions of one CRD disagree on group, names, scope, labels or annotations,
+/// when a version is defined twice, or when not exactly one version is the storage version.
+pub fn merge_crds(
+    crds: impl IntoIterator<Item = CustomResourceDefinition>,
+) -> Result<Vec<CustomResourceDefinition>, MergeError> {
+    let mut by_name: BTreeMap<String, CustomResourceDefinition> = BTreeMap::new();
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let Some(merged) = by_name.get_mut(&name) else {
+            by_name.insert(name, crd);
+            continue;
+        };
+        for version in crd.spec.versions {
+            let mismatch = |what| MergeError::Mismatch {
+                crd: name.clone(),
+                version: version.name.clone(),
+                what,
+            };
+            if merged.spec.group != crd.spec.group {
+                return Err(mismatch("a group"));
+            }
+            if merged.spec.scope != crd.spec.scope {
+                return Err(mismatch("a scope"));
+            }
+            if merged.spec.names != crd.spec.names {
+                return Err(mismatch("names"));
+            }
+            if merged.metadata.labels != crd.metadata.labels {
+                return Err(mismatch("labels"));
+            }
+            if merged.metadata.annotations != crd.metadata.annotations {
+                return Err(mismatch("annotations"));
+            }
+            if merged.spec.versions.iter().any(|v| v.name == version.name) {
+                return Err(MergeError::DuplicateVersion {
+                    crd: name.clone(),
+                    version: version.name,
+                });
+            }
+            merged.spec.versions.push(version);
+        }
+    }
+    let mut out = Vec::with_capacity(by_name.len());
+    for (name, mut crd) in by_name {
+        crd.spec.versions.sort_by_key(|v| version_priority(&v.name));
+        let storage: Vec<String> = crd
+            .spec
+            .versions
+            .iter()
+            .filter(|v| v.storage)
+            .map(|v| v.name.clone())
+            .collect();
+        if storage.len() != 1 {
+            return Err(MergeError::StorageVersion {
+                crd: name,
+                found: storage,
+            });
+        }
+        out.push(crd);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_priority_should_order_like_kubernetes() {
+        let mut names = vec![
+            "v1alpha1", "v1", "foo", "v2beta1", "v2", "v1beta2", "v1beta1",
+        ];
+        names.sort_by_key(|n| version_priority(n));
+        assert_eq!(
+            names,
+            [
+                "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "foo"
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion;
+
+    use super::*;
+
+    fn crd(version: &str, storage: bool, scope: &str) -> CustomResourceDefinition {
+        let mut crd = CustomResourceDefinition::default();
+        crd.metadata.name = Some("things.t.kubeforge.dev".into());
+        crd.spec.group = "t.kubeforge.dev".into();
+        crd.spec.scope = scope.into();
+        crd.spec.versions = vec![CustomResourceDefinitionVersion {
+            name: version.into(),
+            served: true,
+            storage,
+            ..CustomResourceDefinitionVersion::default()
+        }];
+        crd
+    }
+
+    #[test]
+    fn merge_crds_should_combine_versions_in_priority_order() {
+        let merged = merge_crds([
+            crd("v1alpha1", false, "Namespaced"),
+            crd("v1", true, "Namespaced"),
+        ])
+        .unwrap();
+        let names: Vec<_> = merged[0]
+            .spec
+            .versions
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect();
+        assert_eq!(names, ["v1", "v1alpha1"]);
+    }
+
+    #[test]
+    fn merge_crds_should_require_exactly_one_storage_version() {
+        let err =
+            merge_crds([crd("v1", true, "Namespaced"), crd("v2", true, "Namespaced")]).unwrap_err();
+        assert_eq!(
+            err,
+            MergeError::StorageVersion {
+                crd: "things.t.kubeforge.dev".into(),
+                found: vec!["v2".into(), "v1".into()],
+            }
+        );
+        assert!(matches!(
+            merge_crds([crd("v1", false, "Namespaced")]),
+            Err(MergeError::StorageVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn merge_crds_should_reject_disagreeing_or_duplicate_versions() {
+        assert!(matches!(
+            merge_crds([crd("v1", true, "Namespaced"), crd("v2", false, "Cluster")]),
+            Err(MergeError::Mismatch {
+                what: "a scope",
+                ..
+            })
+        ));
+        assert!(matches!(
+            merge_crds([
+                crd("v1", true, "Namespaced"),
+                crd("v1", false, "Namespaced")
+            ]),
+            Err(MergeError::DuplicateVersion { .. })
+        ));
+    }
+}

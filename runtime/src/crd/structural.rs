@@ -1,0 +1,674 @@
+//! The structural rewrite pass: turns a schemars (JSON Schema 2020-12, inlined) schema into an
+//! OpenAPI v3 schema the apiserver accepts as *structural*.
+//!
+//! Rules (see the Kubernetes documentation "Specifying a structural schema"):
+//! - no `$ref`, `$schema`, `$defs`, `title`, `examples`, `const` (becomes `enum`);
+//! - every node has a `type`, except nodes with `x-kubernetes-int-or-string` or
+//!   `x-kubernetes-preserve-unknown-fields`;
+//! - `anyOf`/`oneOf` never carry structure: branches of enums are merged into the parent
+//!   (`properties` of every object branch, `enum` of string branches); only `oneOf` of
+//!   `required` lists is kept for externally tagged enums;
+//! - `nullable` only where the user asked for it (Rust `Option` means "may be absent");
+//! - `additionalProperties` never next to `properties`, never a boolean.
+//!
+//! kubeforge's own markers travel through schemars as `x-kubeforge-*` extension keys and are
+//! interpreted here.
+
+use serde_json::{Map, Value, json};
+
+/// Marker key: replace the node by `x-kubernetes-int-or-string: true`.
+pub(crate) const INT_OR_STRING: &str = "x-kubeforge-int-or-string";
+/// Marker key: drop the generated schema, keep unknown fields.
+pub(crate) const SCHEMALESS: &str = "x-kubeforge-schemaless";
+/// Marker key: constraints merged into the node's `items` schema.
+pub(crate) const ITEMS: &str = "x-kubeforge-items";
+/// Marker key: field-level CEL rules, appended to the node's `x-kubernetes-validations`.
+pub(crate) const FIELD_VALIDATIONS: &str = "x-kubeforge-validations";
+
+const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
+const INT_OR_STRING_K8S: &str = "x-kubernetes-int-or-string";
+const VALIDATIONS: &str = "x-kubernetes-validations";
+
+/// Keys that describe a node's documentation or value constraints (not its structure), kept when
+/// a node is replaced by a merged or an int-or-string schema.
+const VALUE_KEYS: &[&str] = &[
+    "description",
+    "default",
+    "nullable",
+    VALIDATIONS,
+    FIELD_VALIDATIONS,
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-embedded-resource",
+    PRESERVE,
+    INT_OR_STRING_K8S,
+];
+
+/// Rewrites `schema` (as produced by schemars with inlined subschemas) into a structural schema.
+///
+/// The pass is total: a shape that cannot be expressed structurally (an enum mixing unit and
+/// data variants, a tuple) becomes a node with `x-kubernetes-preserve-unknown-fields: true`, which
+/// the apiserver accepts and which stores the value as given.
+///
+/// # Examples
+///
+/// ```
+/// let schema = serde_json::json!({"type": ["integer", "null"], "format": "uint32", "minimum": 0});
+/// let structural = kubeforge::crd::structural_schema(schema);
+/// assert_eq!(structural, serde_json::json!({"type": "integer", "format": "int64", "minimum": 0}));
+/// ```
+pub fn structural_schema(mut schema: Value) -> Value {
+    rewrite(&mut schema);
+    schema
+}
+
+fn preserve() -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(PRESERVE.to_owned(), Value::Bool(true));
+    m
+}
+
+fn rewrite(node: &mut Value) {
+    let mut map = match std::mem::take(node) {
+        Value::Object(map) => map,
+        // `true` (anything, e.g. serde_json::Value) and `false` alike: keep what is sent.
+        Value::Bool(_) | Value::Null => preserve(),
+        other => {
+            *node = other;
+            return;
+        }
+    };
+    rewrite_map(&mut map);
+    *node = Value::Object(map);
+}
+
+fn rewrite_map(map: &mut Map<String, Value>) {
+    for key in [
+        "$schema",
+        "$id",
+        "$defs",
+        "definitions",
+        "$comment",
+        "title",
+        "examples",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
+    ] {
+        map.remove(key);
+    }
+    if map.remove("$ref").is_some() {
+        // A recursive type: the apiserver cannot express it; keep the value as sent.
+        map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()));
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+    if let Some(value) = map.remove("const") {
+        map.insert("enum".to_owned(), Value::Array(vec![value]));
+    }
+    if matches!(map.get("default"), Some(Value::Null)) {
+        map.remove("default");
+    }
+
+    // Option<T>: `type: [T, "null"]` or `anyOf: [T, {type: null}]`.
+    strip_null_type(map);
+    for key in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = map.get_mut(key) {
+            branches.retain(|b| !is_null_schema(b));
+            if branches.len() == 1 {
+                let mut only = branches.remove(0);
+                map.remove(key);
+                rewrite(&mut only);
+                if let Value::Object(inner) = only {
+                    merge_under(map, inner);
+                }
+            }
+        }
+    }
+
+    // Children first, so that branch merging sees rewritten branches.
+    if let Some(Value::Object(props)) = map.get_mut("properties") {
+        for child in props.values_mut() {
+            rewrite(child);
+        }
+    }
+    if let Some(items) = map.get_mut("items") {
+        rewrite(items);
+    }
+    if map.remove("prefixItems").is_some() {
+        // Tuples: no structural equivalent; keep the elements as sent.
+        map.insert("type".to_owned(), json!("array"));
+        map.insert("items".to_owned(), Value::Object(preserve()));
+    }
+    match map.remove("additionalProperties") {
+        Some(Value::Bool(true)) => {
+            map.insert(PRESERVE.to_owned(), Value::Bool(true));
+        }
+        Some(mut schema @ Value::Object(_)) => {
+            rewrite(&mut schema);
+            if map.contains_key("properties") {
+                // A struct with a flattened map: structural schemas cannot say both.
+                map.insert(PRESERVE.to_owned(), Value::Bool(true));
+            } else {
+                map.insert("additionalProperties".to_owned(), schema);
+            }
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(mut branches)) = map.remove(key) {
+            for branch in &mut branches {
+                rewrite(branch);
+            }
+            merge_branches(map, key, branches);
+        }
+    }
+
+    apply_markers(map);
+    fix_format(map);
+    infer_type(map);
+}
+
+fn is_null_schema(schema: &Value) -> bool {
+    schema.get("type") == Some(&json!("null"))
+}
+
+fn strip_null_type(map: &mut Map<String, Value>) {
+    let Some(Value::Array(types)) = map.get("type") else {
+        return;
+    };
+    let types: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+    match types.as_slice() {
+        [] => {
+            map.remove("type");
+        }
+        [one] => {
+            map.insert("type".to_owned(), one.clone());
+        }
+        many if many.len() == 2
+            && many.contains(&json!("integer"))
+            && many.contains(&json!("string")) =>
+        {
+            map.remove("type");
+            map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
+        }
+        _ => {
+            map.remove("type");
+            map.insert(PRESERVE.to_owned(), Value::Bool(true));
+        }
+    }
+}
+
+/// Merges `inner` under `outer`: `outer`'s keys (description, markers from the field) win.
+fn merge_under(outer: &mut Map<String, Value>, inner: Map<String, Value>) {
+    for (k, v) in inner {
+        match (k.as_str(), outer.get_mut(&k)) {
+            (VALIDATIONS | FIELD_VALIDATIONS, Some(Value::Array(existing))) => {
+                if let Value::Array(more) = v {
+                    existing.extend(more);
+                }
+            }
+            (_, Some(_)) => {}
+            (_, None) => {
+                outer.insert(k, v);
+            }
+        }
+    }
+}
+
+fn type_of(branch: &Value) -> Option<&str> {
+    branch.get("type").and_then(Value::as_str)
+}
+
+/// Merges the branches of an `anyOf`/`oneOf`/`allOf` (enums, untagged enums, flattened enums)
+/// into `map`, keeping only what a structural schema allows.
+fn merge_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<Value>) {
+    let types: Vec<Option<&str>> = branches.iter().map(type_of).collect();
+    let all = |t: &str| types.iter().all(|b| *b == Some(t));
+    if branches.is_empty() {
+        return;
+    }
+    if key == "allOf" || all("object") {
+        merge_object_branches(map, key, branches);
+    } else if types
+        .iter()
+        .all(|t| matches!(t, Some("integer" | "string")))
+        && types.contains(&Some("integer"))
+        && types.contains(&Some("string"))
+    {
+        map.remove("type");
+        map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
+    } else if let Some(Some(first)) = types.first()
+        && types.iter().all(|t| t == &Some(*first))
+    {
+        // Same scalar type in every branch (unit variants with docs, untagged scalars).
+        let enums: Option<Vec<Value>> = branches
+            .iter()
+            .map(|b| b.get("enum").and_then(Value::as_array).cloned())
+            .collect::<Option<Vec<_>>>()
+            .map(|lists| lists.into_iter().flatten().collect());
+        map.insert("type".to_owned(), json!(first));
+        if let Some(mut values) = enums {
+            dedup(&mut values);
+            map.insert("enum".to_owned(), Value::Array(values));
+        }
+    } else {
+        // Mixed shapes (unit and data variants together): store as sent.
+        map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()));
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+}
+
+fn dedup(values: &mut Vec<Value>) {
+    let mut seen = Vec::new();
+    values.retain(|v| {
+        if seen.contains(v) {
+            false
+        } else {
+            seen.push(v.clone());
+            true
+        }
+    });
+}
+
+fn merge_object_branches(map: &mut Map<String, Value>, key: &str, branches: Vec<Value>) {
+    let mut properties = match map.remove("properties") {
+        Some(Value::Object(p)) => p,
+        _ => Map::new(),
+    };
+    let mut required_sets: Vec<Vec<Value>> = Vec::new();
+    let mut externally_tagged = key == "oneOf";
+    let mut preserve_unknown = false;
+    let mut branch_tags: Vec<Map<String, Value>> = Vec::new();
+    for branch in branches {
+        let Value::Object(mut branch) = branch else {
+            continue;
+        };
+        let props = match branch.remove("properties") {
+            Some(Value::Object(p)) => p,
+            _ => Map::new(),
+        };
+        let required = match branch.remove("required") {
+            Some(Value::Array(r)) => r,
+            _ => Vec::new(),
+        };
+        if branch.get(PRESERVE) == Some(&Value::Bool(true)) {
+            preserve_unknown = true;
+        }
+        externally_tagged &= props.len() == 1 && required.len() == 1;
+        branch_tags.push(
+            props
+                .iter()
+                .filter_map(|(name, schema)| match schema.get("enum") {
+                    Some(Value::Array(values)) if values.len() == 1 && values[0].is_string() => {
+                        Some((name.clone(), values[0].clone()))
+                    }
+                    _ => None,
+                })
+                .collect::<Map<String, Value>>(),
+        );
+        for (name, schema) in props {
+            match properties.get_mut(&name) {
+                None => {
+                    properties.insert(name, schema);
+                }
+                Some(existing) => merge_property(existing, schema),
+            }
+        }
+        required_sets.push(required);
+    }
+    map.insert("type".to_owned(), json!("object"));
+    if !properties.is_empty() {
+        map.insert("properties".to_owned(), Value::Object(properties));
+    }
+    if preserve_unknown {
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+    if key == "allOf" {
+        let mut required: Vec<Value> = match map.remove("required") {
+            Some(Value::Array(r)) => r,
+            _ => Vec::new(),
+        };
+        required.extend(required_sets.into_iter().flatten());
+        dedup(&mut required);
+        if !required.is_empty() {
+            map.insert("required".to_owned(), Value::Array(required));
+        }
+    } else if externally_tagged {
+        let one_of = required_sets
+            .into_iter()
+            .map(|r| json!({ "required": r }))
+            .collect();
+        map.insert("oneOf".to_owned(), Value::Array(one_of));
+    } else {
+        // Internally tagged / untagged: what every branch requires is required.
+        let mut sets = required_sets.iter().cloned();
+        let first = sets.next().unwrap_or_default();
+        let common: Vec<Value> = sets.fold(first, |acc, set| {
+            acc.into_iter().filter(|v| set.contains(v)).collect()
+        });
+        let rules = tag_rules(&branch_tags, &required_sets, &common);
+        if !common.is_empty() {
+            map.insert("required".to_owned(), Value::Array(common));
+        }
+        if !rules.is_empty() {
+            match map.get_mut(VALIDATIONS) {
+                Some(Value::Array(existing)) => existing.extend(rules),
+                _ => {
+                    map.insert(VALIDATIONS.to_owned(), Value::Array(rules));
+                }
+            }
+        }
+    }
+}
+
+/// An internally tagged enum loses its per-variant `required` lists when the branches are merged;
+/// one CEL rule per variant restores them: `self.type != 'Sleep' || has(self.seconds)`.
+fn tag_rules(tags: &[Map<String, Value>], required: &[Vec<Value>], common: &[Value]) -> Vec<Value> {
+    let Some(first) = tags.first() else {
+        return Vec::new();
+    };
+    let Some(tag) = first
+        .keys()
+        .find(|name| tags.iter().all(|t| t.contains_key(*name)))
+    else {
+        return Vec::new();
+    };
+    tags.iter()
+        .zip(required)
+        .filter_map(|(branch, required)| {
+            let value = branch.get(tag)?.as_str()?;
+            let own: Vec<&str> = required
+                .iter()
+                .filter(|r| !common.contains(r))
+                .filter_map(Value::as_str)
+                .collect();
+            if own.is_empty() {
+                return None;
+            }
+            let has: Vec<String> = own
+                .iter()
+                .map(|f| format!("has(self.{})", cel_field(f)))
+                .collect();
+            let rule = format!(
+                "self.{} != {} || ({})",
+                cel_field(tag),
+                cel_string(value),
+                has.join(" && ")
+            );
+            let message = format!("{} is required when {tag} is {value}", own.join(", "));
+            Some(json!({ "rule": rule, "message": message }))
+        })
+        .collect()
+}
+
+/// A property name as Kubernetes CEL spells it (reserved words and `_ . - /` escaped).
+fn cel_field(name: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if RESERVED.contains(&name) {
+        return format!("__{name}__");
+    }
+    name.replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__")
+}
+
+/// A CEL string literal.
+fn cel_string(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// A property present in several branches (the tag of an internally tagged enum): union of enums.
+fn merge_property(existing: &mut Value, other: Value) {
+    let (Some(Value::Array(a)), Some(Value::Array(b))) =
+        (existing.get("enum").cloned(), other.get("enum").cloned())
+    else {
+        return;
+    };
+    let mut values = a;
+    values.extend(b);
+    dedup(&mut values);
+    if let Value::Object(m) = existing {
+        m.insert("enum".to_owned(), Value::Array(values));
+    }
+}
+
+fn apply_markers(map: &mut Map<String, Value>) {
+    if map.remove(SCHEMALESS) == Some(Value::Bool(true)) {
+        map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()));
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+    if map.remove(INT_OR_STRING) == Some(Value::Bool(true)) {
+        map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()) || is_value_constraint(k));
+        map.remove(PRESERVE);
+        map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
+    }
+    if let Some(Value::Object(constraints)) = map.remove(ITEMS)
+        && let Some(Value::Object(items)) = map.get_mut("items")
+    {
+        items.extend(constraints);
+    }
+    if let Some(Value::Array(rules)) = map.remove(FIELD_VALIDATIONS) {
+        match map.get_mut(VALIDATIONS) {
+            Some(Value::Array(existing)) => existing.extend(rules),
+            _ => {
+                map.insert(VALIDATIONS.to_owned(), Value::Array(rules));
+            }
+        }
+    }
+    if map.contains_key(INT_OR_STRING_K8S) {
+        map.remove("type");
+        map.remove("format");
+    }
+}
+
+fn is_value_constraint(key: &str) -> bool {
+    matches!(
+        key,
+        "minimum"
+            | "maximum"
+            | "exclusiveMinimum"
+            | "exclusiveMaximum"
+            | "multipleOf"
+            | "minLength"
+            | "maxLength"
+            | "pattern"
+            | "enum"
+    )
+}
+
+/// Kubernetes knows `int32`/`int64`/`float`/`double`; schemars emits Rust widths.
+fn fix_format(map: &mut Map<String, Value>) {
+    let Some(format) = map.get("format").and_then(Value::as_str) else {
+        return;
+    };
+    let mapped = match format {
+        "int8" | "int16" | "uint8" | "uint16" => "int32",
+        "uint32" | "uint64" | "uint" | "int" | "uint128" | "int128" => "int64",
+        _ => return,
+    };
+    map.insert("format".to_owned(), json!(mapped));
+}
+
+fn infer_type(map: &mut Map<String, Value>) {
+    if map.contains_key("type")
+        || map.get(PRESERVE) == Some(&Value::Bool(true))
+        || map.get(INT_OR_STRING_K8S) == Some(&Value::Bool(true))
+    {
+        return;
+    }
+    if map.contains_key("properties") || map.contains_key("additionalProperties") {
+        map.insert("type".to_owned(), json!("object"));
+    } else if map.contains_key("items") {
+        map.insert("type".to_owned(), json!("array"));
+    } else {
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structural_should_drop_null_from_option_types() {
+        let s = structural_schema(json!({"type": ["string", "null"], "description": "x"}));
+        assert_eq!(s, json!({"type": "string", "description": "x"}));
+    }
+
+    #[test]
+    fn structural_should_unwrap_any_of_with_null() {
+        let s = structural_schema(json!({
+            "description": "outer",
+            "anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "description": "inner"}, {"type": "null"}]
+        }));
+        assert_eq!(
+            s,
+            json!({"type": "object", "description": "outer", "properties": {"a": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn structural_should_turn_any_value_into_preserve_unknown_fields() {
+        assert_eq!(structural_schema(json!(true)), json!({PRESERVE: true}));
+        let s = structural_schema(json!({"type": "object", "additionalProperties": true}));
+        assert_eq!(s, json!({"type": "object", PRESERVE: true}));
+    }
+
+    #[test]
+    fn structural_should_merge_unit_variant_branches_into_enum() {
+        let s = structural_schema(json!({
+            "oneOf": [
+                {"type": "string", "const": "A", "description": "a"},
+                {"type": "string", "enum": ["B", "C"]}
+            ]
+        }));
+        assert_eq!(s, json!({"type": "string", "enum": ["A", "B", "C"]}));
+    }
+
+    #[test]
+    fn structural_should_hoist_externally_tagged_variants() {
+        let s = structural_schema(json!({
+            "oneOf": [
+                {"type": "object", "properties": {"A": {"type": "integer"}}, "required": ["A"], "additionalProperties": false},
+                {"type": "object", "properties": {"B": {"type": "string"}}, "required": ["B"], "additionalProperties": false}
+            ]
+        }));
+        assert_eq!(
+            s,
+            json!({
+                "type": "object",
+                "properties": {"A": {"type": "integer"}, "B": {"type": "string"}},
+                "oneOf": [{"required": ["A"]}, {"required": ["B"]}]
+            })
+        );
+    }
+
+    #[test]
+    fn structural_should_merge_internally_tagged_variants() {
+        let s = structural_schema(json!({
+            "oneOf": [
+                {"type": "object", "properties": {"kind": {"type": "string", "const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+                {"type": "object", "properties": {"kind": {"type": "string", "const": "b"}}, "required": ["kind"]}
+            ]
+        }));
+        assert_eq!(
+            s,
+            json!({
+                "type": "object",
+                "properties": {"kind": {"type": "string", "enum": ["a", "b"]}, "x": {"type": "integer"}},
+                "required": ["kind"],
+                VALIDATIONS: [{"rule": "self.kind != 'a' || (has(self.x))", "message": "x is required when kind is a"}]
+            })
+        );
+    }
+
+    #[test]
+    fn structural_should_preserve_mixed_enums() {
+        let s = structural_schema(json!({
+            "description": "d",
+            "oneOf": [
+                {"type": "string", "enum": ["A"]},
+                {"type": "object", "properties": {"B": {"type": "string"}}, "required": ["B"]}
+            ]
+        }));
+        assert_eq!(s, json!({"description": "d", PRESERVE: true}));
+    }
+
+    #[test]
+    fn structural_should_apply_int_or_string_marker() {
+        let s = structural_schema(
+            json!({"type": "string", "description": "port", INT_OR_STRING: true}),
+        );
+        assert_eq!(s, json!({"description": "port", INT_OR_STRING_K8S: true}));
+        let untagged = structural_schema(
+            json!({"anyOf": [{"type": "integer", "format": "int32"}, {"type": "string"}]}),
+        );
+        assert_eq!(untagged, json!({INT_OR_STRING_K8S: true}));
+    }
+
+    #[test]
+    fn structural_should_append_field_rules_to_type_rules() {
+        let s = structural_schema(json!({
+            "type": "object",
+            VALIDATIONS: [{"rule": "a"}],
+            FIELD_VALIDATIONS: [{"rule": "b"}]
+        }));
+        assert_eq!(
+            s,
+            json!({"type": "object", VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]})
+        );
+    }
+
+    #[test]
+    fn structural_should_move_item_markers_into_items() {
+        let s = structural_schema(json!({
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            ITEMS: {"maxLength": 3}
+        }));
+        assert_eq!(
+            s,
+            json!({"type": "array", "items": {"type": "string", "maxLength": 3}})
+        );
+    }
+
+    #[test]
+    fn structural_should_remove_refs_and_null_defaults() {
+        let s =
+            structural_schema(json!({"$ref": "#/$defs/Node", "default": null, "description": "n"}));
+        assert_eq!(s, json!({"description": "n", PRESERVE: true}));
+    }
+
+    #[test]
+    fn structural_should_map_rust_integer_formats() {
+        let s = structural_schema(json!({"type": "integer", "format": "uint8", "minimum": 0}));
+        assert_eq!(
+            s,
+            json!({"type": "integer", "format": "int32", "minimum": 0})
+        );
+    }
+}

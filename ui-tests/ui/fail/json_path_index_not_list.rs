@@ -1,0 +1,10 @@
+use kubeforge::custom_resource;
+
+#[custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Thing", namespaced,
+    printcolumn(name = "Image", json_path = ".spec.image[0]", type = "string"))]
+#[derive(Clone, Debug)]
+pub struct ThingSpec {
+    pub image: String,
+}
+
+fn main() {}

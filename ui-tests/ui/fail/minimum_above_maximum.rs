@@ -1,0 +1,10 @@
+use kubeforge::custom_resource;
+
+#[custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Thing", namespaced)]
+#[derive(Clone, Debug)]
+pub struct ThingSpec {
+    #[validate(minimum = 10, maximum = 1)]
+    pub size: i32,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+use kubeforge::custom_resource;
+
+#[custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Thing", namespaced)]
+#[derive(Clone, Debug)]
+pub struct ThingSpec(i32);
+
+fn main() {}

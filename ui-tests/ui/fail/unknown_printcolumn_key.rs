@@ -1,0 +1,10 @@
+use kubeforge::custom_resource;
+
+#[custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Thing", namespaced,
+    printcolumn(name = "Size", jsonpath = ".spec.size", type = "integer"))]
+#[derive(Clone, Debug)]
+pub struct ThingSpec {
+    pub size: i32,
+}
+
+fn main() {}
