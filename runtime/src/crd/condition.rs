@@ -75,6 +75,13 @@ impl Condition {
     }
 }
 
+/// The `Ready` condition type: the object's desired state is in effect.
+pub const READY: &str = "Ready";
+/// The `Progressing` condition type: the controller is moving toward the desired state.
+pub const PROGRESSING: &str = "Progressing";
+/// The `Degraded` condition type: something keeps the desired state from being reached.
+pub const DEGRADED: &str = "Degraded";
+
 /// The conditions of a status: a list keyed by `type` (`x-kubernetes-list-type: map`), so that
 /// server-side apply merges conditions of different types from different managers.
 #[crate::schema]
@@ -98,6 +105,37 @@ impl Conditions {
     pub fn is_true(&self, type_: &str) -> bool {
         self.get(type_)
             .is_some_and(|c| c.status == ConditionStatus::True)
+    }
+
+    /// Sets the condition `type_` to `status` for the object's `generation` (its
+    /// `metadata.generation`, recorded as `observedGeneration`), keeping the transition time when
+    /// the status did not change. Returns whether anything changed (whether a status write is due).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use kubeforge::crd::{Conditions, READY};
+    ///
+    /// let mut conditions = Conditions::default();
+    /// assert!(conditions.mark(READY, false, "Progressing", "0/3 pods ready", 4));
+    /// assert!(!conditions.mark(READY, false, "Progressing", "0/3 pods ready", 4), "no change");
+    /// assert!(conditions.mark(READY, true, "AllReady", "3/3 pods ready", 4));
+    /// assert_eq!(conditions.get(READY).unwrap().observed_generation, Some(4));
+    /// ```
+    pub fn mark(
+        &mut self,
+        type_: &str,
+        status: bool,
+        reason: &str,
+        message: &str,
+        generation: i64,
+    ) -> bool {
+        let status = if status {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        };
+        self.set(Condition::new(type_, status, reason, message).observed_generation(generation))
     }
 
     /// Adds or replaces the condition of `condition.type_`. The last transition time is kept when

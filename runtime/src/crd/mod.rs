@@ -49,7 +49,7 @@ mod paths;
 mod registry;
 mod structural;
 
-pub use condition::{Condition, ConditionStatus, Conditions};
+pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
 pub use registry::{MergeError, Registration, merge_crds, registered};
 pub use structural::structural_schema;
