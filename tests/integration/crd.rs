@@ -818,6 +818,10 @@ pub struct ShapesSpec {
     pub template_meta: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boxed: Option<Box<Extra>>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub flags: std::collections::BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_mode: BTreeMap<String, Mode>,
 }
 
 /// A unit enum with a renamed variant.
@@ -888,6 +892,8 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         "selector": {"matchLabels": {"app": "x"}},
         "templateMeta": {"labels": {"a": "b"}},
         "boxed": {"note": "box"},
+        "flags": ["a", "b"],
+        "byMode": {"x": "fast"},
     }))
     .unwrap();
     let created = api
