@@ -822,11 +822,31 @@ pub struct ShapesSpec {
     pub flags: std::collections::BTreeSet<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_mode: BTreeMap<String, Mode>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub keyed_by_mode: BTreeMap<Mode, i32>,
+    #[serde(default)]
+    pub small: u8,
+    #[serde(default)]
+    pub big: u64,
+    #[serde(default)]
+    pub ratio: f32,
+    #[serde(default = "letter")]
+    pub letter: char,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<(i32, String)>,
+    #[serde(default)]
+    pub fixed: [u8; 2],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twice: Option<Option<String>>,
+}
+
+fn letter() -> char {
+    'k'
 }
 
 /// A unit enum with a renamed variant.
 #[kubeforge::schema]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Fast,
@@ -894,6 +914,13 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         "boxed": {"note": "box"},
         "flags": ["a", "b"],
         "byMode": {"x": "fast"},
+        "keyedByMode": {"safe": 1},
+        "small": 255,
+        "big": 18_000_000_000u64,
+        "ratio": 0.5,
+        "letter": "z",
+        "pair": [1, "one"],
+        "fixed": [1, 2],
     }))
     .unwrap();
     let created = api
