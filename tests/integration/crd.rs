@@ -1081,3 +1081,33 @@ async fn required_fields_and_conditions_should_be_enforced() {
         other => panic!("expected 422, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn discovery_should_list_short_names_categories_and_subresources() {
+    let (ns, _api) = webapp_namespace().await;
+    let client = ns.client();
+    let resources = crate::support::eventually(
+        "discovery to list webapps",
+        Duration::from_secs(30),
+        async || {
+            let request = http::Request::get("/apis/apps.kubeforge.dev/v1")
+                .body(Vec::new())
+                .unwrap();
+            let list: Value =
+                serde_json::from_str(&client.request_text(request).await.ok()?).ok()?;
+            let resources = list["resources"].as_array()?.clone();
+            resources
+                .iter()
+                .any(|r| r["name"] == "webapps/scale")
+                .then_some(resources)
+        },
+    )
+    .await;
+    let main = resources.iter().find(|r| r["name"] == "webapps").unwrap();
+    assert_eq!(main["kind"], "WebApp");
+    assert_eq!(main["namespaced"], true);
+    assert_eq!(main["singularName"], "webapp");
+    assert_eq!(main["shortNames"], json!(["wa"]));
+    assert_eq!(main["categories"], json!(["all"]));
+    assert!(resources.iter().any(|r| r["name"] == "webapps/status"));
+}
