@@ -40,7 +40,7 @@ use proc_macro::TokenStream;
 /// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
 /// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
 /// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
-/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time |
+/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time, and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
 /// | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
 /// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
 /// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |

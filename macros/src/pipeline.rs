@@ -118,6 +118,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         }
     }
     let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
+    validate::rule_fields(&rules, &fields, &spec.ident, &mut errors);
     let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
     match kind {
         Some(kind) if errors.is_empty() => {
@@ -199,6 +200,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
                 for field in &fields {
                     validate::field(field, &mut errors);
                 }
+                validate::rule_fields(&raw.rules, &fields, &s.ident, &mut errors);
                 expand::schema_struct(&mut s, &fields, &raw.rules, &krate)
             }
             Err(item) => item,
