@@ -269,8 +269,9 @@ mod tests {
                     pub a: i64,
                     #[validate(pattern = "^x", max_length = 8)]
                     pub name: String,
-                    #[serde(skip)]
                     pub b: i64,
+                    #[serde(skip)]
+                    pub cache: i64,
                 }
             },
         );
