@@ -98,9 +98,10 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `JsonSchema`, consumes `#[validate]` markers and implements `garde::Validate` (nested types
 /// are validated through `Option`, `Vec` and maps automatically).
 ///
-/// The field markers are those of [`macro@custom_resource`]. Enums get the derives and a
-/// `Validate` impl that validates the fields of each variant; markers on variant fields are not
-/// supported.
+/// The field markers are those of [`macro@custom_resource`]. On enums they go on the fields of
+/// struct variants (not on tuple-variant fields); `validate()` reports them at the path serde's
+/// tagging gives them (`external.gitRepo.url`, `internal.seconds`, `adjacent.<content>.x`, ...).
+/// Newtypes and tuple structs are supported without markers.
 #[proc_macro_attribute]
 pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     pipeline::schema(args.into(), input.into()).into()

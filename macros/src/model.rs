@@ -496,3 +496,140 @@ mod tests {
         );
     }
 }
+
+/// How serde represents an enum's variants.
+pub enum Tagging {
+    /// `{"Variant": content}` (the default).
+    External,
+    /// `#[serde(tag = "..")]`: the fields next to the tag.
+    Internal,
+    /// `#[serde(tag = "..", content = "..")]`: the content under its own key.
+    Adjacent { content: String },
+    /// `#[serde(untagged)]`: the content alone.
+    Untagged,
+}
+
+/// One variant: its JSON name and, for struct variants, its fields with markers.
+pub struct Variant {
+    pub json_name: String,
+    pub fields: Vec<Field>,
+}
+
+/// An enum with `#[kubeforge::schema]`.
+pub struct Enum {
+    pub tagging: Tagging,
+    pub variants: Vec<Variant>,
+}
+
+/// Reads serde's container keys of an enum: (tag, content, untagged, rename_all,
+/// rename_all_fields).
+fn enum_serde(
+    attrs: &[syn::Attribute],
+) -> (
+    Option<String>,
+    Option<String>,
+    bool,
+    Option<String>,
+    Option<String>,
+) {
+    let (mut tag, mut content, mut untagged, mut rename_all, mut rename_all_fields) =
+        (None, None, false, None, None);
+    for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            let string = |meta: &syn::meta::ParseNestedMeta<'_>| -> syn::Result<String> {
+                Ok(meta.value()?.parse::<LitStr>()?.value())
+            };
+            if meta.path.is_ident("tag") {
+                tag = Some(string(&meta)?);
+            } else if meta.path.is_ident("content") {
+                content = Some(string(&meta)?);
+            } else if meta.path.is_ident("untagged") {
+                untagged = true;
+            } else if meta.path.is_ident("rename_all") && meta.input.peek(syn::Token![=]) {
+                rename_all = Some(string(&meta)?);
+            } else if meta.path.is_ident("rename_all_fields") && meta.input.peek(syn::Token![=]) {
+                rename_all_fields = Some(string(&meta)?);
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: syn::Expr = meta.value()?.parse()?;
+            } else if meta.input.peek(syn::token::Paren) {
+                let inner;
+                syn::parenthesized!(inner in meta.input);
+                let _: proc_macro2::TokenStream = inner.parse()?;
+            }
+            Ok(())
+        });
+    }
+    (tag, content, untagged, rename_all, rename_all_fields)
+}
+
+/// Builds the enum model and takes the `#[validate]` markers out of struct-variant fields
+/// (markers on tuple-variant fields are reported).
+pub fn enumeration(item: &mut syn::ItemEnum, errors: &mut Errors) -> Enum {
+    let (tag, content, untagged, rename_all, rename_all_fields) = enum_serde(&item.attrs);
+    let tagging = match (untagged, tag, content) {
+        (true, _, _) => Tagging::Untagged,
+        (false, Some(_), Some(content)) => Tagging::Adjacent { content },
+        (false, Some(_), None) => Tagging::Internal,
+        (false, None, _) => Tagging::External,
+    };
+    let variants = item
+        .variants
+        .iter_mut()
+        .map(|variant| {
+            let serde = serde_field(&variant.attrs);
+            let plain = variant.ident.to_string();
+            let json_name = serde.rename.clone().unwrap_or_else(|| {
+                rename_all
+                    .as_deref()
+                    .and_then(|rule| rename_variant(&plain, rule))
+                    .unwrap_or(plain)
+            });
+            let fields = match &mut variant.fields {
+                named @ Fields::Named(_) => {
+                    let rule = container_rename_all(&variant.attrs).or_else(|| rename_all_fields.clone());
+                    fields(named, rule.as_deref(), errors)
+                }
+                other => {
+                    for field in other.iter_mut() {
+                        field.attrs.retain(|a| {
+                            if a.path().is_ident("validate") {
+                                errors.spanned(
+                                    a,
+                                    "markers on tuple-variant fields are not supported; use a struct variant or a struct with #[kubeforge::schema]",
+                                );
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                    }
+                    Vec::new()
+                }
+            };
+            Variant { json_name, fields }
+        })
+        .collect();
+    Enum { tagging, variants }
+}
+
+/// serde's `rename_all` for variant names (UpperCamelCase identifiers).
+fn rename_variant(name: &str, rule: &str) -> Option<String> {
+    let mut snake = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            snake.push('_');
+        }
+        snake.extend(c.to_lowercase());
+    }
+    match rule {
+        "PascalCase" => Some(name.to_owned()),
+        "camelCase" => {
+            let mut c = name.chars();
+            c.next()
+                .map(|f| f.to_lowercase().chain(c).collect::<String>())
+        }
+        "lowercase" => Some(name.to_lowercase()),
+        "UPPERCASE" => Some(name.to_uppercase()),
+        _ => rename(&snake, rule),
+    }
+}

@@ -153,19 +153,13 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
         Item::Enum(mut e) => {
             check_own_derives(&mut e.attrs, &mut errors, "schema");
             check_generics(&e.generics, &mut errors);
-            for variant in &mut e.variants {
-                for field in variant.fields.iter_mut() {
-                    field.attrs.retain(|a| {
-                        if a.path().is_ident("validate") {
-                            errors.spanned(a, "markers on enum variant fields are not supported; move the data into a struct with #[kubeforge::schema]");
-                            false
-                        } else {
-                            true
-                        }
-                    });
+            let model = model::enumeration(&mut e, &mut errors);
+            for variant in &model.variants {
+                for field in &variant.fields {
+                    validate::field(field, &mut errors);
                 }
             }
-            expand::schema_enum(&e, &raw.rules, &krate)
+            expand::schema_enum(&mut e, &model, &raw.rules, &krate)
         }
         Item::Struct(mut s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
             // Newtypes and tuple structs: serde's shape, no markers on positional fields.

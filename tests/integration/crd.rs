@@ -860,6 +860,7 @@ pub enum Mode {
 #[serde(rename_all = "camelCase")]
 pub enum Source {
     Git {
+        #[validate(pattern = "^https://")]
         url: String,
         revision: Option<String>,
     },
@@ -958,6 +959,36 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         ),
         other => panic!("expected 422, got {other:?}"),
     }
+    // Markers on enum variant fields: the same verdict from the apiserver and validate().
+    let mut insecure = spec.clone();
+    insecure.source = Source::Git {
+        url: "ftp://example.com/x.git".into(),
+        revision: None,
+    };
+    let report = Shapes::new("x", insecure.clone())
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        report.contains("spec.source.git.url: should match '^https://'"),
+        "{report}"
+    );
+    match api
+        .create(
+            &PostParams::default(),
+            &Shapes::new(&format!("{name}-ftp"), insecure),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message
+                .contains("spec.source.git.url in body should match '^https://'"),
+            "{}",
+            s.message
+        ),
+        other => panic!("expected 422, got {other:?}"),
+    }
+
     // An internally tagged variant keeps its required fields (a generated CEL rule).
     let mut untagged_fields =
         serde_json::to_value(Shapes::new(&format!("{name}-step"), spec.clone())).unwrap();
