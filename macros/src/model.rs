@@ -426,77 +426,6 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pluralize_should_follow_english_rules() {
-        assert_eq!(pluralize("webapp"), "webapps");
-        assert_eq!(pluralize("policy"), "policies");
-        assert_eq!(pluralize("gateway"), "gateways");
-        assert_eq!(pluralize("ingress"), "ingresses");
-    }
-
-    #[test]
-    fn rename_should_apply_serde_rules() {
-        assert_eq!(
-            rename("min_replicas", "camelCase").as_deref(),
-            Some("minReplicas")
-        );
-        assert_eq!(
-            rename("min_replicas", "PascalCase").as_deref(),
-            Some("MinReplicas")
-        );
-        assert_eq!(
-            rename("min_replicas", "kebab-case").as_deref(),
-            Some("min-replicas")
-        );
-        assert_eq!(rename("x", "nonsense"), None);
-    }
-
-    #[test]
-    fn shape_should_see_through_option() {
-        let ty: Type = syn::parse_quote!(Option<Vec<String>>);
-        assert_eq!(shape(&ty), Shape::Array);
-        let ty: Type = syn::parse_quote!(Option<i32>);
-        assert_eq!(shape(&ty), Shape::Integer);
-        let ty: Type = syn::parse_quote!(std::collections::BTreeMap<String, String>);
-        assert_eq!(shape(&ty), Shape::Map);
-        let ty: Type = syn::parse_quote!(Quantity);
-        assert_eq!(shape(&ty), Shape::IntOrString);
-        let ty: Type = syn::parse_quote!(LabelSelector);
-        assert_eq!(shape(&ty), Shape::Other);
-    }
-
-    #[test]
-    fn kind_should_report_missing_keys_and_double_scope() {
-        let mut errors = Errors::default();
-        let raw =
-            crate::attrs::parse_kind(quote::quote!(kind = "K", namespaced, cluster), &mut errors);
-        assert!(
-            kind(raw, &mut errors).is_some(),
-            "the kind is known: the root type can be emitted"
-        );
-        let messages = errors.messages();
-        assert!(
-            messages
-                .iter()
-                .any(|m| m.starts_with("missing key `group`"))
-        );
-        assert!(
-            messages
-                .iter()
-                .any(|m| m.starts_with("missing key `version`"))
-        );
-        assert!(
-            messages
-                .iter()
-                .any(|m| m.starts_with("`cluster` and `namespaced` are both set"))
-        );
-    }
-}
-
 /// How serde represents an enum's variants.
 pub enum Tagging {
     /// `{"Variant": content}` (the default).
@@ -631,5 +560,76 @@ fn rename_variant(name: &str, rule: &str) -> Option<String> {
         "lowercase" => Some(name.to_lowercase()),
         "UPPERCASE" => Some(name.to_uppercase()),
         _ => rename(&snake, rule),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pluralize_should_follow_english_rules() {
+        assert_eq!(pluralize("webapp"), "webapps");
+        assert_eq!(pluralize("policy"), "policies");
+        assert_eq!(pluralize("gateway"), "gateways");
+        assert_eq!(pluralize("ingress"), "ingresses");
+    }
+
+    #[test]
+    fn rename_should_apply_serde_rules() {
+        assert_eq!(
+            rename("min_replicas", "camelCase").as_deref(),
+            Some("minReplicas")
+        );
+        assert_eq!(
+            rename("min_replicas", "PascalCase").as_deref(),
+            Some("MinReplicas")
+        );
+        assert_eq!(
+            rename("min_replicas", "kebab-case").as_deref(),
+            Some("min-replicas")
+        );
+        assert_eq!(rename("x", "nonsense"), None);
+    }
+
+    #[test]
+    fn shape_should_see_through_option() {
+        let ty: Type = syn::parse_quote!(Option<Vec<String>>);
+        assert_eq!(shape(&ty), Shape::Array);
+        let ty: Type = syn::parse_quote!(Option<i32>);
+        assert_eq!(shape(&ty), Shape::Integer);
+        let ty: Type = syn::parse_quote!(std::collections::BTreeMap<String, String>);
+        assert_eq!(shape(&ty), Shape::Map);
+        let ty: Type = syn::parse_quote!(Quantity);
+        assert_eq!(shape(&ty), Shape::IntOrString);
+        let ty: Type = syn::parse_quote!(LabelSelector);
+        assert_eq!(shape(&ty), Shape::Other);
+    }
+
+    #[test]
+    fn kind_should_report_missing_keys_and_double_scope() {
+        let mut errors = Errors::default();
+        let raw =
+            crate::attrs::parse_kind(quote::quote!(kind = "K", namespaced, cluster), &mut errors);
+        assert!(
+            kind(raw, &mut errors).is_some(),
+            "the kind is known: the root type can be emitted"
+        );
+        let messages = errors.messages();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("missing key `group`"))
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("missing key `version`"))
+        );
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with("`cluster` and `namespaced` are both set"))
+        );
     }
 }
