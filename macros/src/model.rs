@@ -593,6 +593,55 @@ mod tests {
     }
 
     #[test]
+    fn rename_variant_should_apply_serde_rules() {
+        assert_eq!(
+            rename_variant("NodePort", "camelCase").as_deref(),
+            Some("nodePort")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "snake_case").as_deref(),
+            Some("node_port")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "kebab-case").as_deref(),
+            Some("node-port")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "SCREAMING_SNAKE_CASE").as_deref(),
+            Some("NODE_PORT")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "lowercase").as_deref(),
+            Some("nodeport")
+        );
+    }
+
+    #[test]
+    fn enumeration_should_read_tagging_and_variant_fields() {
+        let mut errors = Errors::default();
+        let mut item: syn::ItemEnum = syn::parse_quote! {
+            #[serde(tag = "kind", content = "spec", rename_all = "camelCase")]
+            enum E {
+                #[serde(rename = "git")]
+                GitRepo { #[validate(min_length = 1)] repo_url: String },
+                Image(String),
+            }
+        };
+        let model = enumeration(&mut item, &mut errors);
+        assert!(errors.is_empty());
+        assert!(matches!(&model.tagging, Tagging::Adjacent { content } if content == "spec"));
+        assert_eq!(model.variants[0].json_name, "git");
+        assert_eq!(model.variants[0].fields[0].json_name, "repo_url");
+        assert!(model.variants[0].fields[0].markers.min_length.is_some());
+        assert_eq!(model.variants[1].json_name, "image");
+        let stripped = quote::quote!(#item).to_string();
+        assert!(
+            !stripped.contains("validate"),
+            "markers are consumed: {stripped}"
+        );
+    }
+
+    #[test]
     fn shape_should_see_through_option() {
         let ty: Type = syn::parse_quote!(Option<Vec<String>>);
         assert_eq!(shape(&ty), Shape::Array);
