@@ -122,6 +122,15 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
         .plural
         .as_ref()
         .map_or_else(|| pluralize(&kind.value().to_lowercase()), LitStr::value);
+    if let Some(served) = &raw.served
+        && !served.value
+        && raw.storage.as_ref().is_none_or(|s| s.value)
+    {
+        errors.at(
+            served.key,
+            "the storage version must be served; add `storage = false` (another version stores)",
+        );
+    }
     Some(Kind {
         group,
         version,
@@ -139,7 +148,7 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
         labels: raw.labels,
         annotations: raw.annotations,
         deprecated: raw.deprecated.map(|d| d.value),
-        served: raw.served.is_none_or(|s| s.value),
+        served: raw.served.as_ref().is_none_or(|s| s.value),
         storage: raw.storage.is_none_or(|s| s.value),
         crate_path: raw.crate_path.unwrap_or_else(default_crate),
         unchecked: raw.unchecked,
