@@ -73,7 +73,7 @@ use proc_macro::TokenStream;
 ///
 /// The JSONPaths of printer columns, selectable fields and `scale` must name fields (by their
 /// JSON names) of the spec/status structs and of nested structs annotated with
-/// `#[kubeforge::schema]`, with a type that fits (an `integer` column needs an integer field;
+/// `#[kubeforge::schema]` (through lists with `[n]`, maps by key, newtypes), with a type that fits (an `integer` column needs an integer field;
 /// scale replicas an integer; the selector a string; selectable fields a string, integer or bool).
 /// Paths into other types (k8s-openapi types, enums) or through `#[serde(flatten)]` fields cannot
 /// be resolved: mark them `unchecked`. `.metadata...` paths are not checked.
