@@ -131,6 +131,16 @@ mod tests {
     }
 
     #[test]
+    fn crds_should_list_the_registered_kinds() {
+        let names: Vec<_> = kubeforge::crd::crds()
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        assert_eq!(names, ["webapps.apps.kubeforge.dev"]);
+    }
+
+    #[test]
     fn crdgen_should_be_byte_stable_and_detect_stale_files() {
         let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let (mut first, mut second) = (String::new(), String::new());

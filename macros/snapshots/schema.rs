@@ -12,8 +12,9 @@ pub struct Range {
     pub a: i64,
     #[schemars(extend("maxLength" = 8, "pattern" = "^x"))]
     pub name: String,
-    #[serde(skip)]
     pub b: i64,
+    #[serde(skip)]
+    pub cache: i64,
 }
 impl ::kubeforge::__private::garde::Validate for Range {
     type Context = ();
@@ -99,6 +100,14 @@ impl ::kubeforge::__private::garde::Validate for Range {
                     .dive(&mut __path, __report);
             }
         }
+        {
+            let mut __path = || __parent().join("b");
+            {
+                #[allow(unused_imports)]
+                use ::kubeforge::crd::__checks::{DiveNone as _, DiveValidate as _};
+                (&::kubeforge::crd::__checks::Dive(&self.b)).dive(&mut __path, __report);
+            }
+        }
     }
 }
 impl ::kubeforge::crd::__checks::JsonField<12638187200555641996u64> for Range {
@@ -108,4 +117,8 @@ impl ::kubeforge::crd::__checks::JsonField<12638187200555641996u64> for Range {
 impl ::kubeforge::crd::__checks::JsonField<14176396743819860870u64> for Range {
     type Ty = String;
     const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::String;
+}
+impl ::kubeforge::crd::__checks::JsonField<12638190499090526629u64> for Range {
+    type Ty = i64;
+    const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::Integer;
 }

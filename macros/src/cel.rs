@@ -4,15 +4,105 @@
 //! Only syntax is checked: the apiserver also type-checks rules against the schema and estimates
 //! their cost, which needs the Kubernetes CEL environment.
 
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+
 /// Parses `source` as a CEL expression; the error names line, column and problem.
 pub fn check(source: &str) -> Result<(), String> {
-    match cel::parser::Parser::new().parse(source) {
-        Ok(_) => Ok(()),
-        Err(errors) => Err(errors
+    parse(source).map(|_| ())
+}
+
+fn parse(source: &str) -> Result<IdedExpr, String> {
+    cel::parser::Parser::new().parse(source).map_err(|errors| {
+        errors
             .errors
             .first()
             .map(|e| format!("{}:{}: {}", e.pos.0, e.pos.1, e.msg))
-            .unwrap_or_else(|| errors.to_string())),
+            .unwrap_or_else(|| errors.to_string())
+    })
+}
+
+/// The fields a rule reads directly from `self` or `oldSelf` (`self.replicas`,
+/// `has(self.image)`), unescaped from Kubernetes CEL's `__name__` spelling. `None` if the rule
+/// does not parse.
+pub fn self_fields(source: &str) -> Option<Vec<String>> {
+    let expr = parse(source).ok()?;
+    let mut out = Vec::new();
+    visit(&expr, &mut out);
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+fn unescape(name: &str) -> String {
+    let escaped = name
+        .strip_prefix("__")
+        .and_then(|n| n.strip_suffix("__"))
+        .filter(|n| !n.contains("__"));
+    match escaped {
+        Some(keyword) => keyword.to_owned(),
+        None => name
+            .replace("__underscores__", "__")
+            .replace("__dot__", ".")
+            .replace("__dash__", "-")
+            .replace("__slash__", "/"),
+    }
+}
+
+fn visit(expr: &IdedExpr, out: &mut Vec<String>) {
+    match &expr.expr {
+        Expr::Select(select) => {
+            if let Expr::Ident(root) = &select.operand.expr
+                && (root == "self" || root == "oldSelf")
+            {
+                out.push(unescape(&select.field));
+            }
+            visit(&select.operand, out);
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, out);
+            }
+            for arg in &call.args {
+                visit(arg, out);
+            }
+        }
+        Expr::Comprehension(c) => {
+            for e in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(e, out);
+            }
+        }
+        Expr::List(list) => {
+            for e in &list.elements {
+                visit(e, out);
+            }
+        }
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                visit_entry(&entry.expr, out);
+            }
+        }
+        Expr::Struct(st) => {
+            for entry in &st.entries {
+                visit_entry(&entry.expr, out);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn visit_entry(entry: &EntryExpr, out: &mut Vec<String>) {
+    match entry {
+        EntryExpr::StructField(f) => visit(&f.value, out),
+        EntryExpr::MapEntry(m) => {
+            visit(&m.key, out);
+            visit(&m.value, out);
+        }
     }
 }
 
@@ -33,6 +123,26 @@ mod tests {
         ] {
             assert_eq!(check(rule), Ok(()), "{rule}");
         }
+    }
+
+    #[test]
+    fn self_fields_should_list_fields_read_from_self_and_old_self() {
+        assert_eq!(
+            self_fields(
+                "!has(self.minReplicas) || self.minReplicas <= self.replicas && oldSelf.__namespace__ == 'x'"
+            ),
+            Some(vec![
+                "minReplicas".to_owned(),
+                "namespace".to_owned(),
+                "replicas".to_owned()
+            ])
+        );
+        assert_eq!(
+            self_fields("self.items.all(i, i.name != '') && size(self.x__dash__y) > 0"),
+            Some(vec!["items".to_owned(), "x-y".to_owned()])
+        );
+        assert_eq!(self_fields("self > 0"), Some(vec![]));
+        assert_eq!(self_fields("self.("), None);
     }
 
     #[test]

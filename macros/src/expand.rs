@@ -245,20 +245,34 @@ fn checks_fields(m: &RawMarkers, krate: &syn::Path) -> TokenStream {
 
 /// The body of `validate_into` for the fields of a struct.
 fn validate_fields(fields: &[Field], krate: &syn::Path) -> TokenStream {
+    validate_fields_with(fields, krate, &quote!(__parent), |f| {
+        let ident = &f.ident;
+        quote!(&self.#ident)
+    })
+}
+
+/// Validation of `fields`, each reached through `access` (a reference expression), with paths
+/// below the path closure `parent`.
+fn validate_fields_with(
+    fields: &[Field],
+    krate: &syn::Path,
+    parent: &TokenStream,
+    access: impl Fn(&Field) -> TokenStream,
+) -> TokenStream {
     let p = quote!(#krate::crd::__checks);
     let per_field = fields.iter().filter(|f| !f.serde.skip).map(|f| {
-        let ident = &f.ident;
+        let value = access(f);
         let name = &f.json_name;
         let path = if f.serde.flatten || f.serde.transparent {
-            quote!(let mut __path = || __parent();)
+            quote!(let mut __path = || #parent();)
         } else {
-            quote!(let mut __path = || __parent().join(#name);)
+            quote!(let mut __path = || #parent().join(#name);)
         };
         let checks = has_checks(&f.markers).then(|| {
             let constant = checks_const(&f.markers, krate);
             quote! {
                 #constant
-                let __value = #p::to_json(&self.#ident, &mut __path, __report);
+                let __value = #p::to_json(#value, &mut __path, __report);
                 #p::check(&__value, &__CHECKS, &mut __path, __report);
             }
         });
@@ -269,7 +283,7 @@ fn validate_fields(fields: &[Field], krate: &syn::Path) -> TokenStream {
                 {
                     #[allow(unused_imports)]
                     use #p::{DiveNone as _, DiveValidate as _};
-                    (&#p::Dive(&self.#ident)).dive(&mut __path, __report);
+                    (&#p::Dive(#value)).dive(&mut __path, __report);
                 }
             }
         }
@@ -439,28 +453,70 @@ pub fn path_check(
     }
 }
 
-/// An enum: derives, and a `Validate` impl that dives into every variant's fields.
-pub fn schema_enum(item: &syn::ItemEnum, rules: &[RawRule], krate: &syn::Path) -> TokenStream {
+/// An enum: derives, markers of struct-variant fields as schema extensions, and a `Validate`
+/// impl that checks them and dives into every variant's fields, at the paths serde's tagging
+/// gives them.
+pub fn schema_enum(
+    item: &mut syn::ItemEnum,
+    model: &crate::model::Enum,
+    rules: &[RawRule],
+    krate: &syn::Path,
+) -> TokenStream {
+    use crate::model::Tagging;
+
     let derives = derive_attrs(krate, rules);
     let p = quote!(#krate::crd::__checks);
-    let arms = item.variants.iter().map(|v| {
-        let name = &v.ident;
-        let binds: Vec<syn::Ident> = (0..v.fields.len())
-            .map(|i| format_ident!("__f{i}"))
-            .collect();
-        let pattern = match &v.fields {
-            syn::Fields::Unit => quote!(Self::#name),
-            syn::Fields::Unnamed(_) => quote!(Self::#name(#(#binds),*)),
-            syn::Fields::Named(named) => {
-                let idents = named.named.iter().filter_map(|f| f.ident.as_ref());
-                quote!(Self::#name { #(#idents: #binds),* })
+    for (variant, vm) in item.variants.iter_mut().zip(&model.variants) {
+        for (field, fm) in variant.fields.iter_mut().zip(&vm.fields) {
+            if let Some(extend) = extend_attr(&marker_schema(&fm.markers)) {
+                field.attrs.push(syn::parse_quote!(#extend));
             }
+        }
+    }
+    let arms = item.variants.iter().zip(&model.variants).map(|(v, vm)| {
+        let name = &v.ident;
+        let tag = &vm.json_name;
+        let count = v.fields.len();
+        // Where the variant's content is: externally tagged under its name, adjacently tagged
+        // under the content key, otherwise at the enum's own path.
+        let prefix = match &model.tagging {
+            Tagging::External => quote!(let mut __variant = || __parent().join(#tag);),
+            Tagging::Adjacent { content } => {
+                quote!(let mut __variant = || __parent().join(#content);)
+            }
+            Tagging::Internal | Tagging::Untagged => quote!(let mut __variant = || __parent();),
         };
-        quote! {
-            #pattern => {
-                #(
-                    (&#p::Dive(#binds)).dive(&mut *__parent, __report);
-                )*
+        match &v.fields {
+            syn::Fields::Unit => quote!(Self::#name => {}),
+            syn::Fields::Unnamed(_) => {
+                let binds: Vec<syn::Ident> = (0..count).map(|i| format_ident!("__f{i}")).collect();
+                let dives = binds.iter().enumerate().map(|(i, b)| {
+                    let path = if count == 1 {
+                        quote!(let mut __path = || __variant();)
+                    } else {
+                        quote!(let mut __path = || __variant().join(#i);)
+                    };
+                    quote! { { #path (&#p::Dive(#b)).dive(&mut __path, __report); } }
+                });
+                quote! {
+                    Self::#name(#(#binds),*) => {
+                        #prefix
+                        #(#dives)*
+                    }
+                }
+            }
+            syn::Fields::Named(_) => {
+                let idents: Vec<&syn::Ident> = vm.fields.iter().map(|f| &f.ident).collect();
+                let body = validate_fields_with(&vm.fields, krate, &quote!(__variant), |f| {
+                    let ident = &f.ident;
+                    quote!(#ident)
+                });
+                quote! {
+                    Self::#name { #(#idents),* } => {
+                        #prefix
+                        #body
+                    }
+                }
             }
         }
     });

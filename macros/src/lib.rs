@@ -40,7 +40,7 @@ use proc_macro::TokenStream;
 /// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
 /// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
 /// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
-/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time |
+/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time, and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
 /// | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
 /// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
 /// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
@@ -73,7 +73,7 @@ use proc_macro::TokenStream;
 ///
 /// The JSONPaths of printer columns, selectable fields and `scale` must name fields (by their
 /// JSON names) of the spec/status structs and of nested structs annotated with
-/// `#[kubeforge::schema]`, with a type that fits (an `integer` column needs an integer field;
+/// `#[kubeforge::schema]` (through lists with `[n]`, maps by key, newtypes), with a type that fits (an `integer` column needs an integer field;
 /// scale replicas an integer; the selector a string; selectable fields a string, integer or bool).
 /// Paths into other types (k8s-openapi types, enums) or through `#[serde(flatten)]` fields cannot
 /// be resolved: mark them `unchecked`. `.metadata...` paths are not checked.
@@ -98,9 +98,10 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `JsonSchema`, consumes `#[validate]` markers and implements `garde::Validate` (nested types
 /// are validated through `Option`, `Vec` and maps automatically).
 ///
-/// The field markers are those of [`macro@custom_resource`]. Enums get the derives and a
-/// `Validate` impl that validates the fields of each variant; markers on variant fields are not
-/// supported.
+/// The field markers are those of [`macro@custom_resource`]. On enums they go on the fields of
+/// struct variants (not on tuple-variant fields); `validate()` reports them at the path serde's
+/// tagging gives them (`external.gitRepo.url`, `internal.seconds`, `adjacent.<content>.x`, ...).
+/// Newtypes and tuple structs are supported without markers.
 #[proc_macro_attribute]
 pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     pipeline::schema(args.into(), input.into()).into()

@@ -122,6 +122,15 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
         .plural
         .as_ref()
         .map_or_else(|| pluralize(&kind.value().to_lowercase()), LitStr::value);
+    if let Some(served) = &raw.served
+        && !served.value
+        && raw.storage.as_ref().is_none_or(|s| s.value)
+    {
+        errors.at(
+            served.key,
+            "the storage version must be served; add `storage = false` (another version stores)",
+        );
+    }
     Some(Kind {
         group,
         version,
@@ -139,7 +148,7 @@ pub fn kind(raw: RawKind, errors: &mut Errors) -> Option<Kind> {
         labels: raw.labels,
         annotations: raw.annotations,
         deprecated: raw.deprecated.map(|d| d.value),
-        served: raw.served.is_none_or(|s| s.value),
+        served: raw.served.as_ref().is_none_or(|s| s.value),
         storage: raw.storage.is_none_or(|s| s.value),
         crate_path: raw.crate_path.unwrap_or_else(default_crate),
         unchecked: raw.unchecked,
@@ -426,6 +435,143 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
     out
 }
 
+/// How serde represents an enum's variants.
+pub enum Tagging {
+    /// `{"Variant": content}` (the default).
+    External,
+    /// `#[serde(tag = "..")]`: the fields next to the tag.
+    Internal,
+    /// `#[serde(tag = "..", content = "..")]`: the content under its own key.
+    Adjacent { content: String },
+    /// `#[serde(untagged)]`: the content alone.
+    Untagged,
+}
+
+/// One variant: its JSON name and, for struct variants, its fields with markers.
+pub struct Variant {
+    pub json_name: String,
+    pub fields: Vec<Field>,
+}
+
+/// An enum with `#[kubeforge::schema]`.
+pub struct Enum {
+    pub tagging: Tagging,
+    pub variants: Vec<Variant>,
+}
+
+/// Reads serde's container keys of an enum: (tag, content, untagged, rename_all,
+/// rename_all_fields).
+fn enum_serde(
+    attrs: &[syn::Attribute],
+) -> (
+    Option<String>,
+    Option<String>,
+    bool,
+    Option<String>,
+    Option<String>,
+) {
+    let (mut tag, mut content, mut untagged, mut rename_all, mut rename_all_fields) =
+        (None, None, false, None, None);
+    for attr in attrs.iter().filter(|a| a.path().is_ident("serde")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            let string = |meta: &syn::meta::ParseNestedMeta<'_>| -> syn::Result<String> {
+                Ok(meta.value()?.parse::<LitStr>()?.value())
+            };
+            if meta.path.is_ident("tag") {
+                tag = Some(string(&meta)?);
+            } else if meta.path.is_ident("content") {
+                content = Some(string(&meta)?);
+            } else if meta.path.is_ident("untagged") {
+                untagged = true;
+            } else if meta.path.is_ident("rename_all") && meta.input.peek(syn::Token![=]) {
+                rename_all = Some(string(&meta)?);
+            } else if meta.path.is_ident("rename_all_fields") && meta.input.peek(syn::Token![=]) {
+                rename_all_fields = Some(string(&meta)?);
+            } else if meta.input.peek(syn::Token![=]) {
+                let _: syn::Expr = meta.value()?.parse()?;
+            } else if meta.input.peek(syn::token::Paren) {
+                let inner;
+                syn::parenthesized!(inner in meta.input);
+                let _: proc_macro2::TokenStream = inner.parse()?;
+            }
+            Ok(())
+        });
+    }
+    (tag, content, untagged, rename_all, rename_all_fields)
+}
+
+/// Builds the enum model and takes the `#[validate]` markers out of struct-variant fields
+/// (markers on tuple-variant fields are reported).
+pub fn enumeration(item: &mut syn::ItemEnum, errors: &mut Errors) -> Enum {
+    let (tag, content, untagged, rename_all, rename_all_fields) = enum_serde(&item.attrs);
+    let tagging = match (untagged, tag, content) {
+        (true, _, _) => Tagging::Untagged,
+        (false, Some(_), Some(content)) => Tagging::Adjacent { content },
+        (false, Some(_), None) => Tagging::Internal,
+        (false, None, _) => Tagging::External,
+    };
+    let variants = item
+        .variants
+        .iter_mut()
+        .map(|variant| {
+            let serde = serde_field(&variant.attrs);
+            let plain = variant.ident.to_string();
+            let json_name = serde.rename.clone().unwrap_or_else(|| {
+                rename_all
+                    .as_deref()
+                    .and_then(|rule| rename_variant(&plain, rule))
+                    .unwrap_or(plain)
+            });
+            let fields = match &mut variant.fields {
+                named @ Fields::Named(_) => {
+                    let rule = container_rename_all(&variant.attrs).or_else(|| rename_all_fields.clone());
+                    fields(named, rule.as_deref(), errors)
+                }
+                other => {
+                    for field in other.iter_mut() {
+                        field.attrs.retain(|a| {
+                            if a.path().is_ident("validate") {
+                                errors.spanned(
+                                    a,
+                                    "markers on tuple-variant fields are not supported; use a struct variant or a struct with #[kubeforge::schema]",
+                                );
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                    }
+                    Vec::new()
+                }
+            };
+            Variant { json_name, fields }
+        })
+        .collect();
+    Enum { tagging, variants }
+}
+
+/// serde's `rename_all` for variant names (UpperCamelCase identifiers).
+fn rename_variant(name: &str, rule: &str) -> Option<String> {
+    let mut snake = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            snake.push('_');
+        }
+        snake.extend(c.to_lowercase());
+    }
+    match rule {
+        "PascalCase" => Some(name.to_owned()),
+        "camelCase" => {
+            let mut c = name.chars();
+            c.next()
+                .map(|f| f.to_lowercase().chain(c).collect::<String>())
+        }
+        "lowercase" => Some(name.to_lowercase()),
+        "UPPERCASE" => Some(name.to_uppercase()),
+        _ => rename(&snake, rule),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,6 +599,55 @@ mod tests {
             Some("min-replicas")
         );
         assert_eq!(rename("x", "nonsense"), None);
+    }
+
+    #[test]
+    fn rename_variant_should_apply_serde_rules() {
+        assert_eq!(
+            rename_variant("NodePort", "camelCase").as_deref(),
+            Some("nodePort")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "snake_case").as_deref(),
+            Some("node_port")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "kebab-case").as_deref(),
+            Some("node-port")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "SCREAMING_SNAKE_CASE").as_deref(),
+            Some("NODE_PORT")
+        );
+        assert_eq!(
+            rename_variant("NodePort", "lowercase").as_deref(),
+            Some("nodeport")
+        );
+    }
+
+    #[test]
+    fn enumeration_should_read_tagging_and_variant_fields() {
+        let mut errors = Errors::default();
+        let mut item: syn::ItemEnum = syn::parse_quote! {
+            #[serde(tag = "kind", content = "spec", rename_all = "camelCase")]
+            enum E {
+                #[serde(rename = "git")]
+                GitRepo { #[validate(min_length = 1)] repo_url: String },
+                Image(String),
+            }
+        };
+        let model = enumeration(&mut item, &mut errors);
+        assert!(errors.is_empty());
+        assert!(matches!(&model.tagging, Tagging::Adjacent { content } if content == "spec"));
+        assert_eq!(model.variants[0].json_name, "git");
+        assert_eq!(model.variants[0].fields[0].json_name, "repo_url");
+        assert!(model.variants[0].fields[0].markers.min_length.is_some());
+        assert_eq!(model.variants[1].json_name, "image");
+        let stripped = quote::quote!(#item).to_string();
+        assert!(
+            !stripped.contains("validate"),
+            "markers are consumed: {stripped}"
+        );
     }
 
     #[test]

@@ -118,6 +118,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         }
     }
     let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
+    validate::rule_fields(&rules, &fields, &spec.ident, &mut errors);
     let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
     match kind {
         Some(kind) if errors.is_empty() => {
@@ -152,19 +153,13 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
         Item::Enum(mut e) => {
             check_own_derives(&mut e.attrs, &mut errors, "schema");
             check_generics(&e.generics, &mut errors);
-            for variant in &mut e.variants {
-                for field in variant.fields.iter_mut() {
-                    field.attrs.retain(|a| {
-                        if a.path().is_ident("validate") {
-                            errors.spanned(a, "markers on enum variant fields are not supported; move the data into a struct with #[kubeforge::schema]");
-                            false
-                        } else {
-                            true
-                        }
-                    });
+            let model = model::enumeration(&mut e, &mut errors);
+            for variant in &model.variants {
+                for field in &variant.fields {
+                    validate::field(field, &mut errors);
                 }
             }
-            expand::schema_enum(&e, &raw.rules, &krate)
+            expand::schema_enum(&mut e, &model, &raw.rules, &krate)
         }
         Item::Struct(mut s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
             // Newtypes and tuple structs: serde's shape, no markers on positional fields.
@@ -199,6 +194,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
                 for field in &fields {
                     validate::field(field, &mut errors);
                 }
+                validate::rule_fields(&raw.rules, &fields, &s.ident, &mut errors);
                 expand::schema_struct(&mut s, &fields, &raw.rules, &krate)
             }
             Err(item) => item,
@@ -267,8 +263,9 @@ mod tests {
                     pub a: i64,
                     #[validate(pattern = "^x", max_length = 8)]
                     pub name: String,
-                    #[serde(skip)]
                     pub b: i64,
+                    #[serde(skip)]
+                    pub cache: i64,
                 }
             },
         );

@@ -503,6 +503,45 @@ pub fn field(field: &Field, errors: &mut Errors) {
     rules(&m.rules, errors);
 }
 
+/// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
+/// struct (not checkable through `#[serde(flatten)]` fields, which add names of another type).
+pub fn rule_fields(
+    rules: &[RawRule],
+    fields: &[Field],
+    type_name: &syn::Ident,
+    errors: &mut Errors,
+) {
+    if fields
+        .iter()
+        .any(|f| f.serde.flatten || f.serde.transparent)
+    {
+        return;
+    }
+    let names: Vec<&str> = fields
+        .iter()
+        .filter(|f| !f.serde.skip)
+        .map(|f| f.json_name.as_str())
+        .collect();
+    for rule in rules {
+        let Some(cel) = &rule.cel else { continue };
+        let Some(used) = crate::cel::self_fields(&cel.value()) else {
+            continue;
+        };
+        for name in used.iter().filter(|u| !names.contains(&u.as_str())) {
+            let hint = crate::errors::did_you_mean(name, &names);
+            let hint = if hint.is_empty() {
+                format!(" (its JSON fields: {})", names.join(", "))
+            } else {
+                hint
+            };
+            errors.spanned(
+                cel,
+                format!("CEL rule reads `self.{name}`, but `{type_name}` has no JSON field `{name}`{hint}"),
+            );
+        }
+    }
+}
+
 /// `Some(description)` when a JSON literal cannot be a value of a field of `shape`.
 fn json_mismatch(value: &serde_json::Value, shape: Shape) -> Option<&'static str> {
     use serde_json::Value;

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use crate::crd::{MergeError, merge_crds, registered};
+use crate::crd::{MergeError, crds};
 
 /// What can go wrong in `crdgen`.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdgenError> {
 /// [`CrdgenError::Merge`] if the versions of a kind disagree, [`CrdgenError::Yaml`] if a CRD
 /// does not serialize.
 pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
-    merge_crds(registered())?
+    crds()?
         .iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();

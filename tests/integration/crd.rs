@@ -818,11 +818,35 @@ pub struct ShapesSpec {
     pub template_meta: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boxed: Option<Box<Extra>>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub flags: std::collections::BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_mode: BTreeMap<String, Mode>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub keyed_by_mode: BTreeMap<Mode, i32>,
+    #[serde(default)]
+    pub small: u8,
+    #[serde(default)]
+    pub big: u64,
+    #[serde(default)]
+    pub ratio: f32,
+    #[serde(default = "letter")]
+    pub letter: char,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<(i32, String)>,
+    #[serde(default)]
+    pub fixed: [u8; 2],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twice: Option<Option<String>>,
+}
+
+fn letter() -> char {
+    'k'
 }
 
 /// A unit enum with a renamed variant.
 #[kubeforge::schema]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Fast,
@@ -836,6 +860,7 @@ pub enum Mode {
 #[serde(rename_all = "camelCase")]
 pub enum Source {
     Git {
+        #[validate(pattern = "^https://")]
         url: String,
         revision: Option<String>,
     },
@@ -888,6 +913,15 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         "selector": {"matchLabels": {"app": "x"}},
         "templateMeta": {"labels": {"a": "b"}},
         "boxed": {"note": "box"},
+        "flags": ["a", "b"],
+        "byMode": {"x": "fast"},
+        "keyedByMode": {"safe": 1},
+        "small": 255,
+        "big": 18_000_000_000u64,
+        "ratio": 0.5,
+        "letter": "z",
+        "pair": [1, "one"],
+        "fixed": [1, 2],
     }))
     .unwrap();
     let created = api
@@ -925,6 +959,36 @@ async fn structural_shapes_should_be_accepted_and_round_trip() {
         ),
         other => panic!("expected 422, got {other:?}"),
     }
+    // Markers on enum variant fields: the same verdict from the apiserver and validate().
+    let mut insecure = spec.clone();
+    insecure.source = Source::Git {
+        url: "ftp://example.com/x.git".into(),
+        revision: None,
+    };
+    let report = Shapes::new("x", insecure.clone())
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        report.contains("spec.source.git.url: should match '^https://'"),
+        "{report}"
+    );
+    match api
+        .create(
+            &PostParams::default(),
+            &Shapes::new(&format!("{name}-ftp"), insecure),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message
+                .contains("spec.source.git.url in body should match '^https://'"),
+            "{}",
+            s.message
+        ),
+        other => panic!("expected 422, got {other:?}"),
+    }
+
     // An internally tagged variant keeps its required fields (a generated CEL rule).
     let mut untagged_fields =
         serde_json::to_value(Shapes::new(&format!("{name}-step"), spec.clone())).unwrap();
@@ -1047,4 +1111,34 @@ async fn required_fields_and_conditions_should_be_enforced() {
         Err(kube::Error::Api(s)) => assert!(s.message.contains("should match"), "{}", s.message),
         other => panic!("expected 422, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn discovery_should_list_short_names_categories_and_subresources() {
+    let (ns, _api) = webapp_namespace().await;
+    let client = ns.client();
+    let resources = crate::support::eventually(
+        "discovery to list webapps",
+        Duration::from_secs(30),
+        async || {
+            let request = http::Request::get("/apis/apps.kubeforge.dev/v1")
+                .body(Vec::new())
+                .unwrap();
+            let list: Value =
+                serde_json::from_str(&client.request_text(request).await.ok()?).ok()?;
+            let resources = list["resources"].as_array()?.clone();
+            resources
+                .iter()
+                .any(|r| r["name"] == "webapps/scale")
+                .then_some(resources)
+        },
+    )
+    .await;
+    let main = resources.iter().find(|r| r["name"] == "webapps").unwrap();
+    assert_eq!(main["kind"], "WebApp");
+    assert_eq!(main["namespaced"], true);
+    assert_eq!(main["singularName"], "webapp");
+    assert_eq!(main["shortNames"], json!(["wa"]));
+    assert_eq!(main["categories"], json!(["all"]));
+    assert!(resources.iter().any(|r| r["name"] == "webapps/status"));
 }

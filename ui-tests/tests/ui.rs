@@ -3,7 +3,7 @@
 //! `TRYBUILD=overwrite cargo test -p kubeforge-ui-tests` and review the diff.
 
 #[test]
-fn ui() {
+fn macros_should_reject_misuse_at_the_right_span_and_accept_valid_use() {
     let cases = trybuild::TestCases::new();
     cases.compile_fail("ui/fail/*.rs");
     cases.pass("ui/pass/*.rs");

@@ -253,6 +253,16 @@ mod tests {
         annotations: &[],
     };
 
+    /// schemars marks sets `uniqueItems`, which the apiserver rejects; the pass rewrites it.
+    #[test]
+    fn raw_schema_of_a_set_should_become_a_set_list() {
+        let raw = raw_schema::<std::collections::BTreeSet<String>>();
+        assert_eq!(raw["uniqueItems"], true);
+        let structural = crate::crd::structural_schema(raw);
+        assert_eq!(structural["x-kubernetes-list-type"], "set");
+        assert!(structural.get("uniqueItems").is_none());
+    }
+
     #[test]
     fn build_crd_should_carry_every_kind_option() {
         let crd = build_crd(&INFO, kind_schema(json!({"type": "object"}), None));

@@ -13,8 +13,9 @@
 //! 3. the kind-level options (names, scope, subresources, printer columns, ...) wrap it into a
 //!    [`CustomResourceDefinition`].
 //!
-//! Every kind registers itself: [`registered`] lists the CRDs linked into the binary and
-//! [`merge_crds`] merges the versions of one kind into one CRD (what [`crate::crdgen`] prints).
+//! Every kind registers itself: [`registered`] lists the CRDs linked into the binary,
+//! [`merge_crds`] merges the versions of one kind into one CRD, and [`crds`] does both (what
+//! [`crate::crdgen`] prints and what an operator installs).
 //!
 //! Client-side validation: the generated types implement `garde::Validate`; `obj.validate()`
 //! evaluates every marker the apiserver evaluates from the schema, except CEL rules
@@ -51,7 +52,7 @@ mod structural;
 
 pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
-pub use registry::{MergeError, Registration, merge_crds, registered};
+pub use registry::{MergeError, Registration, crds, merge_crds, registered};
 pub use structural::structural_schema;
 
 /// Client-side validation of generated types: `obj.validate()` (the `garde` crate's trait).

@@ -72,6 +72,18 @@ impl<T> JsonElement for Vec<T> {
     type Elem = T;
 }
 
+/// Map keys are data: any name resolves to the value type (its shape is not known here).
+impl<const NAME: u64, V> JsonField<NAME> for std::collections::BTreeMap<String, V> {
+    type Ty = V;
+    const SHAPE: JsonShape = JsonShape::Other;
+}
+
+/// Map keys are data: any name resolves to the value type (its shape is not known here).
+impl<const NAME: u64, V, S> JsonField<NAME> for std::collections::HashMap<String, V, S> {
+    type Ty = V;
+    const SHAPE: JsonShape = JsonShape::Other;
+}
+
 /// FNV-1a of a JSON name (the same function the macros use).
 #[must_use]
 pub const fn name_hash(name: &str) -> u64 {

@@ -57,6 +57,16 @@ pub fn registered() -> Vec<CustomResourceDefinition> {
         .collect()
 }
 
+/// Every CRD linked into this binary, versions of one kind merged, sorted by name: what an
+/// operator installs at startup and what `crdgen` prints.
+///
+/// # Errors
+///
+/// [`MergeError`] when the versions of a kind cannot be merged (see [`merge_crds`]).
+pub fn crds() -> Result<Vec<CustomResourceDefinition>, MergeError> {
+    merge_crds(registered())
+}
+
 /// Orders Kubernetes version names by priority: GA before beta before alpha, higher first
 /// (`v2`, `v1`, `v1beta2`, `v1beta1`, `v1alpha1`), then anything else alphabetically.
 fn version_priority(name: &str) -> (u8, i64, i64, String) {

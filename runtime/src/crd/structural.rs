@@ -165,8 +165,26 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     }
 
     apply_markers(map);
+    unique_items(map);
     fix_format(map);
     infer_type(map);
+}
+
+/// The apiserver forbids `uniqueItems: true` (schemars emits it for sets): a list of scalars
+/// becomes `x-kubernetes-list-type: set`, which the apiserver enforces; otherwise it is dropped.
+fn unique_items(map: &mut Map<String, Value>) {
+    if map.remove("uniqueItems") != Some(Value::Bool(true))
+        || map.contains_key("x-kubernetes-list-type")
+    {
+        return;
+    }
+    let scalar = map
+        .get("items")
+        .and_then(type_of)
+        .is_some_and(|t| matches!(t, "string" | "integer" | "number" | "boolean"));
+    if scalar {
+        map.insert("x-kubernetes-list-type".to_owned(), json!("set"));
+    }
 }
 
 fn is_null_schema(schema: &Value) -> bool {
@@ -653,6 +671,24 @@ mod tests {
         assert_eq!(
             s,
             json!({"type": "array", "items": {"type": "string", "maxLength": 3}})
+        );
+    }
+
+    #[test]
+    fn structural_should_turn_unique_items_into_set_lists() {
+        let set = structural_schema(
+            json!({"type": "array", "uniqueItems": true, "items": {"type": "string"}}),
+        );
+        assert_eq!(
+            set,
+            json!({"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"})
+        );
+        let objects = structural_schema(
+            json!({"type": "array", "uniqueItems": true, "items": {"type": "object"}}),
+        );
+        assert_eq!(
+            objects,
+            json!({"type": "array", "items": {"type": "object"}})
         );
     }
 
