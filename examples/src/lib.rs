@@ -1,3 +1,4 @@
 //! Example kinds built with kubeforge. `cargo run --bin crdgen` prints their CRDs.
 
 pub mod webapp;
+pub mod webapp_operator;

@@ -19,6 +19,7 @@ use kubeforge::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     printcolumn(name = "Image", json_path = ".spec.image", type = "string"),
     printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
     printcolumn(name = "Ready", json_path = ".status.readyReplicas", type = "integer"),
+    printcolumn(name = "Age", json_path = ".metadata.creationTimestamp", type = "date"),
     printcolumn(name = "Port", json_path = ".spec.port", type = "integer", priority = 1,
         description = "The container port"),
     scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector"),

@@ -8,6 +8,7 @@
 
 mod attrs;
 mod cel;
+mod controller;
 mod errors;
 mod expand;
 mod model;
@@ -105,4 +106,38 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     pipeline::schema(args.into(), input.into()).into()
+}
+
+/// Declares a controller on an inherent impl block.
+///
+/// ```ignore
+/// #[kubeforge::controller(for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::apps_for_secret),
+///     concurrency = 4, finalizer = "apps.example.com/cleanup", predicates(generation_changed))]
+/// impl WebAppController {
+///     async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { .. }
+///     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { .. }
+///     fn apps_for_secret(secret: &Secret, cache: &Cache) -> Vec<ObjectKey> { .. }
+/// }
+/// ```
+///
+/// | key | meaning |
+/// |---|---|
+/// | `for = Kind` | the primary kind (required) |
+/// | `owns(A, B, ..)` | kinds whose controller owner reference leads to the primary |
+/// | `owns_metadata(A, ..)` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
+/// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable; the cache lets the mapper look up primaries) |
+/// | `concurrency = N` | maximum concurrent reconciles (default 4) |
+/// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
+/// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool` |
+/// | `name = "..."` | the controller's name (default: the lowercased kind) |
+///
+/// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->
+/// Result<Action, Error>`; `cleanup` has the same shape; an optional `fn error_policy(&self, obj:
+/// &Kind, error: &Error, ctx: &Context<Kind>) -> ErrorPolicy` chooses how errors are retried. The
+/// macro implements `Reconciler` and `ControllerSpec` (add the controller with
+/// `Manager::controller(MyController { .. })`) and registers the RBAC rules the wiring needs for
+/// `crdgen --rbac`.
+#[proc_macro_attribute]
+pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
+    controller::controller(args.into(), input.into()).into()
 }

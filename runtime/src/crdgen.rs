@@ -12,6 +12,8 @@
 //! | `crdgen` | every CRD as multi-document YAML on stdout, sorted by name, byte-stable |
 //! | `crdgen --out DIR` | one file per CRD, `DIR/<name>.yaml` |
 //! | `crdgen --check DIR` | exit code 1 and a diff when a file in `DIR` is missing or out of date |
+//! | `crdgen --rbac` | the ClusterRole `kubeforge-manager` with the rules every `#[controller]` needs |
+//! | `crdgen --all` | the CRDs, then the ClusterRole |
 //!
 //! Versions of one kind (several `#[custom_resource]` structs with the same group and kind) are
 //! merged into one CRD; exactly one of them must be the storage version.
@@ -28,7 +30,7 @@ use crate::crd::{MergeError, crds};
 #[derive(Debug, thiserror::Error)]
 pub enum CrdgenError {
     /// The command line is not understood.
-    #[error("{0}\nusage: crdgen [--out DIR | --check DIR]")]
+    #[error("{0}\nusage: crdgen [--out DIR | --check DIR | --rbac | --all]")]
     Usage(String),
     /// Versions of a kind cannot be merged.
     #[error(transparent)]
@@ -84,6 +86,24 @@ enum Mode {
     Print,
     Out(PathBuf),
     Check(PathBuf),
+    Rbac,
+    All,
+}
+
+/// The name of the ClusterRole `crdgen --rbac` prints.
+pub const CLUSTER_ROLE: &str = "kubeforge-manager";
+
+/// The ClusterRole of every registered controller, as YAML.
+///
+/// # Errors
+///
+/// [`CrdgenError::Yaml`] if it does not serialize.
+pub fn rbac_yaml() -> Result<String, CrdgenError> {
+    let role = crate::rbac::cluster_role(CLUSTER_ROLE);
+    serde_norway::to_string(&role).map_err(|source| CrdgenError::Yaml {
+        name: CLUSTER_ROLE.to_owned(),
+        source,
+    })
 }
 
 fn parse_args(args: &[String]) -> Result<Mode, CrdgenError> {
@@ -91,6 +111,8 @@ fn parse_args(args: &[String]) -> Result<Mode, CrdgenError> {
         [] => Ok(Mode::Print),
         [flag, dir] if flag == "--out" => Ok(Mode::Out(dir.into())),
         [flag, dir] if flag == "--check" => Ok(Mode::Check(dir.into())),
+        [flag] if flag == "--rbac" => Ok(Mode::Rbac),
+        [flag] if flag == "--all" => Ok(Mode::All),
         other => Err(CrdgenError::Usage(format!(
             "unexpected arguments: {}",
             other.join(" ")
@@ -124,8 +146,23 @@ pub fn diff(name: &str, old: &str, new: &str) -> String {
 ///
 /// [`CrdgenError`] on bad arguments, unmergeable versions and I/O errors.
 pub fn run(args: &[String], out: &mut String) -> Result<bool, CrdgenError> {
+    let mode = parse_args(args)?;
     let files = render()?;
-    match parse_args(args)? {
+    match mode {
+        Mode::Rbac => {
+            out.push_str("---\n");
+            out.push_str(&rbac_yaml()?);
+            Ok(true)
+        }
+        Mode::All => {
+            for (_, yaml) in &files {
+                out.push_str("---\n");
+                out.push_str(yaml);
+            }
+            out.push_str("---\n");
+            out.push_str(&rbac_yaml()?);
+            Ok(true)
+        }
         Mode::Print => {
             for (_, yaml) in &files {
                 out.push_str("---\n");

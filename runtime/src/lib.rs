@@ -18,6 +18,7 @@
 //! - [`health`]: `/healthz` and `/readyz` probes.
 //! - [`manager`]: the shared cache, the controllers and the process lifecycle.
 //! - [`metrics`]: Prometheus metrics with controller-runtime's names.
+//! - [`rbac`]: RBAC rules derived from controller wiring (`crdgen --rbac`).
 //! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
@@ -42,7 +43,7 @@ extern crate self as kubeforge;
 
 pub use k8s_openapi;
 pub use kube;
-pub use kubeforge_macros::{custom_resource, schema};
+pub use kubeforge_macros::{controller, custom_resource, schema};
 
 pub mod crd;
 pub mod crdgen;
@@ -61,6 +62,7 @@ pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod queue;
+pub mod rbac;
 pub mod retry;
 pub mod runner;
 mod scope;

@@ -103,7 +103,7 @@ async fn main() {
         InformerConfig::default().labels("fencing=true"),
     )
     .with_predicate(GenerationChanged);
-    let manager = manager.controller(
+    let manager = manager.add_controller(
         controller,
         Stamper {
             term,

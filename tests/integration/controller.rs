@@ -982,8 +982,8 @@ async fn manager_should_share_informers_and_stop_within_its_grace_period() {
     let cache = manager.cache().clone();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let manager = manager
-        .controller(widgets, WidgetReconciler(Arc::default()))
-        .controller(configmaps, ConfigMapNames(seen.clone()));
+        .add_controller(widgets, WidgetReconciler(Arc::default()))
+        .add_controller(configmaps, ConfigMapNames(seen.clone()));
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(shutdown.clone()));
 

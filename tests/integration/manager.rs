@@ -77,8 +77,8 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         InformerConfig::default(),
     );
     let manager = manager
-        .controller(controller, WidgetReconciler(recorder.clone()))
-        .controller(doohickeys, Ignore);
+        .add_controller(controller, WidgetReconciler(recorder.clone()))
+        .add_controller(doohickeys, Ignore);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(shutdown.clone()));
     let mut addrs = std::collections::HashMap::new();

@@ -42,6 +42,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .owns(Api::<Secret>::all(client), InformerConfig::default())
     .config(ControllerConfig::default().concurrency(4));
-    manager.controller(controller, Settings).run().await?; // until SIGTERM / ctrl-c
+    manager.add_controller(controller, Settings).run().await?; // until SIGTERM / ctrl-c
     Ok(())
 }

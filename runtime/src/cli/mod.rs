@@ -215,7 +215,7 @@ impl Options {
     ///
     /// Unusable leader-election timings.
     pub fn manager(&self, client: kube::Client) -> Result<Manager, StartError> {
-        let mut manager = Manager::new(client.clone());
+        let mut manager = Manager::new(client.clone()).namespace(self.namespace.clone());
         if let Some(addr) = self.metrics_bind_address {
             manager = manager.metrics_bind_address(addr);
         }

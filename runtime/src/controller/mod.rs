@@ -84,6 +84,54 @@ pub use predicate::{
     AnnotationsChanged, GenerationChanged, LabelsChanged, Predicate, ResourceVersionChanged,
 };
 
+/// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
+/// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,
+/// `PartialObjectMeta<K>`).
+pub trait Kind:
+    Resource<DynamicType = (), Scope: Scoped>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Kind for K where
+    K: Resource<DynamicType = (), Scope: Scoped>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// An [`Api`] for `K` in `namespace` (all namespaces when `None`; ignored for cluster-scoped kinds).
+pub fn api_for<K: Kind>(client: Client, namespace: Option<&str>) -> Api<K> {
+    <K::Scope as Scoped>::api::<K>(client, namespace)
+}
+
+/// A controller declared with `#[kubeforge::controller(...)]`: how to build its [`Controller`]
+/// and which RBAC rules its wiring needs. Add it to a manager with
+/// [`Manager::controller`](crate::manager::Manager::controller).
+pub trait ControllerSpec: Reconciler<Self::Kind> + Sized {
+    /// The primary kind (`for = ...`).
+    type Kind: Kind;
+    /// The controller's name (metrics label, logs); defaults to the lowercased kind.
+    const NAME: &'static str;
+    /// The finalizer the controller holds deleted objects with, if any.
+    const FINALIZER: Option<&'static str>;
+    /// The wired controller over `cache`, watching `namespace` (or all namespaces).
+    fn controller(cache: &Cache, namespace: Option<&str>) -> Controller<Self::Kind>;
+    /// The RBAC rules the wiring needs.
+    fn rbac() -> crate::rbac::Rules;
+}
+
 /// The user's reconcile logic for kind `K`.
 pub trait Reconciler<K>: Send + Sync + 'static {
     /// The reconcile error.

@@ -26,7 +26,7 @@
 //! let client = Client::try_default().await?;
 //! let manager = Manager::new(client.clone());
 //! let controller = Controller::new("noop", manager.cache(), Api::<ConfigMap>::all(client), InformerConfig::default());
-//! manager.controller(controller, Noop).run().await?;
+//! manager.add_controller(controller, Noop).run().await?;
 //! # Ok(()) }
 //! ```
 
@@ -44,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use std::net::SocketAddr;
 
 use crate::cache::Cache;
-use crate::controller::{Controller, Reconciler};
+use crate::controller::{Controller, ControllerSpec, Reconciler};
 use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
@@ -67,6 +67,7 @@ pub struct Manager {
     liveness: Vec<(String, Check)>,
     readiness: Vec<(String, Check)>,
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
+    namespace: Option<String>,
 }
 
 /// Why a [`Manager`] stopped with an error.
@@ -151,7 +152,23 @@ impl Manager {
             liveness: Vec::new(),
             readiness: Vec::new(),
             listening: None,
+            namespace: None,
         }
+    }
+
+    /// Restrict the controllers added with [`Manager::controller`] to one namespace.
+    #[must_use]
+    pub fn namespace(mut self, namespace: Option<String>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    /// Adds a controller declared with `#[kubeforge::controller(...)]`, wired over the manager's
+    /// shared cache (and namespace restriction).
+    #[must_use]
+    pub fn controller<C: ControllerSpec>(self, controller: C) -> Self {
+        let wired = C::controller(&self.cache, self.namespace.as_deref());
+        self.add_controller(wired, controller)
     }
 
     /// Reports `(what, address)` for each server once it listens (useful with port 0).
@@ -236,9 +253,10 @@ impl Manager {
         self
     }
 
-    /// Adds a controller and its reconciler.
+    /// Adds a controller built by hand and its reconciler (see [`Manager::controller`] for
+    /// controllers declared with `#[kubeforge::controller]`).
     #[must_use]
-    pub fn controller<K, R>(mut self, controller: Controller<K>, reconciler: R) -> Self
+    pub fn add_controller<K, R>(mut self, controller: Controller<K>, reconciler: R) -> Self
     where
         K: Resource<DynamicType = ()>
             + Clone

@@ -1,0 +1,259 @@
+//! `#[controller(...)]` on an impl block: parse the arguments, check the methods, expand the
+//! `Reconciler` and `ControllerSpec` impls and the RBAC registration.
+
+mod attrs;
+mod expand;
+
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitInt, LitStr, ReturnType, Type};
+
+use crate::errors::Errors;
+use attrs::{ControllerArgs, PredicateArg, Watch};
+
+/// The checked model the expansion works from.
+pub struct Model {
+    pub self_ty: Type,
+    pub kind: Type,
+    pub name: String,
+    pub owns: Vec<Type>,
+    pub owns_metadata: Vec<Type>,
+    pub watches: Vec<Watch>,
+    pub concurrency: Option<LitInt>,
+    pub finalizer: Option<LitStr>,
+    pub predicates: Vec<PredicateArg>,
+    pub error_ty: Type,
+    pub reconcile: ImplItemFn,
+    pub cleanup: Option<ImplItemFn>,
+    pub has_error_policy: bool,
+}
+
+/// Entry point: the user's impl block, plus the generated impls (or the errors).
+pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
+    let mut errors = Errors::default();
+    let item: ItemImpl = match syn::parse2(input.clone()) {
+        Ok(item) => item,
+        Err(_) => {
+            let message = "#[controller] goes on an inherent impl block: `impl MyController { async fn reconcile(...) ... }`";
+            let mut out = syn::Error::new(Span::call_site(), message).to_compile_error();
+            out.extend(input);
+            return out;
+        }
+    };
+    let args = ControllerArgs::parse(args, &mut errors);
+    let model = check(args, &item, &mut errors);
+    let mut out = item.to_token_stream();
+    match model {
+        Some(model) if errors.is_empty() => out.extend(expand::expand(&model)),
+        _ => out.extend(errors.to_compile_errors()),
+    }
+    out
+}
+
+fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<Model> {
+    if let Some((_, trait_path, _)) = &item.trait_ {
+        errors.spanned(
+            trait_path,
+            "#[controller] goes on an inherent impl block, not a trait impl",
+        );
+        return None;
+    }
+    if !item.generics.params.is_empty() {
+        errors.spanned(
+            &item.generics,
+            "#[controller] does not support generic controllers",
+        );
+    }
+    let Some((_, kind)) = args.for_kind else {
+        errors.at(
+            Span::call_site(),
+            "#[controller] needs the primary kind: `#[controller(for = MyKind, ...)]`",
+        );
+        return None;
+    };
+    let find = |name: &str| {
+        item.items.iter().find_map(|i| match i {
+            ImplItem::Fn(f) if f.sig.ident == name => Some(f.clone()),
+            _ => None,
+        })
+    };
+    let Some(reconcile) = find("reconcile") else {
+        errors.spanned(
+            &item.self_ty,
+            "#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block",
+        );
+        return None;
+    };
+    let error_ty = check_method(&reconcile, errors);
+    let cleanup = find("cleanup");
+    if let Some(cleanup) = &cleanup {
+        let cleanup_error = check_method(cleanup, errors);
+        if let (Some(a), Some(b)) = (&error_ty, &cleanup_error)
+            && a.to_token_stream().to_string() != b.to_token_stream().to_string()
+        {
+            errors.spanned(
+                b,
+                "`cleanup` must return the same error type as `reconcile`",
+            );
+        }
+        if args.finalizer.is_none() {
+            errors.at(
+                cleanup.sig.ident.span(),
+                "`cleanup` only runs with a finalizer: add `finalizer = \"example.com/cleanup\"` to #[controller(...)]",
+            );
+        }
+    } else if let Some(finalizer) = &args.finalizer {
+        errors.at(
+            finalizer.span(),
+            "a finalizer needs `async fn cleanup(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block to run before deletion",
+        );
+    }
+    let name = args
+        .name
+        .as_ref()
+        .map_or_else(|| default_name(&kind), LitStr::value);
+    Some(Model {
+        self_ty: (*item.self_ty).clone(),
+        kind,
+        name,
+        owns: args.owns,
+        owns_metadata: args.owns_metadata,
+        watches: args.watches,
+        concurrency: args.concurrency,
+        finalizer: args.finalizer,
+        predicates: args.predicates,
+        error_ty: error_ty?,
+        reconcile,
+        cleanup,
+        has_error_policy: find("error_policy").is_some(),
+    })
+}
+
+/// Checks `async fn name(&self, obj, ctx) -> Result<Action, E>`; returns `E`.
+fn check_method(f: &ImplItemFn, errors: &mut Errors) -> Option<Type> {
+    let name = f.sig.ident.to_string();
+    let shape = format!(
+        "`async fn {name}(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>`"
+    );
+    if f.sig.asyncness.is_none() {
+        errors.at(
+            f.sig.fn_token.span,
+            format!("`{name}` must be an async fn: {shape}"),
+        );
+    }
+    let receiver_ok = matches!(f.sig.inputs.first(), Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none());
+    if !receiver_ok || f.sig.inputs.len() != 3 {
+        errors.spanned(
+            &f.sig.inputs,
+            format!("`{name}` takes `&self`, the object and the context: {shape}"),
+        );
+    }
+    let ReturnType::Type(_, ty) = &f.sig.output else {
+        errors.spanned(
+            &f.sig,
+            format!("`{name}` must return `Result<Action, Error>`: {shape}"),
+        );
+        return None;
+    };
+    let error = match &**ty {
+        Type::Path(path) => path.path.segments.last().and_then(|last| {
+            if last.ident != "Result" {
+                return None;
+            }
+            match &last.arguments {
+                syn::PathArguments::AngleBracketed(args) if args.args.len() == 2 => {
+                    match &args.args[1] {
+                        syn::GenericArgument::Type(t) => Some(t.clone()),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        }),
+        _ => None,
+    };
+    if error.is_none() {
+        errors.spanned(ty, format!("`{name}` must return `Result<Action, YourError>` (spelled out, with both parameters): {shape}"));
+    }
+    error
+}
+
+/// The kind's last path segment, lowercased (`apps::WebApp` → `webapp`).
+fn default_name(kind: &Type) -> String {
+    match kind {
+        Type::Path(p) => p.path.segments.last().map_or_else(
+            || "controller".to_owned(),
+            |s| s.ident.to_string().to_lowercase(),
+        ),
+        _ => "controller".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn errors_of(args: TokenStream, item: TokenStream) -> Vec<String> {
+        let mut errors = Errors::default();
+        let args = ControllerArgs::parse(args, &mut errors);
+        let item: ItemImpl = syn::parse2(item).unwrap();
+        let _ = check(args, &item, &mut errors);
+        errors.messages()
+    }
+
+    #[test]
+    fn check_should_accept_a_complete_controller() {
+        let errors = errors_of(
+            quote!(for = WebApp, finalizer = "apps.example.com/cleanup"),
+            quote!(impl C {
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() }
+                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() }
+            }),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn check_should_report_missing_and_malformed_methods() {
+        let missing = errors_of(quote!(for = WebApp), quote!(impl C {}));
+        assert!(
+            missing[0].contains("needs `async fn reconcile"),
+            "{missing:?}"
+        );
+
+        let sync = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C { fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() } }),
+        );
+        assert!(sync[0].contains("must be an async fn"), "{sync:?}");
+
+        let no_result = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C { async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Action { todo!() } }),
+        );
+        assert!(
+            no_result[0].contains("must return `Result<Action, YourError>`"),
+            "{no_result:?}"
+        );
+
+        let orphan_cleanup = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C {
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { todo!() }
+                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { todo!() }
+            }),
+        );
+        assert!(
+            orphan_cleanup[0].contains("only runs with a finalizer"),
+            "{orphan_cleanup:?}"
+        );
+    }
+
+    #[test]
+    fn default_name_should_be_the_lowercased_kind() {
+        let kind: Type = syn::parse_quote!(crate::apps::WebApp);
+        assert_eq!(default_name(&kind), "webapp");
+    }
+}

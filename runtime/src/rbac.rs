@@ -1,0 +1,229 @@
+//! RBAC rules derived from controller wiring, and the ClusterRole `crdgen --rbac` prints.
+//!
+//! `#[controller]` registers, for each controller, the rules its wiring needs:
+//!
+//! | wiring | rules |
+//! |---|---|
+//! | `for = K` | `get list watch update patch` on K; `get update patch` on `K/status`; `update` on `K/finalizers` with a finalizer |
+//! | `owns(C)` | `get list watch create update patch delete` on C |
+//! | `watches(W, ..)` | `get list watch` on W |
+//! | always | `create patch` on `events.k8s.io` events; `get create update` on `coordination.k8s.io` leases (leader election) |
+//!
+//! [`cluster_role`] merges the rules of every registered controller into one ClusterRole.
+//!
+//! # Examples
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+//! use kubeforge::rbac::Rules;
+//!
+//! let rules = Rules::new().primary::<ConfigMap>(false).owned::<Secret>().policy_rules();
+//! assert_eq!(rules.len(), 3); // configmaps, configmaps/status, secrets
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::Resource;
+use kube::api::ObjectMeta;
+
+/// A set of (API group, resource) → verbs, merged as rules are added.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    rules: BTreeMap<(String, String), BTreeSet<&'static str>>,
+}
+
+/// A controller's RBAC registration, collected by `crdgen --rbac` (emitted by `#[controller]`).
+#[derive(Debug)]
+pub struct ControllerRegistration {
+    /// The controller's name.
+    pub name: &'static str,
+    /// Its rules.
+    pub rules: fn() -> Rules,
+}
+
+inventory::collect!(ControllerRegistration);
+
+fn resource_of<K: Resource<DynamicType = ()>>() -> (String, String) {
+    (K::group(&()).into_owned(), K::plural(&()).into_owned())
+}
+
+impl Rules {
+    /// No rules.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `verbs` on `resource` of `group` (`""` is the core group).
+    #[must_use]
+    pub fn allow(mut self, group: &str, resource: &str, verbs: &[&'static str]) -> Self {
+        self.rules
+            .entry((group.to_owned(), resource.to_owned()))
+            .or_default()
+            .extend(verbs);
+        self
+    }
+
+    /// The primary kind of a controller.
+    #[must_use]
+    pub fn primary<K: Resource<DynamicType = ()>>(self, finalizer: bool) -> Self {
+        let (group, plural) = resource_of::<K>();
+        let this = self
+            .allow(
+                &group,
+                &plural,
+                &["get", "list", "watch", "update", "patch"],
+            )
+            .allow(
+                &group,
+                &format!("{plural}/status"),
+                &["get", "update", "patch"],
+            );
+        if finalizer {
+            this.allow(&group, &format!("{plural}/finalizers"), &["update"])
+        } else {
+            this
+        }
+    }
+
+    /// A kind the controller creates and owns.
+    #[must_use]
+    pub fn owned<K: Resource<DynamicType = ()>>(self) -> Self {
+        let (group, plural) = resource_of::<K>();
+        self.allow(
+            &group,
+            &plural,
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        )
+    }
+
+    /// A kind the controller only watches.
+    #[must_use]
+    pub fn watched<K: Resource<DynamicType = ()>>(self) -> Self {
+        let (group, plural) = resource_of::<K>();
+        self.allow(&group, &plural, &["get", "list", "watch"])
+    }
+
+    /// Publishing events (the [`Recorder`](crate::events::Recorder)).
+    #[must_use]
+    pub fn events(self) -> Self {
+        self.allow("events.k8s.io", "events", &["create", "patch"])
+    }
+
+    /// Leader election on Leases.
+    #[must_use]
+    pub fn leases(self) -> Self {
+        self.allow(
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "update"],
+        )
+    }
+
+    /// Adds every rule of `other`.
+    #[must_use]
+    pub fn merge(mut self, other: Rules) -> Self {
+        for (key, verbs) in other.rules {
+            self.rules.entry(key).or_default().extend(verbs);
+        }
+        self
+    }
+
+    /// The rules as PolicyRules, one per group with the same verbs, sorted (byte-stable output).
+    pub fn policy_rules(&self) -> Vec<PolicyRule> {
+        let mut grouped: BTreeMap<(String, Vec<&str>), Vec<String>> = BTreeMap::new();
+        for ((group, resource), verbs) in &self.rules {
+            grouped
+                .entry((group.clone(), verbs.iter().copied().collect()))
+                .or_default()
+                .push(resource.clone());
+        }
+        grouped
+            .into_iter()
+            .map(|((group, verbs), resources)| PolicyRule {
+                api_groups: Some(vec![group]),
+                resources: Some(resources),
+                verbs: verbs.into_iter().map(str::to_owned).collect(),
+                ..PolicyRule::default()
+            })
+            .collect()
+    }
+}
+
+/// The registered controllers, sorted by name.
+pub fn registered() -> Vec<&'static ControllerRegistration> {
+    let mut all: Vec<_> = inventory::iter::<ControllerRegistration>
+        .into_iter()
+        .collect();
+    all.sort_by_key(|r| r.name);
+    all
+}
+
+/// A ClusterRole named `name` with the rules of every registered controller.
+pub fn cluster_role(name: &str) -> ClusterRole {
+    let rules = registered()
+        .into_iter()
+        .fold(Rules::new(), |acc, r| acc.merge((r.rules)()));
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(rules.policy_rules()),
+        ..ClusterRole::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    use super::*;
+
+    #[test]
+    fn rules_should_follow_the_wiring_and_merge_verbs() {
+        let rules = Rules::new()
+            .primary::<Deployment>(true)
+            .owned::<ConfigMap>()
+            .watched::<Secret>()
+            .watched::<ConfigMap>()
+            .events()
+            .policy_rules();
+        let find = |group: &str, resource: &str| {
+            rules
+                .iter()
+                .find(|r| {
+                    r.api_groups.as_deref() == Some(&[group.to_owned()])
+                        && r.resources
+                            .as_ref()
+                            .is_some_and(|rs| rs.iter().any(|x| x == resource))
+                })
+                .map(|r| r.verbs.join(" "))
+        };
+        assert_eq!(
+            find("apps", "deployments").as_deref(),
+            Some("get list patch update watch")
+        );
+        assert_eq!(
+            find("apps", "deployments/status").as_deref(),
+            Some("get patch update")
+        );
+        assert_eq!(
+            find("apps", "deployments/finalizers").as_deref(),
+            Some("update")
+        );
+        assert_eq!(
+            find("", "configmaps").as_deref(),
+            Some("create delete get list patch update watch"),
+            "owned and watched: the union"
+        );
+        assert_eq!(find("", "secrets").as_deref(), Some("get list watch"));
+        assert_eq!(
+            find("events.k8s.io", "events").as_deref(),
+            Some("create patch")
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! The WebApp example operator, wired by `#[controller]`, running under a ServiceAccount bound
+//! only to the ClusterRole that `crdgen --rbac` prints.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use kubeforge::controller::ControllerSpec;
+use kubeforge::crd::READY;
+use kubeforge::events::Recorder;
+use kubeforge::manager::Manager;
+use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
+use kubeforge_examples::webapp::{WebApp, WebAppSpec};
+use kubeforge_examples::webapp_operator::{REGISTRY, WebAppController};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{eventually, is_not_found, status_code};
+
+fn spec(replicas: i32) -> WebAppSpec {
+    serde_json::from_value(
+        json!({ "image": "registry.example.com/shop:1.4", "replicas": replicas }),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let admin = ns.client();
+    apply_crds(&admin, [WebApp::crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+
+    // The operator's identity: a ServiceAccount bound to exactly the generated ClusterRole.
+    let role_name = format!("webapp-test-{}", ns.name());
+    let mut role = kubeforge::rbac::cluster_role(&role_name);
+    role.metadata.labels = Some(
+        [(
+            "kubeforge.dev/test-namespace".to_owned(),
+            ns.name().to_owned(),
+        )]
+        .into(),
+    );
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "webapp-operator" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
+        "subjects": [{ "kind": "ServiceAccount", "name": "webapp-operator", "namespace": ns.name() }],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let operator = plane
+        .service_account_client(ns.name(), "webapp-operator")
+        .await
+        .unwrap();
+    eventually(
+        "the binding to take effect",
+        Duration::from_secs(30),
+        async || {
+            Api::<WebApp>::namespaced(operator.clone(), ns.name())
+                .list(&ListParams::default())
+                .await
+                .ok()
+        },
+    )
+    .await;
+    // Outside the role: the operator may not read Secrets or create Pods.
+    let secrets: Api<Secret> = Api::namespaced(operator.clone(), ns.name());
+    assert_eq!(status_code(secrets.list(&ListParams::default()).await), 403);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "intruder" },
+        "spec": { "containers": [{ "name": "c", "image": "x" }] },
+    }))
+    .unwrap();
+    assert_eq!(
+        status_code(
+            Api::<Pod>::namespaced(operator.clone(), ns.name())
+                .create(&PostParams::default(), &pod)
+                .await
+        ),
+        403
+    );
+
+    let recorder = Arc::new(Recorder::new(operator.clone(), "webapp-operator"));
+    let manager = Manager::new(operator)
+        .namespace(Some(ns.name().to_owned()))
+        .controller(WebAppController { recorder });
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+
+    let apps = ns.api::<WebApp>();
+    apps.create(&PostParams::default(), &WebApp::new("shop", spec(2)))
+        .await
+        .unwrap();
+    let ready = async |replicas: i32| -> Option<WebApp> {
+        let app = apps.get("shop").await.ok()?;
+        let status = app.status.clone()?;
+        (status.conditions.is_true(READY)
+            && status.replicas == replicas
+            && status.observed_generation == app.metadata.generation)
+            .then_some(app)
+    };
+    let app = eventually(
+        "the WebApp to be Ready with 2 pods",
+        Duration::from_secs(60),
+        async || ready(2).await,
+    )
+    .await;
+    let finalizer = <WebAppController as ControllerSpec>::FINALIZER.unwrap();
+    assert!(app.finalizers().iter().any(|f| f == finalizer));
+    assert_eq!(
+        app.status.as_ref().unwrap().selector.as_deref(),
+        Some("app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp")
+    );
+
+    // The children, owned by the WebApp.
+    let deployment = ns.api::<Deployment>().get("shop").await.unwrap();
+    assert_eq!(deployment.spec.replicas, Some(2));
+    for owner in [
+        deployment.owner_references(),
+        ns.api::<Service>()
+            .get("shop")
+            .await
+            .unwrap()
+            .owner_references(),
+        ns.api::<ConfigMap>()
+            .get("shop-env")
+            .await
+            .unwrap()
+            .owner_references(),
+    ] {
+        assert_eq!(
+            (
+                owner[0].kind.as_str(),
+                owner[0].name.as_str(),
+                owner[0].controller
+            ),
+            ("WebApp", "shop", Some(true))
+        );
+    }
+    let registry = ns.api::<ConfigMap>().get(REGISTRY).await.unwrap();
+    assert_eq!(
+        registry.data.unwrap()["shop"],
+        "registry.example.com/shop:1.4"
+    );
+
+    // Editing spec.replicas changes the Deployment and the status.
+    apps.patch(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "replicas": 3 } })),
+    )
+    .await
+    .unwrap();
+    eventually("3 replicas", Duration::from_secs(60), async || {
+        ready(3).await
+    })
+    .await;
+
+    // The scale subresource (what `kubectl scale` and autoscalers use) is tied to spec.replicas.
+    let scale = apps.get_scale("shop").await.unwrap();
+    assert_eq!(scale.status.as_ref().map(|s| s.replicas), Some(3));
+    assert_eq!(
+        scale.status.and_then(|s| s.selector).as_deref(),
+        Some("app.kubernetes.io/instance=shop,app.kubernetes.io/name=webapp")
+    );
+    apps.patch_scale(
+        "shop",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "replicas": 1 } })),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "1 replica after scaling",
+        Duration::from_secs(60),
+        async || ready(1).await,
+    )
+    .await;
+    assert_eq!(
+        ns.api::<Deployment>()
+            .get("shop")
+            .await
+            .unwrap()
+            .spec
+            .replicas,
+        Some(1)
+    );
+
+    // `kubectl get webapps` shows the printer columns.
+    let run = concat!(env!("CARGO_MANIFEST_DIR"), "/../controlplane/run");
+    let table = std::process::Command::new(run)
+        .args(["kubectl", "-n", ns.name(), "get", "webapps"])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "IMAGE", "REPLICAS", "READY", "AGE"],
+        "{table}"
+    );
+    assert!(table.contains("registry.example.com/shop:1.4"), "{table}");
+
+    // An event was recorded when the app rolled out.
+    let events = ns
+        .api::<Event>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RolledOut")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("shop")),
+        "{events:#?}"
+    );
+
+    // Deleting the WebApp runs cleanup (the registry row goes), then the children are collected.
+    apps.delete("shop", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the WebApp to be gone",
+        Duration::from_secs(60),
+        async || is_not_found(apps.get("shop").await).then_some(()),
+    )
+    .await;
+    let registry = ns.api::<ConfigMap>().get(REGISTRY).await.unwrap();
+    assert!(
+        !registry.data.unwrap_or_default().contains_key("shop"),
+        "cleanup removed the row"
+    );
+    eventually(
+        "the Deployment to be garbage-collected",
+        Duration::from_secs(60),
+        async || is_not_found(ns.api::<Deployment>().get("shop").await).then_some(()),
+    )
+    .await;
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    let _ = roles.delete(&role_name, &DeleteParams::default()).await;
+}
+
+#[test]
+fn crdgen_rbac_should_print_the_wiring_rules() {
+    let yaml = kubeforge::crdgen::rbac_yaml().unwrap();
+    assert!(
+        yaml.starts_with("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n"),
+        "{yaml}"
+    );
+    for line in [
+        "- deployments",
+        "- services",
+        "- configmaps",
+        "- webapps/status",
+        "- webapps/finalizers",
+        "- apps.kubeforge.dev",
+    ] {
+        assert!(yaml.contains(line), "missing {line}:\n{yaml}");
+    }
+    assert!(
+        !yaml.contains("secrets"),
+        "the webapp operator does not touch Secrets:\n{yaml}"
+    );
+    let _ = WebApp::new("x", spec(1)).name_any();
+}
