@@ -23,7 +23,7 @@
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
 //! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
-//! - [`controller`]: `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
+//! - [`controller`](mod@controller): `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
 //! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`crd`]: CustomResourceDefinitions from Rust types — the structural schema pass, the
 //!   registry of kinds, the ready [`crd::Condition`] type for status structs.
@@ -35,6 +35,8 @@
 //!
 //! - [`custom_resource`]: a complete kind from a spec struct (see its docs for every key and the
 //!   field markers);
+//! - [`controller`](macro@controller): controller wiring on an impl block (`for`, `owns`,
+//!   `watches`, finalizer, predicates) and the RBAC rules it needs;
 //! - [`schema`]: the same markers, schema and validation for the types inside a spec or status.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
