@@ -89,6 +89,7 @@ impl WebAppController {
             }
         }))?;
         let deployment = ctx.apply_owned(app.as_ref(), MANAGER, deployment).await?;
+        tracing::debug!(webapp = %name, "children applied");
 
         let service: Service = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service",
@@ -204,6 +205,12 @@ impl WebAppController {
         );
         if status != before {
             let became_ready = rolled_out && !before.conditions.is_true(READY);
+            tracing::info!(
+                webapp = %app.name_any(),
+                ready = rolled_out,
+                "status: {message}{}",
+                if became_ready { ", Ready" } else { "" }
+            );
             ctx.patch_status(&Patch::Merge(json!({ "status": status })))
                 .await?;
             if became_ready {
