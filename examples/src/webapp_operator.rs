@@ -37,6 +37,7 @@ pub enum Error {
     Build(#[from] serde_json::Error),
 }
 
+// [readme-quick-start]
 /// The WebApp controller.
 pub struct WebAppController {
     /// Publishes events about WebApps.
@@ -137,6 +138,7 @@ impl WebAppController {
         Ok(Action::Done)
     }
 }
+// [readme-quick-start-end]
 
 impl WebAppController {
     /// Records `name: image` in the namespace's registry (the "outside system").
