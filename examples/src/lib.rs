@@ -1,4 +1,5 @@
 //! Example kinds built with kubeforge. `cargo run --bin crdgen` prints their CRDs.
 
+pub mod secret_mirror;
 pub mod webapp;
 pub mod webapp_operator;

@@ -138,7 +138,13 @@ mod tests {
             .into_iter()
             .filter_map(|c| c.metadata.name)
             .collect();
-        assert_eq!(names, ["webapps.apps.kubeforge.dev"]);
+        assert_eq!(
+            names,
+            [
+                "secretmirrors.apps.kubeforge.dev",
+                "webapps.apps.kubeforge.dev"
+            ]
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod events;
 mod informer;
 mod leader;
 mod manager;
+mod secret_mirror;
 mod webapp;
 
 /// What users spawn must be `Send` (checked at compile time).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -75,9 +75,9 @@ async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up()
         },
     )
     .await;
-    // Outside the role: the operator may not read Secrets or create Pods.
-    let secrets: Api<Secret> = Api::namespaced(operator.clone(), ns.name());
-    assert_eq!(status_code(secrets.list(&ListParams::default()).await), 403);
+    // Outside the role: the operator may not read PersistentVolumeClaims or create Pods.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(operator.clone(), ns.name());
+    assert_eq!(status_code(claims.list(&ListParams::default()).await), 403);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "intruder" },
         "spec": { "containers": [{ "name": "c", "image": "x" }] },
@@ -276,8 +276,12 @@ fn crdgen_rbac_should_print_the_wiring_rules() {
         assert!(yaml.contains(line), "missing {line}:\n{yaml}");
     }
     assert!(
-        !yaml.contains("secrets"),
-        "the webapp operator does not touch Secrets:\n{yaml}"
+        yaml.contains("- secretmirrors"),
+        "the second example's rules too:\n{yaml}"
+    );
+    assert!(
+        !yaml.contains("pods"),
+        "no controller touches Pods:\n{yaml}"
     );
     let _ = WebApp::new("x", spec(1)).name_any();
 }
