@@ -81,7 +81,7 @@ async fn secret_mirror_should_follow_source_and_namespace_labels() {
             .await
             .ok()??;
         let token = secret.data?.get("token")?.0.clone();
-        Some(String::from_utf8(token).ok()?)
+        String::from_utf8(token).ok()
     };
     let copies_are = async |expected: [Option<&str>; 3]| -> Option<()> {
         for (ns, want) in targets.iter().zip(expected) {
