@@ -2,17 +2,15 @@
 //! controller server-side-applies an owned ConfigMap holding `spec.value` and writes
 //! `status.observed`.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Api, Resource};
 use kubeforge::ObjectKey;
 use kubeforge::cache::Cache;
 use kubeforge::client::{Target, apply_owned, update_object};
@@ -49,28 +47,7 @@ struct WidgetStatus {
     observed: i64,
 }
 
-impl Resource for Widget {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Widget".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "widgets".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::test_resource!(Widget, group = GROUP, kind = "Widget", plural = "widgets");
 
 pub fn widget(name: &str, value: i64) -> Widget {
     Widget {
@@ -670,28 +647,7 @@ struct Gadget {
     spec: WidgetSpec,
 }
 
-impl Resource for Gadget {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Gadget".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "gadgets".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::test_resource!(Gadget, group = GROUP, kind = "Gadget", plural = "gadgets");
 
 struct NameRecorder(Arc<Mutex<Vec<String>>>);
 

@@ -183,28 +183,12 @@ struct Doohickey {
     metadata: kube::api::ObjectMeta,
 }
 
-impl kube::Resource for Doohickey {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Doohickey".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "manager-test.kubeforge.dev".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "doohickeys".into()
-    }
-    fn meta(&self) -> &kube::api::ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::test_resource!(
+    Doohickey,
+    group = "manager-test.kubeforge.dev",
+    kind = "Doohickey",
+    plural = "doohickeys"
+);
 
 fn doohickey_crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {

@@ -56,3 +56,32 @@ pub fn is_not_found<T>(result: Result<T, kube::Error>) -> bool {
         Err(e) => panic!("unexpected error: {e}"),
     }
 }
+
+/// `impl kube::Resource` for a hand-written namespaced test kind with a `metadata` field.
+#[macro_export]
+macro_rules! test_resource {
+    ($ty:ty, group = $group:expr, kind = $kind:literal, plural = $plural:literal) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1".into()
+            }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &kube::api::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}

@@ -488,15 +488,7 @@ pub struct Controller<K: Resource> {
 
 impl<K> Controller<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: Scoped,
+    K: Kind,
 {
     /// A controller named `name` for the objects of `api` (its namespace, or all namespaces)
     /// matching `config`'s selectors, using the cache's shared informer.
@@ -767,15 +759,7 @@ enum Outcome<E> {
 
 impl<K, R> Worker<K, R>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: Scoped,
+    K: Kind,
     R: Reconciler<K>,
 {
     async fn process(&self, key: &ObjectKey) {

@@ -37,20 +37,17 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::{Client, Resource};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use std::net::SocketAddr;
 
 use crate::cache::Cache;
-use crate::controller::{Controller, ControllerSpec, Reconciler};
+use crate::controller::{Controller, ControllerSpec, Kind, Reconciler};
 use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
 use crate::retry::BoxError;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
-use crate::scope::Scoped;
 
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
@@ -109,15 +106,7 @@ struct ControllerRunnable<K: Resource, R> {
 
 impl<K, R> Runnable for ControllerRunnable<K, R>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static,
-    K::Scope: Scoped,
+    K: Kind,
     R: Reconciler<K>,
 {
     fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
@@ -258,15 +247,7 @@ impl Manager {
     #[must_use]
     pub fn add_controller<K, R>(mut self, controller: Controller<K>, reconciler: R) -> Self
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-        K::Scope: Scoped,
+        K: Kind,
         R: Reconciler<K>,
     {
         let controller = controller.default_metrics(&self.metrics);
