@@ -637,7 +637,10 @@ async fn printer_columns_should_appear_in_the_table_response() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns, ["Name", "Image", "Replicas", "Ready", "Port"]);
+    assert_eq!(
+        columns,
+        ["Name", "Image", "Replicas", "Ready", "Age", "Port"]
+    );
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], "shop");
     assert_eq!(cells[1], "registry.example.com/shop:1.4");
