@@ -645,8 +645,8 @@ async fn printer_columns_should_appear_in_the_table_response() {
     assert_eq!(cells[0], "shop");
     assert_eq!(cells[1], "registry.example.com/shop:1.4");
     assert_eq!(cells[2], 3);
-    assert_eq!(cells[4], 8080);
-    assert_eq!(table["columnDefinitions"][4]["priority"], 1);
+    assert_eq!(cells[5], 8080);
+    assert_eq!(table["columnDefinitions"][5]["priority"], 1);
 }
 
 #[tokio::test]
