@@ -1,0 +1,133 @@
+// Command controller-runtime-driver is the controller-runtime side of kubeforge's benchmark: the
+// same Bench workload as the kubeforge and kube-runtime drivers (see bench/README in the
+// repository README's "Performance" section).
+//
+// Reconcile: read the Bench from the cache, server-side-apply a ConfigMap owned by it holding
+// spec.value, then merge-patch status.observedValue.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+var benchGVK = schema.GroupVersionKind{Group: "bench.kubeforge.dev", Version: "v1", Kind: "Bench"}
+
+type reconciler struct {
+	client client.Client
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(benchGVK)
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	value, _, _ := unstructured.NestedInt64(obj.Object, "spec", "value")
+	controllerRef := true
+	cm := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]interface{}{
+			"name":      req.Name,
+			"namespace": req.Namespace,
+			"ownerReferences": []interface{}{map[string]interface{}{
+				"apiVersion":         benchGVK.GroupVersion().String(),
+				"kind":               benchGVK.Kind,
+				"name":               obj.GetName(),
+				"uid":                string(obj.GetUID()),
+				"controller":         controllerRef,
+				"blockOwnerDeletion": true,
+			}},
+		},
+		"data": map[string]interface{}{"value": fmt.Sprint(value)},
+	}}
+	if err := r.client.Patch(ctx, cm, client.Apply, client.FieldOwner("bench-driver"), client.ForceOwnership); err != nil {
+		return reconcile.Result{}, err
+	}
+	observed, found, _ := unstructured.NestedInt64(obj.Object, "status", "observedValue")
+	if !found || observed != value {
+		patch := []byte(fmt.Sprintf(`{"status":{"observedValue":%d}}`, value))
+		if err := r.client.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig")
+	namespace := flag.String("namespace", "", "namespace to watch")
+	concurrency := flag.Int("concurrency", 4, "max concurrent reconciles")
+	keepManagedFields := flag.Bool("keep-managed-fields", false, "keep managedFields in the cache")
+	flag.Parse()
+
+	config, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	config.QPS = -1 // client-side rate limiting off
+	config.Burst = -1
+
+	cacheOptions := cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}}
+	if !*keepManagedFields {
+		cacheOptions.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	mgr, err := ctrl.NewManager(config, ctrl.Options{
+		Cache:                  cacheOptions,
+		Metrics:                server.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	bench := &unstructured.Unstructured{}
+	bench.SetGroupVersionKind(benchGVK)
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("bench").
+		For(bench).
+		Owns(&corev1.ConfigMap{}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: *concurrency,
+			// The same per-key failure backoff as the other drivers: 5 ms .. 1000 s.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 1000*time.Second),
+		}).
+		Complete(&reconciler{client: mgr.GetClient()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	start := time.Now()
+	ctx := ctrl.SetupSignalHandler()
+	go func() {
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			fmt.Printf("synced %.6f\n", time.Since(start).Seconds())
+		}
+	}()
+	if err := mgr.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,598 @@
+//! The benchmark harness: runs the kubeforge, kube-runtime and controller-runtime drivers on the
+//! same workload against the same apiserver, one after the other, repeats each measurement and
+//! reports medians as a table and as JSON. `bench/run` builds everything and calls it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kubeforge::informer::{Informer, InformerConfig};
+use kubeforge::store::Store;
+use kubeforge_bench::{Bench, BenchSpec, MANAGER, configmap};
+use serde_json::json;
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Admin kubeconfig (creates namespaces and objects, reads apiserver metrics).
+    #[arg(long)]
+    admin_kubeconfig: PathBuf,
+    /// Kubeconfig of the non-admin identity the drivers run as.
+    #[arg(long)]
+    driver_kubeconfig: PathBuf,
+    /// `name=path` of each driver binary (kubeforge, kube-runtime, controller-runtime).
+    #[arg(long = "driver", value_parser = parse_driver)]
+    drivers: Vec<(String, PathBuf)>,
+    /// Objects per run for converge and update storm (each size is a run of its own).
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
+    n: Vec<usize>,
+    /// Latency samples per run.
+    #[arg(long, default_value_t = 200)]
+    latency_samples: usize,
+    /// Concurrent reconciles to test (each driver gets the same).
+    #[arg(long, value_delimiter = ',', default_value = "4,16")]
+    concurrency: Vec<usize>,
+    /// Cache sizes for the memory and sync scenario.
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    sync_sizes: Vec<usize>,
+    /// Repeats of each measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Write the results as JSON here too.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn parse_driver(s: &str) -> Result<(String, PathBuf), String> {
+    s.split_once('=')
+        .map(|(n, p)| (n.to_owned(), PathBuf::from(p)))
+        .ok_or_else(|| format!("expected name=path, got {s}"))
+}
+
+async fn client(path: &PathBuf) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("readable kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("usable kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// (scenario, metric, unit) → driver → samples.
+type Results = BTreeMap<(String, String, String), BTreeMap<String, Vec<f64>>>;
+
+fn record(
+    results: &mut Results,
+    scenario: &str,
+    metric: &str,
+    unit: &str,
+    driver: &str,
+    value: f64,
+) {
+    results
+        .entry((scenario.to_owned(), metric.to_owned(), unit.to_owned()))
+        .or_default()
+        .entry(driver.to_owned())
+        .or_default()
+        .push(value);
+}
+
+struct Harness {
+    admin: Client,
+    args: Args,
+    payload: String,
+    run: usize,
+}
+
+/// A running driver process.
+struct Driver {
+    child: Child,
+    sync_seconds: f64,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|u| u.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    ticks / 100.0 // USER_HZ
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+impl Harness {
+    async fn namespace(&mut self, tag: &str) -> String {
+        self.run += 1;
+        let name = format!("bench-{tag}-{}-{}", std::process::id(), self.run);
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        Api::<Namespace>::all(self.admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace");
+        name
+    }
+
+    async fn drop_namespace(&self, ns: &str) {
+        let _ = Api::<Namespace>::all(self.admin.clone())
+            .delete(ns, &DeleteParams::background())
+            .await;
+    }
+
+    fn bench(&self, name: String, value: i64) -> Bench {
+        Bench::new(
+            &name,
+            BenchSpec {
+                value,
+                payload: self.payload.clone(),
+            },
+        )
+    }
+
+    async fn create(&self, ns: &str, range: std::ops::Range<usize>, value: i64) {
+        let api: Api<Bench> = Api::namespaced(self.admin.clone(), ns);
+        futures::stream::iter(range)
+            .for_each_concurrent(16, |i| {
+                let api = api.clone();
+                let obj = self.bench(format!("b{i}"), value);
+                async move {
+                    api.create(&PostParams::default(), &obj)
+                        .await
+                        .expect("create");
+                }
+            })
+            .await;
+    }
+
+    async fn set_all(&self, ns: &str, n: usize, value: i64) {
+        let api: Api<Bench> = Api::namespaced(self.admin.clone(), ns);
+        futures::stream::iter(0..n)
+            .for_each_concurrent(16, |i| {
+                let api = api.clone();
+                async move {
+                    api.patch(
+                        &format!("b{i}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "spec": { "value": value } })),
+                    )
+                    .await
+                    .expect("patch");
+                }
+            })
+            .await;
+    }
+
+    fn start(
+        &self,
+        path: &PathBuf,
+        ns: &str,
+        concurrency: usize,
+        keep_managed_fields: bool,
+    ) -> Driver {
+        let mut command = Command::new(path);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.args.driver_kubeconfig)
+            .args(["--namespace", ns, "--concurrency", &concurrency.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .env("RUST_LOG", "warn");
+        if keep_managed_fields {
+            command.arg("--keep-managed-fields");
+        }
+        let mut child = command.spawn().expect("driver starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::new(stdout);
+        std::io::BufRead::read_line(&mut reader, &mut line).expect("driver prints `synced`");
+        let sync_seconds = line
+            .trim()
+            .strip_prefix("synced ")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(f64::NAN);
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        Driver {
+            child,
+            sync_seconds,
+        }
+    }
+
+    /// Sum of `apiserver_request_total` (all users): the drivers' requests are the delta minus
+    /// what the harness itself sent.
+    async fn apiserver_requests(&self) -> f64 {
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .expect("request");
+        let text = self.admin.request_text(request).await.unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+            .sum()
+    }
+}
+
+/// Waits until every object's status mirrors `value`; returns how long that took from `since`.
+async fn converged(
+    store: &Arc<dyn Store<Bench>>,
+    n: usize,
+    value: i64,
+    since: Instant,
+) -> Duration {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let done = store
+            .list()
+            .iter()
+            .filter(|b| b.status.as_ref().and_then(|s| s.observed_value) == Some(value))
+            .count();
+        if done >= n {
+            return since.elapsed();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not converged after 10 minutes ({done}/{n})"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let index = ((values.len() as f64 - 1.0) * p).round() as usize;
+    values.get(index).copied().unwrap_or(f64::NAN)
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let admin = client(&args.admin_kubeconfig).await;
+    let mut h = Harness {
+        admin,
+        payload: "x".repeat(2048),
+        args,
+        run: 0,
+    };
+    let mut results = Results::new();
+    let drivers = h.args.drivers.clone();
+    let repeats = h.args.repeats;
+    kubeforge::testing::apply_crds(&h.admin, [Bench::crd()], Duration::from_secs(60))
+        .await
+        .expect("the Bench CRD installs");
+
+    let runs: Vec<(usize, usize)> = h
+        .args
+        .concurrency
+        .iter()
+        .flat_map(|&c| h.args.n.iter().map(move |&n| (c, n)))
+        .collect();
+    for (concurrency, n) in runs {
+        let scenario = |name: &str| format!("{name} (c={concurrency}, N={n})");
+        for _ in 0..repeats {
+            for (driver, path) in &drivers {
+                let ns = h.namespace("run").await;
+                let process = h.start(path, &ns, concurrency, false);
+                let pid = process.child.id();
+                let informer = Arc::new(Informer::new(
+                    Api::<Bench>::namespaced(h.admin.clone(), &ns),
+                    InformerConfig::default(),
+                ));
+                let stop = tokio_util::sync::CancellationToken::new();
+                tokio::spawn(informer.clone().run(stop.clone()));
+                informer.wait_for_sync().await;
+                let store = informer.store();
+
+                let (cpu0, req0) = (cpu_seconds(pid), h.apiserver_requests().await);
+                let start = Instant::now();
+                h.create(&ns, 0..n, 1).await;
+                let took = converged(&store, n, 1, start).await.as_secs_f64();
+                record(
+                    &mut results,
+                    &scenario("converge"),
+                    "time",
+                    "s",
+                    driver,
+                    took,
+                );
+                record(
+                    &mut results,
+                    &scenario("converge"),
+                    "throughput",
+                    "reconciles/s",
+                    driver,
+                    n as f64 / took,
+                );
+
+                let start = Instant::now();
+                h.set_all(&ns, n, 2).await;
+                let took = converged(&store, n, 2, start).await.as_secs_f64();
+                record(
+                    &mut results,
+                    &scenario("update storm"),
+                    "time",
+                    "s",
+                    driver,
+                    took,
+                );
+                let (cpu1, req1) = (cpu_seconds(pid), h.apiserver_requests().await);
+                // Each object was reconciled at least twice (create, update); harness sent 2N writes.
+                let reconciles = 2.0 * n as f64;
+                record(
+                    &mut results,
+                    &scenario("cost"),
+                    "cpu per 1000 reconciles",
+                    "cpu-s",
+                    driver,
+                    (cpu1 - cpu0) / reconciles * 1000.0,
+                );
+                record(
+                    &mut results,
+                    &scenario("cost"),
+                    "api requests per reconcile",
+                    "requests",
+                    driver,
+                    ((req1 - req0) - 2.0 * n as f64).max(0.0) / reconciles,
+                );
+
+                let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
+                let mut samples = Vec::new();
+                for i in 0..h.args.latency_samples {
+                    tokio::time::sleep(Duration::from_millis(20)).await; // idle
+                    let value = 100 + i as i64;
+                    let name = format!("b{}", i % n);
+                    let start = Instant::now();
+                    api.patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "spec": { "value": value } })),
+                    )
+                    .await
+                    .expect("patch");
+                    loop {
+                        let key = kubeforge::ObjectKey::namespaced(&ns, &name);
+                        if store
+                            .get(&key)
+                            .and_then(|b| b.status.as_ref().and_then(|s| s.observed_value))
+                            == Some(value)
+                        {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_micros(500)).await;
+                    }
+                    samples.push(start.elapsed().as_secs_f64() * 1000.0);
+                }
+                record(
+                    &mut results,
+                    &scenario("latency"),
+                    "p50",
+                    "ms",
+                    driver,
+                    percentile(&mut samples, 0.5),
+                );
+                record(
+                    &mut results,
+                    &scenario("latency"),
+                    "p99",
+                    "ms",
+                    driver,
+                    percentile(&mut samples, 0.99),
+                );
+                record(
+                    &mut results,
+                    &scenario("after the runs"),
+                    "rss",
+                    "MiB",
+                    driver,
+                    rss_mib(pid),
+                );
+                stop.cancel();
+                drop(process);
+                h.drop_namespace(&ns).await;
+            }
+            // Raw ceiling: the same writes from a plain loop with the same concurrency.
+            let ns = h.namespace("raw").await;
+            h.create(&ns, 0..n, 1).await;
+            let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
+            let cms: Api<ConfigMap> = Api::namespaced(h.admin.clone(), &ns);
+            let start = Instant::now();
+            futures::stream::iter(0..n)
+                .for_each_concurrent(concurrency, |i| {
+                    let (api, cms) = (api.clone(), cms.clone());
+                    async move {
+                        let name = format!("b{i}");
+                        let bench = api.get(&name).await.expect("get");
+                        let mut cm = configmap(&bench);
+                        cm.metadata.owner_references =
+                            kube::Resource::controller_owner_ref(&bench, &()).map(|r| vec![r]);
+                        cms.patch(
+                            &name,
+                            &PatchParams::apply(MANAGER).force(),
+                            &Patch::Apply(&cm),
+                        )
+                        .await
+                        .expect("apply");
+                        api.patch_status(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({ "status": { "observedValue": 1 } })),
+                        )
+                        .await
+                        .expect("status");
+                    }
+                })
+                .await;
+            let took = start.elapsed().as_secs_f64();
+            record(
+                &mut results,
+                &scenario("converge"),
+                "time",
+                "s",
+                "raw",
+                took,
+            );
+            record(
+                &mut results,
+                &scenario("converge"),
+                "throughput",
+                "reconciles/s",
+                "raw",
+                n as f64 / took,
+            );
+            h.drop_namespace(&ns).await;
+        }
+    }
+
+    for &size in &h.args.sync_sizes.clone() {
+        let ns = h.namespace("sync").await;
+        h.create(&ns, 0..size, 1).await;
+        for _ in 0..repeats {
+            for (driver, path) in &drivers {
+                for keep in [false, true] {
+                    let process = h.start(path, &ns, 4, keep);
+                    let label = if keep {
+                        "memory and sync, managedFields kept"
+                    } else {
+                        "memory and sync"
+                    };
+                    let scenario = format!("{label} ({size} objects)");
+                    record(
+                        &mut results,
+                        &scenario,
+                        "sync time",
+                        "s",
+                        driver,
+                        process.sync_seconds,
+                    );
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    record(
+                        &mut results,
+                        &scenario,
+                        "rss after sync",
+                        "MiB",
+                        driver,
+                        rss_mib(process.child.id()),
+                    );
+                    drop(process);
+                }
+            }
+        }
+        h.drop_namespace(&ns).await;
+    }
+
+    report(&results, h.args.out.as_ref());
+}
+
+/// Lower is better for every metric except throughput.
+fn higher_is_better(metric: &str) -> bool {
+    metric == "throughput"
+}
+
+fn report(results: &Results, out: Option<&PathBuf>) {
+    let columns = ["kubeforge", "kube-runtime", "controller-runtime", "raw"];
+    println!(
+        "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16}",
+        "scenario",
+        "metric",
+        "unit",
+        "kubeforge",
+        "kube-runtime",
+        "controller-runtime",
+        "raw",
+        "kubeforge/best"
+    );
+    let mut rows = Vec::new();
+    for ((scenario, metric, unit), by_driver) in results {
+        let m = |d: &str| by_driver.get(d).map(|v| median(v));
+        let peers: Vec<f64> = ["kube-runtime", "controller-runtime"]
+            .iter()
+            .filter_map(|d| m(d))
+            .filter(|v| v.is_finite())
+            .collect();
+        let best = if higher_is_better(metric) {
+            peers.iter().copied().fold(f64::NAN, f64::max)
+        } else {
+            peers.iter().copied().fold(f64::NAN, f64::min)
+        };
+        let ratio = m("kubeforge").map(|k| k / best);
+        let cell = |v: Option<f64>| {
+            v.filter(|x| x.is_finite())
+                .map_or("-".to_owned(), |x| format!("{x:.3}"))
+        };
+        println!(
+            "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16}",
+            scenario,
+            metric,
+            unit,
+            cell(m(columns[0])),
+            cell(m(columns[1])),
+            cell(m(columns[2])),
+            cell(m(columns[3])),
+            cell(ratio)
+        );
+        rows.push(json!({
+            "scenario": scenario, "metric": metric, "unit": unit,
+            "kubeforge": m("kubeforge"), "kube_runtime": m("kube-runtime"),
+            "controller_runtime": m("controller-runtime"), "raw": m("raw"),
+        }));
+    }
+    if let Some(path) = out {
+        let machine = format!(
+            "{} cores, {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            std::fs::read_to_string("/proc/meminfo")
+                .ok()
+                .and_then(|m| m.lines().next().map(|l| l
+                    .split_whitespace()
+                    .skip(1)
+                    .collect::<Vec<_>>()
+                    .join(" ")))
+                .unwrap_or_default()
+        );
+        let doc = json!({ "machine": machine, "rows": rows });
+        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+            .expect("write results");
+    }
+}

@@ -1,0 +1,65 @@
+//! The kubeforge driver: the Bench workload written as a kubeforge user would.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Parser;
+use kube::api::Patch;
+use kubeforge::controller::{Action, Context, ControllerConfig, ControllerSpec};
+use kubeforge::informer::InformerConfig;
+use kubeforge::manager::Manager;
+use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
+
+struct BenchController;
+
+#[kubeforge::controller(for = Bench, owns(k8s_openapi::api::core::v1::ConfigMap))]
+impl BenchController {
+    async fn reconcile(
+        &self,
+        bench: Arc<Bench>,
+        ctx: &Context<Bench>,
+    ) -> Result<Action, kube::Error> {
+        ctx.apply_owned(bench.as_ref(), MANAGER, configmap(&bench))
+            .await?;
+        let value = bench.spec.value;
+        if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
+            ctx.patch_status(&Patch::Merge(
+                serde_json::json!({ "status": { "observedValue": value } }),
+            ))
+            .await?;
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = DriverArgs::parse();
+    let client = kubeforge::cli::or_exit(kubeforge_bench::client(&args).await);
+    let manager = Manager::new(client.clone());
+    // The wiring of #[controller], with the benchmark's concurrency and cache settings.
+    let informer = InformerConfig::default().keep_managed_fields(args.keep_managed_fields);
+    let controller = kubeforge::controller::Controller::new(
+        <BenchController as ControllerSpec>::NAME,
+        manager.cache(),
+        kube::Api::<Bench>::namespaced(client.clone(), &args.namespace),
+        informer.clone(),
+    )
+    .owns(
+        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, &args.namespace),
+        informer,
+    )
+    .config(ControllerConfig::default().concurrency(args.concurrency));
+    let cache = manager.cache().clone();
+    let start = Instant::now();
+    tokio::spawn(async move {
+        cache.wait_for_sync().await;
+        println!("synced {:.6}", start.elapsed().as_secs_f64());
+    });
+    kubeforge::cli::or_exit(
+        manager
+            .add_controller(controller, BenchController)
+            .run()
+            .await,
+    );
+}

@@ -1,0 +1,82 @@
+//! The benchmark workload shared by the Rust drivers: the `Bench` kind and the driver flags.
+//!
+//! Every driver (kubeforge, kube-runtime, controller-runtime in `bench/controller-runtime/`)
+//! reconciles a `Bench` the same way: read it from the cache, server-side-apply a ConfigMap
+//! owned by it holding `spec.value`, then merge-patch `status.observedValue`.
+
+use clap::Parser;
+
+/// A benchmark object: `value` to mirror into a ConfigMap, and a ~2 KiB payload.
+#[kubeforge::custom_resource(
+    group = "bench.kubeforge.dev",
+    version = "v1",
+    kind = "Bench",
+    namespaced,
+    status = BenchStatus
+)]
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchSpec {
+    /// The value the controller mirrors.
+    pub value: i64,
+    /// Ballast, about 2 KiB.
+    #[serde(default)]
+    pub payload: String,
+}
+
+/// What the controller observed.
+#[kubeforge::schema]
+#[derive(Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BenchStatus {
+    /// The `spec.value` last mirrored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_value: Option<i64>,
+}
+
+/// Flags every driver takes (the Go driver takes the same).
+#[derive(Clone, Debug, Parser)]
+pub struct DriverArgs {
+    /// Kubeconfig of the (non-admin) benchmark identity.
+    #[arg(long)]
+    pub kubeconfig: std::path::PathBuf,
+    /// Namespace to watch.
+    #[arg(long)]
+    pub namespace: String,
+    /// Maximum concurrent reconciles.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Keep managedFields in the cache.
+    #[arg(long)]
+    pub keep_managed_fields: bool,
+}
+
+/// Field manager of the ConfigMaps.
+pub const MANAGER: &str = "bench-driver";
+
+/// A client for the driver's kubeconfig, with no client-side rate limit.
+///
+/// # Errors
+///
+/// An unreadable kubeconfig.
+pub async fn client(args: &DriverArgs) -> Result<kube::Client, String> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&args.kubeconfig).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// The owned ConfigMap holding `value`.
+pub fn configmap(bench: &Bench) -> k8s_openapi::api::core::v1::ConfigMap {
+    use kube::ResourceExt;
+    k8s_openapi::api::core::v1::ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(bench.name_any()),
+            namespace: bench.namespace(),
+            ..Default::default()
+        },
+        data: Some([("value".to_owned(), bench.spec.value.to_string())].into()),
+        ..Default::default()
+    }
+}
