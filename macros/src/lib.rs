@@ -110,7 +110,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// Declares a controller on an inherent impl block.
 ///
-/// ```ignore
+/// ```text
 /// #[kubeforge::controller(for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::apps_for_secret),
 ///     concurrency = 4, finalizer = "apps.example.com/cleanup", predicates(generation_changed))]
 /// impl WebAppController {
