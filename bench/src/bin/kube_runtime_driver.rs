@@ -66,6 +66,7 @@ async fn main() {
     let keep = args.keep_managed_fields;
     let (reader, writer) = reflector::store();
     let start = Instant::now();
+    let synced = std::sync::atomic::AtomicBool::new(false);
     let stream = watcher(benches, watcher::Config::default())
         .default_backoff()
         .modify(move |b: &mut Bench| {
@@ -73,15 +74,17 @@ async fn main() {
                 b.managed_fields_mut().clear();
             }
         })
+        .inspect(move |event| {
+            // The first complete list: the cache is synced (printed once).
+            if matches!(event, Ok(watcher::Event::InitDone))
+                && !synced.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                println!("synced {:.6}", start.elapsed().as_secs_f64());
+            }
+        })
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::resource_version, Default::default());
-    let sync_reader = reader.clone();
-    tokio::spawn(async move {
-        if sync_reader.wait_until_ready().await.is_ok() {
-            println!("synced {:.6}", start.elapsed().as_secs_f64());
-        }
-    });
     let owned = watcher(configmaps, watcher::Config::default())
         .default_backoff()
         .modify(move |cm: &mut ConfigMap| {
