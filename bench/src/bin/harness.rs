@@ -217,15 +217,28 @@ impl Harness {
         }
         let mut child = command.spawn().expect("driver starts");
         let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        let mut reader = std::io::BufReader::new(stdout);
-        std::io::BufRead::read_line(&mut reader, &mut line).expect("driver prints `synced`");
+        // The driver prints `synced <seconds>` once its cache is synced; give it two minutes.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut reader, &mut line);
+            let _ = tx.send(line);
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_default();
+        assert!(
+            line.starts_with("synced "),
+            "{} did not report `synced` within 2 minutes (it printed {line:?})",
+            path.display()
+        );
         let sync_seconds = line
             .trim()
             .strip_prefix("synced ")
             .and_then(|s| s.parse().ok())
             .unwrap_or(f64::NAN);
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         Driver {
             child,
             sync_seconds,
