@@ -55,14 +55,29 @@ impl WriteTracker {
 
     /// Waits until the informer has seen our last write of `key`, at most `timeout`. Returns
     /// whether it caught up (`true` also when nothing was pending).
-    pub(crate) async fn caught_up(&self, kind: TypeId, key: &ObjectKey, timeout: Duration) -> bool {
+    ///
+    /// `current` reads the resourceVersion the informer's store holds for `key`: the watch event
+    /// of a write can arrive before the writer records it, so the store is consulted too.
+    pub(crate) async fn caught_up(
+        &self,
+        kind: TypeId,
+        key: &ObjectKey,
+        timeout: Duration,
+        current: impl Fn() -> Option<String>,
+    ) -> bool {
         let id = (kind, key.clone());
         let wait = async {
             loop {
                 let notified = self.seen.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if !self.lock().contains_key(&id) {
+                let Some(wanted) = self.lock().get(&id).cloned() else {
+                    return;
+                };
+                if let Some(rv) = current()
+                    && (rv == wanted || newer(&rv, &wanted))
+                {
+                    self.lock().remove(&id);
                     return;
                 }
                 notified.await;
@@ -97,14 +112,20 @@ mod tests {
         let kind = TypeId::of::<u8>();
         let key = ObjectKey::namespaced("ns", "a");
         assert!(
-            tracker.caught_up(kind, &key, Duration::from_secs(1)).await,
+            tracker
+                .caught_up(kind, &key, Duration::from_secs(1), || None)
+                .await,
             "nothing pending"
         );
 
         tracker.wrote(kind, key.clone(), "10".into());
         let waiter = tokio::spawn({
             let (tracker, key) = (tracker.clone(), key.clone());
-            async move { tracker.caught_up(kind, &key, Duration::from_secs(5)).await }
+            async move {
+                tracker
+                    .caught_up(kind, &key, Duration::from_secs(5), || None)
+                    .await
+            }
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
         tracker.observed(kind, &key, Some("9"));
@@ -124,18 +145,32 @@ mod tests {
         let key = ObjectKey::cluster("a");
         tracker.wrote(kind, key.clone(), "10".into());
         tracker.observed(kind, &key, Some("12"));
-        assert!(tracker.caught_up(kind, &key, Duration::from_secs(1)).await);
+        assert!(
+            tracker
+                .caught_up(kind, &key, Duration::from_secs(1), || None)
+                .await
+        );
 
         tracker.wrote(kind, key.clone(), "20".into());
         tracker.observed(kind, &key, None);
-        assert!(tracker.caught_up(kind, &key, Duration::from_secs(1)).await);
+        assert!(
+            tracker
+                .caught_up(kind, &key, Duration::from_secs(1), || None)
+                .await
+        );
 
         tracker.wrote(kind, key.clone(), "30".into());
         let start = tokio::time::Instant::now();
-        assert!(!tracker.caught_up(kind, &key, Duration::from_secs(2)).await);
+        assert!(
+            !tracker
+                .caught_up(kind, &key, Duration::from_secs(2), || None)
+                .await
+        );
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert!(
-            tracker.caught_up(kind, &key, Duration::from_secs(2)).await,
+            tracker
+                .caught_up(kind, &key, Duration::from_secs(2), || None)
+                .await,
             "forgotten after the timeout"
         );
     }

@@ -767,7 +767,11 @@ where
             && !self
                 .cache
                 .writes()
-                .caught_up(std::any::TypeId::of::<K>(), key, wait)
+                .caught_up(std::any::TypeId::of::<K>(), key, wait, || {
+                    self.store
+                        .get(key)
+                        .and_then(|o| o.meta().resource_version.clone())
+                })
                 .await
         {
             tracing::debug!(%key, ?wait, "informer did not deliver our last write in time; reconciling the cached version");
