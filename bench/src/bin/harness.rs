@@ -104,6 +104,17 @@ impl Drop for Driver {
     }
 }
 
+/// Where a driver's stderr goes: `target/bench-logs/<driver>-<namespace>.log`.
+fn log_file(path: &std::path::Path, ns: &str) -> Stdio {
+    let dir = PathBuf::from("target/bench-logs");
+    let name = path
+        .file_name()
+        .map_or_else(|| "driver".into(), |n| n.to_string_lossy().into_owned());
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::File::create(dir.join(format!("{name}-{ns}.log"))))
+        .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat
@@ -210,7 +221,7 @@ impl Harness {
             .arg(&self.args.driver_kubeconfig)
             .args(["--namespace", ns, "--concurrency", &concurrency.to_string()])
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log_file(path, ns))
             .env("RUST_LOG", "warn");
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
@@ -316,6 +327,15 @@ async fn main() {
         .await
         .expect("the Bench CRD installs");
 
+    // Warm the apiserver up (the first requests for a new CRD are slow), so that the first
+    // driver measured does not pay for it.
+    {
+        let ns = h.namespace("warmup").await;
+        h.create(&ns, 0..50, 1).await;
+        h.set_all(&ns, 50, 2).await;
+        h.drop_namespace(&ns).await;
+    }
+
     let runs: Vec<(usize, usize)> = h
         .args
         .concurrency
@@ -324,8 +344,11 @@ async fn main() {
         .collect();
     for (concurrency, n) in runs {
         let scenario = |name: &str| format!("{name} (c={concurrency}, N={n})");
-        for _ in 0..repeats {
-            for (driver, path) in &drivers {
+        for repeat in 0..repeats {
+            // Rotate the order, so no driver always runs first or last.
+            let mut order = drivers.clone();
+            order.rotate_left(repeat % drivers.len().max(1));
+            for (driver, path) in &order {
                 let ns = h.namespace("run").await;
                 let process = h.start(path, &ns, concurrency, false);
                 let pid = process.child.id();

@@ -35,6 +35,10 @@ impl BenchController {
 #[tokio::main]
 async fn main() {
     let args = DriverArgs::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let client = kubeforge::cli::or_exit(kubeforge_bench::client(&args).await);
     let manager = Manager::new(client.clone());
     // The wiring of #[controller], with the benchmark's concurrency and cache settings.
