@@ -208,8 +208,8 @@ mod tests {
         let errors = errors_of(
             quote!(for = WebApp, finalizer = "apps.example.com/cleanup"),
             quote!(impl C {
-                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() }
-                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() }
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
+                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
             }),
         );
         assert!(errors.is_empty(), "{errors:?}");
@@ -225,13 +225,13 @@ mod tests {
 
         let sync = errors_of(
             quote!(for = WebApp),
-            quote!(impl C { fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { todo!() } }),
+            quote!(impl C { fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) } }),
         );
         assert!(sync[0].contains("must be an async fn"), "{sync:?}");
 
         let no_result = errors_of(
             quote!(for = WebApp),
-            quote!(impl C { async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Action { todo!() } }),
+            quote!(impl C { async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Action { Ok(Action::Done) } }),
         );
         assert!(
             no_result[0].contains("must return `Result<Action, YourError>`"),
@@ -241,8 +241,8 @@ mod tests {
         let orphan_cleanup = errors_of(
             quote!(for = WebApp),
             quote!(impl C {
-                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { todo!() }
-                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { todo!() }
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
+                async fn cleanup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
             }),
         );
         assert!(
