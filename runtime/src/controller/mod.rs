@@ -573,11 +573,7 @@ where
         let group = K::group(&()).into_owned();
         let map = move |event: &Event<C>| {
             let mut keys = Vec::new();
-            let objects: Vec<&Arc<C>> = match event {
-                Event::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
-                Event::Deleted(o) | Event::Resync(o) => vec![o],
-            };
-            for obj in objects {
+            for obj in event.versions() {
                 let meta = obj.meta();
                 for owner in meta.owner_references.iter().flatten() {
                     let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
@@ -618,11 +614,7 @@ where
         let informer = self.cache.informer(api, config);
         let map = move |event: &Event<W>| {
             let mut keys = Vec::new();
-            let objects: Vec<&Arc<W>> = match event {
-                Event::Applied { old, new } => old.iter().chain(std::iter::once(new)).collect(),
-                Event::Deleted(o) | Event::Resync(o) => vec![o],
-            };
-            for obj in objects {
+            for obj in event.versions() {
                 for key in mapper(obj) {
                     if !keys.contains(&key) {
                         keys.push(key);

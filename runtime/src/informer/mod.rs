@@ -86,6 +86,15 @@ impl<K> Clone for Event<K> {
 }
 
 impl<K> Event<K> {
+    /// Every version the event carries: the old and the new one of an update, else the object.
+    pub fn versions(&self) -> impl Iterator<Item = &Arc<K>> {
+        let (old, current) = match self {
+            Self::Applied { old, new } => (old.as_ref(), new),
+            Self::Deleted(o) | Self::Resync(o) => (None, o),
+        };
+        old.into_iter().chain(std::iter::once(current))
+    }
+
     /// The object the event is about (for `Applied`, the new version).
     pub fn object(&self) -> &Arc<K> {
         match self {
@@ -255,7 +264,8 @@ pub struct Informer<K: Resource> {
     config: InformerConfig,
     store: Arc<dyn Store<K>>,
     transform: Option<Transform<K>>,
-    subscribers: Mutex<Vec<mpsc::Sender<Event<K>>>>,
+    /// Replaced as a whole on (un)subscribe, so publishing only clones the `Arc`.
+    subscribers: Mutex<Arc<Vec<mpsc::Sender<Event<K>>>>>,
     synced: watch::Sender<bool>,
     stats: InformerStats,
     writes: Option<Arc<WriteTracker>>,
@@ -294,7 +304,7 @@ where
             config,
             store,
             transform,
-            subscribers: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(Arc::new(Vec::new())),
             synced: watch::channel(false).0,
             stats: InformerStats::default(),
             writes: None,
@@ -356,7 +366,7 @@ where
                 }
             });
         }
-        subscribers.push(tx);
+        Arc::make_mut(&mut subscribers).push(tx);
         rx
     }
 
@@ -373,22 +383,16 @@ where
     }
 
     async fn publish(&self, event: Event<K>) {
-        let subscribers: Vec<_> = self
-            .subscribers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let subscribers = Arc::clone(&self.subscribers.lock().unwrap_or_else(|e| e.into_inner()));
         let mut closed = false;
-        for tx in &subscribers {
+        for tx in subscribers.iter() {
             if tx.send(event.clone()).await.is_err() {
                 closed = true;
             }
         }
         if closed {
-            self.subscribers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|tx| !tx.is_closed());
+            let mut current = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::make_mut(&mut current).retain(|tx| !tx.is_closed());
         }
     }
 
