@@ -44,6 +44,14 @@ struct Args {
     /// Repeats of each measurement (the median is reported).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// The apiserver's audit log (`controlplane/run` writes one): the drivers' requests are
+    /// counted there exactly, by user. Without it, from `apiserver_request_total` (all users)
+    /// minus the harness's own writes, an approximation.
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
+    /// The drivers' user name, as the audit log records it.
+    #[arg(long, default_value = "system:serviceaccount:bench:bench-driver")]
+    driver_user: String,
     /// Write the results as JSON here too.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -133,10 +141,19 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS:")
+}
+
+/// Anonymous memory (heap, stacks) of the process, without the mapped binary.
+fn anon_rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "RssAnon:")
+}
+
+fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
@@ -159,10 +176,19 @@ impl Harness {
         name
     }
 
+    /// Deletes a namespace and waits (up to five minutes) until it is gone, so that the
+    /// namespace controller's cleanup does not load the apiserver during the next measurement.
     async fn drop_namespace(&self, ns: &str) {
-        let _ = Api::<Namespace>::all(self.admin.clone())
-            .delete(ns, &DeleteParams::background())
-            .await;
+        let api = Api::<Namespace>::all(self.admin.clone());
+        let _ = api.delete(ns, &DeleteParams::background()).await;
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while Instant::now() < deadline {
+            match api.get_opt(ns).await {
+                Ok(None) => return,
+                _ => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+        eprintln!("namespace {ns} still terminating after 5 minutes; going on");
     }
 
     fn bench(&self, name: String, value: i64) -> Bench {
@@ -185,6 +211,43 @@ impl Harness {
                     api.create(&PostParams::default(), &obj)
                         .await
                         .expect("create");
+                }
+            })
+            .await;
+    }
+
+    /// Creates objects already reconciled: each with its owned ConfigMap and its status, as an
+    /// operator finds them when it restarts.
+    async fn create_converged(&self, ns: &str, range: std::ops::Range<usize>, value: i64) {
+        let api: Api<Bench> = Api::namespaced(self.admin.clone(), ns);
+        let cms: Api<ConfigMap> = Api::namespaced(self.admin.clone(), ns);
+        futures::stream::iter(range)
+            .for_each_concurrent(16, |i| {
+                let (api, cms) = (api.clone(), cms.clone());
+                let obj = self.bench(format!("b{i}"), value);
+                async move {
+                    let bench = api
+                        .create(&PostParams::default(), &obj)
+                        .await
+                        .expect("create");
+                    let name = format!("b{i}");
+                    let mut cm = configmap(&bench);
+                    cm.metadata.owner_references =
+                        kube::Resource::controller_owner_ref(&bench, &()).map(|r| vec![r]);
+                    cms.patch(
+                        &name,
+                        &PatchParams::apply(MANAGER).force(),
+                        &Patch::Apply(&cm),
+                    )
+                    .await
+                    .expect("apply");
+                    api.patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "status": { "observedValue": value } })),
+                    )
+                    .await
+                    .expect("status");
                 }
             })
             .await;
@@ -222,7 +285,10 @@ impl Harness {
             .args(["--namespace", ns, "--concurrency", &concurrency.to_string()])
             .stdout(Stdio::piped())
             .stderr(log_file(path, ns))
-            .env("RUST_LOG", "warn");
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_DRIVER_LOG").unwrap_or_else(|_| "warn".into()),
+            );
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
         }
@@ -256,8 +322,41 @@ impl Harness {
         }
     }
 
-    /// Sum of `apiserver_request_total` (all users): the drivers' requests are the delta minus
-    /// what the harness itself sent.
+    /// A reading of the drivers' request counter: the audit log's length, or the sum of
+    /// `apiserver_request_total`.
+    async fn requests_mark(&self) -> RequestMark {
+        match &self.args.audit_log {
+            Some(path) => RequestMark::Audit(std::fs::metadata(path).map_or(0, |m| m.len())),
+            None => RequestMark::Total(self.apiserver_requests().await),
+        }
+    }
+
+    /// Requests the drivers made since `mark`; `harness_writes` is what the harness itself sent
+    /// in the meantime (subtracted from the apiserver's total when there is no audit log).
+    async fn requests_since(&self, mark: &RequestMark, harness_writes: f64) -> f64 {
+        match (mark, &self.args.audit_log) {
+            (RequestMark::Audit(offset), Some(path)) => {
+                let needle = format!("user=\"{}\"", self.args.driver_user);
+                let mut file = match std::fs::File::open(path) {
+                    Ok(file) => file,
+                    Err(_) => return f64::NAN,
+                };
+                let mut text = String::new();
+                let read = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(*offset))
+                    .and_then(|_| std::io::Read::read_to_string(&mut file, &mut text));
+                if read.is_err() {
+                    return f64::NAN;
+                }
+                text.lines().filter(|l| l.contains(&needle)).count() as f64
+            }
+            (RequestMark::Total(before), _) => {
+                (self.apiserver_requests().await - before - harness_writes).max(0.0)
+            }
+            _ => f64::NAN,
+        }
+    }
+
+    /// Sum of `apiserver_request_total` (all users).
     async fn apiserver_requests(&self) -> f64 {
         let request = http::Request::get("/metrics")
             .body(Vec::new())
@@ -268,6 +367,12 @@ impl Harness {
             .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
             .sum()
     }
+}
+
+/// See [`Harness::requests_mark`].
+enum RequestMark {
+    Audit(u64),
+    Total(f64),
 }
 
 /// Waits until every object's status mirrors `value`; returns how long that took from `since`.
@@ -292,6 +397,20 @@ async fn converged(
             "not converged after 10 minutes ({done}/{n})"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until the process used less than 1 % of a core over half a second (at most a minute).
+async fn wait_idle(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = cpu_seconds(pid);
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu_seconds(pid);
+        if now - last < 0.005 {
+            return;
+        }
+        last = now;
     }
 }
 
@@ -361,7 +480,7 @@ async fn main() {
                 informer.wait_for_sync().await;
                 let store = informer.store();
 
-                let (cpu0, req0) = (cpu_seconds(pid), h.apiserver_requests().await);
+                let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark().await);
                 let start = Instant::now();
                 h.create(&ns, 0..n, 1).await;
                 let took = converged(&store, n, 1, start).await.as_secs_f64();
@@ -393,7 +512,12 @@ async fn main() {
                     driver,
                     took,
                 );
-                let (cpu1, req1) = (cpu_seconds(pid), h.apiserver_requests().await);
+                // Let the follow-up reconciles finish, so every driver's cost covers all its work.
+                wait_idle(pid).await;
+                let (cpu1, requests) = (
+                    cpu_seconds(pid),
+                    h.requests_since(&req0, 2.0 * n as f64).await,
+                );
                 // Each object was reconciled at least twice (create, update); harness sent 2N writes.
                 let reconciles = 2.0 * n as f64;
                 record(
@@ -410,9 +534,10 @@ async fn main() {
                     "api requests per reconcile",
                     "requests",
                     driver,
-                    ((req1 - req0) - 2.0 * n as f64).max(0.0) / reconciles,
+                    requests / reconciles,
                 );
 
+                // Latency is measured at idle (the storm's follow-up reconciles are done).
                 let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
                 let mut samples = Vec::new();
                 for i in 0..h.args.latency_samples {
@@ -440,6 +565,10 @@ async fn main() {
                     }
                     samples.push(start.elapsed().as_secs_f64() * 1000.0);
                 }
+                let mut slowest: Vec<(usize, f64)> = samples.iter().copied().enumerate().collect();
+                slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+                slowest.truncate(3);
+                eprintln!("{driver} {ns}: slowest latency samples (index, ms): {slowest:.1?}");
                 record(
                     &mut results,
                     &scenario("latency"),
@@ -464,15 +593,25 @@ async fn main() {
                     driver,
                     rss_mib(pid),
                 );
+                record(
+                    &mut results,
+                    &scenario("after the runs"),
+                    "anonymous rss (heap)",
+                    "MiB",
+                    driver,
+                    anon_rss_mib(pid),
+                );
                 stop.cancel();
                 drop(process);
                 h.drop_namespace(&ns).await;
             }
-            // Raw ceiling: the same writes from a plain loop with the same concurrency.
+            // Raw ceiling: the same writes from a plain loop with the same concurrency, as the
+            // drivers' identity (admin requests would skip API Priority and Fairness).
             let ns = h.namespace("raw").await;
             h.create(&ns, 0..n, 1).await;
-            let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
-            let cms: Api<ConfigMap> = Api::namespaced(h.admin.clone(), &ns);
+            let as_driver = client(&h.args.driver_kubeconfig).await;
+            let api: Api<Bench> = Api::namespaced(as_driver.clone(), &ns);
+            let cms: Api<ConfigMap> = Api::namespaced(as_driver, &ns);
             let start = Instant::now();
             futures::stream::iter(0..n)
                 .for_each_concurrent(concurrency, |i| {
@@ -523,9 +662,11 @@ async fn main() {
 
     for &size in &h.args.sync_sizes.clone() {
         let ns = h.namespace("sync").await;
-        h.create(&ns, 0..size, 1).await;
-        for _ in 0..repeats {
-            for (driver, path) in &drivers {
+        h.create_converged(&ns, 0..size, 1).await;
+        for repeat in 0..repeats {
+            let mut order = drivers.clone();
+            order.rotate_left(repeat % drivers.len().max(1));
+            for (driver, path) in &order {
                 for keep in [false, true] {
                     let process = h.start(path, &ns, 4, keep);
                     let label = if keep {
@@ -550,6 +691,14 @@ async fn main() {
                         "MiB",
                         driver,
                         rss_mib(process.child.id()),
+                    );
+                    record(
+                        &mut results,
+                        &scenario,
+                        "anonymous rss (heap)",
+                        "MiB",
+                        driver,
+                        anon_rss_mib(process.child.id()),
                     );
                     drop(process);
                 }

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use kube::api::Patch;
-use kubeforge::controller::{Action, Context, ControllerConfig, ControllerSpec};
+use kubeforge::controller::{Action, Context};
 use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
@@ -40,30 +40,18 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let client = kubeforge::cli::or_exit(kubeforge_bench::client(&args).await);
-    let manager = Manager::new(client.clone());
-    // The wiring of #[controller], with the benchmark's concurrency and cache settings.
-    let informer = InformerConfig::default().keep_managed_fields(args.keep_managed_fields);
-    let controller = kubeforge::controller::Controller::new(
-        <BenchController as ControllerSpec>::NAME,
-        manager.cache(),
-        kube::Api::<Bench>::namespaced(client.clone(), &args.namespace),
-        informer.clone(),
-    )
-    .owns(
-        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client, &args.namespace),
-        informer,
-    )
-    .config(ControllerConfig::default().concurrency(args.concurrency));
+    // The wiring #[controller] generated, with the benchmark's run-time settings on top.
+    let manager = Manager::new(client)
+        .namespace(Some(args.namespace.clone()))
+        .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields))
+        .controller_with(BenchController, |wired| {
+            wired.configure(|config| config.concurrency(args.concurrency))
+        });
     let cache = manager.cache().clone();
     let start = Instant::now();
     tokio::spawn(async move {
         cache.wait_for_sync().await;
         println!("synced {:.6}", start.elapsed().as_secs_f64());
     });
-    kubeforge::cli::or_exit(
-        manager
-            .add_controller(controller, BenchController)
-            .run()
-            .await,
-    );
+    kubeforge::cli::or_exit(manager.run().await);
 }

@@ -46,12 +46,12 @@ pub fn expand(model: &Model) -> TokenStream {
 
     let owns = model.owns.iter().map(|t| {
         quote_spanned! {t.span()=>
-            .owns(#kf::controller::api_for::<#t>(client.clone(), namespace), ::core::default::Default::default())
+            .owns(#kf::controller::api_for::<#t>(client.clone(), namespace), cache.informer_defaults())
         }
     });
     let owns_metadata = model.owns_metadata.iter().map(|t| {
         quote_spanned! {t.span()=>
-            .owns(#kf::controller::api_for::<#kf::kube::core::PartialObjectMeta<#t>>(client.clone(), namespace), ::core::default::Default::default())
+            .owns(#kf::controller::api_for::<#kf::kube::core::PartialObjectMeta<#t>>(client.clone(), namespace), cache.informer_defaults())
         }
     });
     let watches = model.watches.iter().map(|w| {
@@ -59,7 +59,7 @@ pub fn expand(model: &Model) -> TokenStream {
         quote_spanned! {map.span()=>
             .watches(
                 #kf::controller::api_for::<#t>(client.clone(), namespace),
-                ::core::default::Default::default(),
+                cache.informer_defaults(),
                 {
                     let cache = cache.clone();
                     move |obj: &#t| -> ::std::vec::Vec<#kf::ObjectKey> { #map(obj, &cache) }
@@ -150,7 +150,7 @@ pub fn expand(model: &Model) -> TokenStream {
                     <Self as #kf::controller::ControllerSpec>::NAME,
                     cache,
                     #kf::controller::api_for::<#kind>(client.clone(), namespace),
-                    ::core::default::Default::default(),
+                    cache.informer_defaults(),
                 )
                 #(#owns)*
                 #(#owns_metadata)*

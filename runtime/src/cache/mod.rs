@@ -75,6 +75,8 @@ trait ErasedInformer: Send + Sync {
     fn start(&self, shutdown: CancellationToken);
     fn status(&self, name: &str) -> InformerStatus;
     fn wait_for_sync(&self) -> futures::future::BoxFuture<'static, ()>;
+    /// The resourceVersion this informer's store holds for `key`.
+    fn cached_version(&self, key: &crate::ObjectKey) -> Option<String>;
 }
 
 struct Handle<K: Resource>(Arc<Informer<K>>);
@@ -107,6 +109,12 @@ where
         let informer = Arc::clone(&self.0);
         Box::pin(async move { informer.wait_for_sync().await })
     }
+    fn cached_version(&self, key: &crate::ObjectKey) -> Option<String> {
+        self.0
+            .store()
+            .get(key)
+            .and_then(|o| o.meta().resource_version.clone())
+    }
 }
 
 struct Entry {
@@ -121,6 +129,7 @@ pub struct Cache {
     inner: Arc<Mutex<Inner>>,
     writes: Arc<WriteTracker>,
     gate: Arc<std::sync::RwLock<Option<ReconcileGate>>>,
+    defaults: Arc<std::sync::RwLock<InformerConfig>>,
 }
 
 /// Decides whether controllers may start a reconcile right now (leadership still valid).
@@ -149,7 +158,24 @@ impl Cache {
             inner: Arc::new(Mutex::new(Inner::default())),
             writes: Arc::new(WriteTracker::default()),
             gate: Arc::default(),
+            defaults: Arc::default(),
         }
+    }
+
+    /// The informer options controllers declared with `#[kubeforge::controller]` use for every
+    /// kind they watch ([`InformerConfig::default`] unless [`Cache::set_informer_defaults`]
+    /// changed them).
+    pub fn informer_defaults(&self) -> InformerConfig {
+        self.defaults
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes [`Cache::informer_defaults`] for controllers wired from now on (keep
+    /// `managedFields`, a resync period, a page size, ...).
+    pub fn set_informer_defaults(&self, config: InformerConfig) {
+        *self.defaults.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
     /// Installs the check controllers make before each reconcile (the manager's leader election).
@@ -173,9 +199,33 @@ impl Cache {
     ///
     /// [`Context`]: crate::controller::Context
     pub fn record_write<K: Resource + 'static>(&self, obj: &K) {
-        if let Some(rv) = &obj.meta().resource_version {
-            self.writes
-                .wrote(TypeId::of::<K>(), crate::ObjectKey::of(obj), rv.clone());
+        let Some(rv) = &obj.meta().resource_version else {
+            return;
+        };
+        let kind = TypeId::of::<K>();
+        let key = crate::ObjectKey::of(obj);
+        // Record first, then look at the stores: an informer applies an event to its store
+        // before it reports it to the tracker, so a watch event that raced ahead of this write's
+        // response is either visible in a store now or reported after the record — never lost,
+        // and never left behind as a stale entry.
+        self.writes.wrote(kind, key.clone(), rv.clone());
+        let inner = self.lock();
+        let mut informers = inner.entries.iter().filter(|(k, _)| k.kind == kind);
+        let mut watched = false;
+        let seen = informers.any(|(_, entry)| {
+            watched = true;
+            entry
+                .informer
+                .cached_version(&key)
+                .is_some_and(|cached| writes::same_or_newer(&cached, rv))
+        });
+        drop(inner);
+        if seen || !watched {
+            // Already delivered, or no informer of this kind will ever deliver it.
+            self.writes.observed(kind, &key, Some(rv));
+            if !watched {
+                self.writes.forget(kind, &key);
+            }
         }
     }
 
@@ -351,5 +401,39 @@ mod tests {
         );
         assert!(!cache.is_ready(), "nothing synced yet");
         assert!(cache.store::<ConfigMap>().is_some());
+    }
+
+    fn cm(name: &str, rv: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("x".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn record_write_should_leave_nothing_behind_that_no_informer_will_report() {
+        let client = offline_client();
+        let cache = Cache::new(client.clone());
+        // No informer of the kind: nothing will ever observe the write.
+        cache.record_write(&cm("a", "5"));
+        assert_eq!(cache.writes().pending_len(), 0);
+
+        let informer = cache.informer(
+            Api::<ConfigMap>::namespaced(client, "x"),
+            InformerConfig::default(),
+        );
+        // The watch event raced ahead of the write's response: already in the store.
+        informer.store().apply(Arc::new(cm("b", "7")));
+        cache.record_write(&cm("b", "7"));
+        cache.record_write(&cm("b", "6"));
+        assert_eq!(cache.writes().pending_len(), 0, "seen already");
+        // Not seen yet: pending until the informer reports it.
+        cache.record_write(&cm("b", "8"));
+        assert_eq!(cache.writes().pending_len(), 1);
     }
 }

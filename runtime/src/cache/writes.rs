@@ -7,40 +7,71 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::ObjectKey;
+
+/// How long an unobserved write is remembered at most (an object outside every informer's
+/// selectors is never observed; nothing waits longer than the reconcile bound anyway).
+const FORGET_AFTER: Duration = Duration::from_secs(60);
 
 /// Writes not yet seen by the informer of their kind.
 #[derive(Debug, Default)]
 pub(crate) struct WriteTracker {
-    pending: Mutex<HashMap<(TypeId, ObjectKey), String>>,
+    pending: Mutex<Pending>,
     seen: Notify,
 }
 
+#[derive(Debug, Default)]
+struct Pending {
+    writes: HashMap<(TypeId, ObjectKey), (String, Instant)>,
+    /// Prune stale entries when `writes` grows past this.
+    prune_at: usize,
+}
+
 impl WriteTracker {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TypeId, ObjectKey), String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records that we wrote `key` of kind `kind`, producing `resource_version`.
     pub(crate) fn wrote(&self, kind: TypeId, key: ObjectKey, resource_version: String) {
-        self.lock().insert((kind, key), resource_version);
+        let now = Instant::now();
+        let mut pending = self.lock();
+        pending.writes.insert((kind, key), (resource_version, now));
+        if pending.writes.len() > pending.prune_at {
+            pending
+                .writes
+                .retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);
+            pending.prune_at = (pending.writes.len() * 2).max(1024);
+        }
+    }
+
+    /// Drops what is pending for `key` without waking anyone.
+    pub(crate) fn forget(&self, kind: TypeId, key: &ObjectKey) {
+        self.lock().writes.remove(&(kind, key.clone()));
+    }
+
+    /// Writes remembered and not yet observed.
+    #[cfg(test)]
+    pub(crate) fn pending_len(&self) -> usize {
+        self.lock().writes.len()
     }
 
     /// The informer of `kind` applied `key` at `resource_version` (`None`: deleted).
     pub(crate) fn observed(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
         let mut pending = self.lock();
-        if pending.is_empty() {
+        if pending.writes.is_empty() {
             return;
         }
         let id = (kind, key.clone());
-        let caught_up = match (pending.get(&id), resource_version) {
+        let caught_up = match (pending.writes.get(&id), resource_version) {
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(wanted), Some(rv)) => wanted == rv || newer(rv, wanted),
+            (Some((wanted, _)), Some(rv)) => same_or_newer(rv, wanted),
         };
         if caught_up {
-            pending.remove(&id);
+            pending.writes.remove(&id);
             drop(pending);
             self.seen.notify_waiters();
         }
@@ -49,7 +80,7 @@ impl WriteTracker {
     /// A relist replaced the informer's content: whatever it holds is the newest state, so
     /// nothing of `kind` is pending any more.
     pub(crate) fn relisted(&self, kind: TypeId) {
-        self.lock().retain(|(k, _), _| *k != kind);
+        self.lock().writes.retain(|(k, _), _| *k != kind);
         self.seen.notify_waiters();
     }
 
@@ -66,7 +97,7 @@ impl WriteTracker {
         current: impl Fn() -> Option<String>,
     ) -> bool {
         // The common case on the reconcile hot path: nothing written and not yet seen.
-        if self.lock().is_empty() {
+        if self.lock().writes.is_empty() {
             return true;
         }
         let id = (kind, key.clone());
@@ -75,13 +106,13 @@ impl WriteTracker {
                 let notified = self.seen.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                let Some(wanted) = self.lock().get(&id).cloned() else {
+                let Some((wanted, _)) = self.lock().writes.get(&id).cloned() else {
                     return;
                 };
                 if let Some(rv) = current()
-                    && (rv == wanted || newer(&rv, &wanted))
+                    && same_or_newer(&rv, &wanted)
                 {
-                    self.lock().remove(&id);
+                    self.lock().writes.remove(&id);
                     return;
                 }
                 notified.await;
@@ -91,9 +122,14 @@ impl WriteTracker {
             return true;
         }
         // Give up waiting; forget the write so later reconciles do not wait for it again.
-        self.lock().remove(&id);
+        self.lock().writes.remove(&id);
         false
     }
+}
+
+/// Whether resourceVersion `a` is `b` or a later one.
+pub(crate) fn same_or_newer(a: &str, b: &str) -> bool {
+    a == b || newer(a, b)
 }
 
 /// Whether resourceVersion `a` is newer than `b`. resourceVersions are opaque to clients, but the
@@ -177,5 +213,20 @@ mod tests {
                 .await,
             "forgotten after the timeout"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tracker_should_forget_writes_nobody_observes() {
+        let tracker = WriteTracker::default();
+        let kind = TypeId::of::<u8>();
+        for i in 0..2000 {
+            tracker.wrote(kind, ObjectKey::cluster(format!("old{i}")), "1".into());
+        }
+        assert_eq!(tracker.pending_len(), 2000, "recent writes are kept");
+        tokio::time::advance(FORGET_AFTER + Duration::from_secs(1)).await;
+        for i in 0..100 {
+            tracker.wrote(kind, ObjectKey::cluster(format!("new{i}")), "1".into());
+        }
+        assert_eq!(tracker.pending_len(), 100, "the stale ones are pruned");
     }
 }

@@ -526,6 +526,14 @@ where
         self
     }
 
+    /// Changes the controller's options, keeping those already set (by `#[controller]`, for
+    /// example): `.configure(|config| config.concurrency(16))`.
+    #[must_use]
+    pub fn configure(mut self, change: impl FnOnce(ControllerConfig) -> ControllerConfig) -> Self {
+        self.config = change(self.config);
+        self
+    }
+
     /// The controller's name.
     pub fn name(&self) -> &str {
         &self.name

@@ -152,11 +152,41 @@ impl Manager {
         self
     }
 
+    /// Informer options for the controllers added after this with [`Manager::controller`]
+    /// (see [`Cache::set_informer_defaults`]).
+    ///
+    /// [`Cache::set_informer_defaults`]: crate::cache::Cache::set_informer_defaults
+    #[must_use]
+    pub fn informer_defaults(self, config: crate::informer::InformerConfig) -> Self {
+        self.cache.set_informer_defaults(config);
+        self
+    }
+
     /// Adds a controller declared with `#[kubeforge::controller(...)]`, wired over the manager's
     /// shared cache (and namespace restriction).
     #[must_use]
     pub fn controller<C: ControllerSpec>(self, controller: C) -> Self {
-        let wired = C::controller(&self.cache, self.namespace.as_deref());
+        self.controller_with(controller, |wired| wired)
+    }
+
+    /// Like [`Manager::controller`], with a last say over the wiring: options known only at run
+    /// time, extra watches or predicates.
+    ///
+    /// ```no_run
+    /// # use kubeforge::manager::Manager;
+    /// # fn doc<C: kubeforge::controller::ControllerSpec>(manager: Manager, controller: C, workers: usize) -> Manager {
+    /// manager.controller_with(controller, |wired| {
+    ///     wired.configure(|config| config.concurrency(workers))
+    /// })
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn controller_with<C: ControllerSpec>(
+        self,
+        controller: C,
+        configure: impl FnOnce(Controller<C::Kind>) -> Controller<C::Kind>,
+    ) -> Self {
+        let wired = configure(C::controller(&self.cache, self.namespace.as_deref()));
         self.add_controller(wired, controller)
     }
 

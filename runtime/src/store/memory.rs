@@ -10,7 +10,9 @@ use crate::ObjectKey;
 /// Computes the index values of an object (for example the name of the Secret it references).
 pub type Indexer<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
-type Postings = HashMap<String, HashSet<ObjectKey>>;
+/// Index value → the keys of the objects that have it. Keys are shared with `objects` (one
+/// allocation per object, however many index entries it has).
+type Postings = HashMap<String, HashSet<Arc<ObjectKey>>>;
 
 /// The default, in-memory [`Store`], with secondary indexes.
 ///
@@ -22,7 +24,7 @@ pub struct MemoryStore<K> {
 }
 
 struct Inner<K> {
-    objects: HashMap<ObjectKey, Arc<K>>,
+    objects: HashMap<Arc<ObjectKey>, Arc<K>>,
     by_namespace: Postings,
     by_label: Postings,
     by_owner: Postings,
@@ -152,9 +154,9 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
         }
     }
 
-    fn index(inner: &mut Inner<K>, key: &ObjectKey, entries: Entries) {
-        fn add(postings: &mut Postings, value: String, key: &ObjectKey) {
-            postings.entry(value).or_default().insert(key.clone());
+    fn index(inner: &mut Inner<K>, key: &Arc<ObjectKey>, entries: Entries) {
+        fn add(postings: &mut Postings, value: String, key: &Arc<ObjectKey>) {
+            postings.entry(value).or_default().insert(Arc::clone(key));
         }
         if let Some(ns) = entries.namespace {
             add(&mut inner.by_namespace, ns, key);
@@ -173,7 +175,10 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
         }
     }
 
-    fn collect<'a>(inner: &Inner<K>, keys: impl IntoIterator<Item = &'a ObjectKey>) -> Vec<Arc<K>> {
+    fn collect<'a>(
+        inner: &Inner<K>,
+        keys: impl IntoIterator<Item = &'a Arc<ObjectKey>>,
+    ) -> Vec<Arc<K>> {
         keys.into_iter()
             .filter_map(|k| inner.objects.get(k).cloned())
             .collect()
@@ -209,7 +214,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> for MemoryStore<K> {
         let inner = self.read();
         // Narrow the candidates with the smallest posting list among the namespace and the
         // selector's equality requirements, then check the full selector on each candidate.
-        let mut postings: Vec<Option<&HashSet<ObjectKey>>> = Vec::new();
+        let mut postings: Vec<Option<&HashSet<Arc<ObjectKey>>>> = Vec::new();
         if let Some(ns) = namespace {
             postings.push(inner.by_namespace.get(ns));
         }
@@ -267,7 +272,11 @@ impl<K: Resource + Send + Sync + 'static> Store<K> for MemoryStore<K> {
         let key = ObjectKey::of(obj.as_ref());
         let new_entries = self.index_entries(&obj);
         let mut inner = self.write();
-        let previous = inner.objects.insert(key.clone(), obj);
+        let key = match inner.objects.get_key_value(&key) {
+            Some((shared, _)) => Arc::clone(shared),
+            None => Arc::new(key),
+        };
+        let previous = inner.objects.insert(Arc::clone(&key), obj);
         if let Some(old) = &previous {
             let old_entries = self.index_entries(old);
             Self::unindex(&mut inner, &key, old_entries);
@@ -287,7 +296,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> for MemoryStore<K> {
     fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
         let mut fresh = Inner::default();
         for obj in objects {
-            let key = ObjectKey::of(obj.as_ref());
+            let key = Arc::new(ObjectKey::of(obj.as_ref()));
             let entries = self.index_entries(&obj);
             Self::index(&mut fresh, &key, entries);
             fresh.objects.insert(key, obj);
