@@ -15,11 +15,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -79,6 +81,7 @@ func main() {
 	namespace := flag.String("namespace", "", "namespace to watch")
 	concurrency := flag.Int("concurrency", 4, "max concurrent reconciles")
 	keepManagedFields := flag.Bool("keep-managed-fields", false, "keep managedFields in the cache")
+	ownedMetadataOnly := flag.Bool("owned-metadata-only", false, "watch the owned ConfigMaps as metadata only")
 	flag.Parse()
 
 	config, err := ctrl.GetConfig()
@@ -107,10 +110,19 @@ func main() {
 	}
 	bench := &unstructured.Unstructured{}
 	bench.SetGroupVersionKind(benchGVK)
+	var ownedObject client.Object = &corev1.ConfigMap{}
+	var ownedOptions []builder.OwnsOption
+	if *ownedMetadataOnly {
+		// The informer of an OnlyMetadata watch holds PartialObjectMetadata of the kind.
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		ownedObject = meta
+		ownedOptions = append(ownedOptions, builder.OnlyMetadata)
+	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("bench").
 		For(bench).
-		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.ConfigMap{}, ownedOptions...).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: *concurrency,
 			// The same per-key failure backoff as the other drivers: 5 ms .. 1000 s.
@@ -128,7 +140,7 @@ func main() {
 		if _, err := mgr.GetCache().GetInformer(ctx, bench); err != nil {
 			return
 		}
-		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+		if _, err := mgr.GetCache().GetInformer(ctx, ownedObject); err != nil {
 			return
 		}
 		fmt.Printf("synced %.6f\n", time.Since(start).Seconds())

@@ -48,6 +48,9 @@ pub struct DriverArgs {
     /// Keep managedFields in the cache.
     #[arg(long)]
     pub keep_managed_fields: bool,
+    /// Watch the owned ConfigMaps as metadata only (the reconciler never reads them).
+    #[arg(long)]
+    pub owned_metadata_only: bool,
 }
 
 /// Field manager of the ConfigMaps.

@@ -52,6 +52,10 @@ struct Args {
     /// The drivers' user name, as the audit log records it.
     #[arg(long, default_value = "system:serviceaccount:bench:bench-driver")]
     driver_user: String,
+    /// Drivers watch the owned ConfigMaps as metadata only (each framework's idiom for owned
+    /// objects the reconciler never reads); scenario names get a ` [owned: metadata]` suffix.
+    #[arg(long)]
+    owned_metadata_only: bool,
     /// Write the results as JSON here too.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -289,6 +293,9 @@ impl Harness {
                 "RUST_LOG",
                 std::env::var("BENCH_DRIVER_LOG").unwrap_or_else(|_| "warn".into()),
             );
+        if self.args.owned_metadata_only {
+            command.arg("--owned-metadata-only");
+        }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
         }
@@ -707,6 +714,14 @@ async fn main() {
         h.drop_namespace(&ns).await;
     }
 
+    if h.args.owned_metadata_only {
+        results = results
+            .into_iter()
+            .map(|((scenario, metric, unit), v)| {
+                ((format!("{scenario} [owned: metadata]"), metric, unit), v)
+            })
+            .collect();
+    }
     report(&results, h.args.out.as_ref());
 }
 

@@ -6,12 +6,51 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures::StreamExt;
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
+
+/// An owned ConfigMap event, from the full or the metadata-only watch: only its owner
+/// references matter.
+#[derive(Clone, Debug)]
+enum Owned {
+    Full(ConfigMap),
+    Metadata(PartialObjectMeta<ConfigMap>),
+}
+
+impl Resource for Owned {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(&(): &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::kind(&())
+    }
+    fn group(&(): &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::group(&())
+    }
+    fn version(&(): &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::version(&())
+    }
+    fn plural(&(): &()) -> std::borrow::Cow<'_, str> {
+        ConfigMap::plural(&())
+    }
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        match self {
+            Owned::Full(cm) => cm.meta(),
+            Owned::Metadata(cm) => cm.meta(),
+        }
+    }
+    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+        match self {
+            Owned::Full(cm) => cm.meta_mut(),
+            Owned::Metadata(cm) => cm.meta_mut(),
+        }
+    }
+}
 
 struct Ctx {
     client: kube::Client,
@@ -85,14 +124,32 @@ async fn main() {
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::resource_version, Default::default());
-    let owned = watcher(configmaps, watcher::Config::default())
-        .default_backoff()
-        .modify(move |cm: &mut ConfigMap| {
-            if !keep {
-                cm.managed_fields_mut().clear();
-            }
-        })
-        .touched_objects();
+    let owned = if args.owned_metadata_only {
+        // kube 5: an Api of PartialObjectMeta makes metadata-only list/watch requests.
+        let metadata: Api<PartialObjectMeta<ConfigMap>> =
+            Api::namespaced(client.clone(), &args.namespace);
+        watcher(metadata, watcher::Config::default())
+            .default_backoff()
+            .modify(move |cm: &mut PartialObjectMeta<ConfigMap>| {
+                if !keep {
+                    cm.managed_fields_mut().clear();
+                }
+            })
+            .touched_objects()
+            .map_ok(Owned::Metadata)
+            .boxed()
+    } else {
+        watcher(configmaps, watcher::Config::default())
+            .default_backoff()
+            .modify(move |cm: &mut ConfigMap| {
+                if !keep {
+                    cm.managed_fields_mut().clear();
+                }
+            })
+            .touched_objects()
+            .map_ok(Owned::Full)
+            .boxed()
+    };
     let ctx = Arc::new(Ctx {
         client,
         failures: Mutex::default(),

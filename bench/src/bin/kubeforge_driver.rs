@@ -10,6 +10,7 @@ use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
+/// The Bench controller: its owned ConfigMaps cached in full (`owns`).
 struct BenchController;
 
 #[kubeforge::controller(for = Bench, owns(k8s_openapi::api::core::v1::ConfigMap))]
@@ -19,17 +20,41 @@ impl BenchController {
         bench: Arc<Bench>,
         ctx: &Context<Bench>,
     ) -> Result<Action, kube::Error> {
-        ctx.apply_owned(bench.as_ref(), MANAGER, configmap(&bench))
-            .await?;
-        let value = bench.spec.value;
-        if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
-            ctx.patch_status(&Patch::Merge(
-                serde_json::json!({ "status": { "observedValue": value } }),
-            ))
-            .await?;
-        }
-        Ok(Action::Done)
+        reconcile(bench, ctx).await
     }
+}
+
+/// The same controller with the owned ConfigMaps watched and cached as metadata only (the
+/// reconciler never reads them; owner references are all `owns` needs).
+struct BenchControllerOwnedMetadata;
+
+#[kubeforge::controller(
+    for = Bench,
+    owns_metadata(k8s_openapi::api::core::v1::ConfigMap),
+    name = "bench"
+)]
+impl BenchControllerOwnedMetadata {
+    async fn reconcile(
+        &self,
+        bench: Arc<Bench>,
+        ctx: &Context<Bench>,
+    ) -> Result<Action, kube::Error> {
+        reconcile(bench, ctx).await
+    }
+}
+
+/// Server-side-apply the owned ConfigMap holding `spec.value`, then record it in the status.
+async fn reconcile(bench: Arc<Bench>, ctx: &Context<Bench>) -> Result<Action, kube::Error> {
+    ctx.apply_owned(bench.as_ref(), MANAGER, configmap(&bench))
+        .await?;
+    let value = bench.spec.value;
+    if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
+        ctx.patch_status(&Patch::Merge(
+            serde_json::json!({ "status": { "observedValue": value } }),
+        ))
+        .await?;
+    }
+    Ok(Action::Done)
 }
 
 #[tokio::main]
@@ -43,10 +68,17 @@ async fn main() {
     // The wiring #[controller] generated, with the benchmark's run-time settings on top.
     let manager = Manager::new(client)
         .namespace(Some(args.namespace.clone()))
-        .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields))
-        .controller_with(BenchController, |wired| {
-            wired.configure(|config| config.concurrency(args.concurrency))
-        });
+        .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
+    let workers = args.concurrency;
+    let manager = if args.owned_metadata_only {
+        manager.controller_with(BenchControllerOwnedMetadata, |wired| {
+            wired.configure(|config| config.concurrency(workers))
+        })
+    } else {
+        manager.controller_with(BenchController, |wired| {
+            wired.configure(|config| config.concurrency(workers))
+        })
+    };
     let cache = manager.cache().clone();
     let start = Instant::now();
     tokio::spawn(async move {
