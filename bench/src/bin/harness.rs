@@ -234,24 +234,7 @@ impl Harness {
                         .create(&PostParams::default(), &obj)
                         .await
                         .expect("create");
-                    let name = format!("b{i}");
-                    let mut cm = configmap(&bench);
-                    cm.metadata.owner_references =
-                        kube::Resource::controller_owner_ref(&bench, &()).map(|r| vec![r]);
-                    cms.patch(
-                        &name,
-                        &PatchParams::apply(MANAGER).force(),
-                        &Patch::Apply(&cm),
-                    )
-                    .await
-                    .expect("apply");
-                    api.patch_status(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "status": { "observedValue": value } })),
-                    )
-                    .await
-                    .expect("status");
+                    reconcile_by_hand(&api, &cms, &bench).await;
                 }
             })
             .await;
@@ -374,6 +357,29 @@ impl Harness {
             .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
             .sum()
     }
+}
+
+/// The workload's reconcile without a controller: apply the owned ConfigMap holding
+/// `spec.value`, then write it to `status.observedValue`.
+async fn reconcile_by_hand(api: &Api<Bench>, cms: &Api<ConfigMap>, bench: &Bench) {
+    let name = kube::ResourceExt::name_any(bench);
+    let mut cm = configmap(bench);
+    cm.metadata.owner_references =
+        kube::Resource::controller_owner_ref(bench, &()).map(|r| vec![r]);
+    cms.patch(
+        &name,
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .expect("apply");
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "observedValue": bench.spec.value } })),
+    )
+    .await
+    .expect("status");
 }
 
 /// See [`Harness::requests_mark`].
@@ -624,25 +630,8 @@ async fn main() {
                 .for_each_concurrent(concurrency, |i| {
                     let (api, cms) = (api.clone(), cms.clone());
                     async move {
-                        let name = format!("b{i}");
-                        let bench = api.get(&name).await.expect("get");
-                        let mut cm = configmap(&bench);
-                        cm.metadata.owner_references =
-                            kube::Resource::controller_owner_ref(&bench, &()).map(|r| vec![r]);
-                        cms.patch(
-                            &name,
-                            &PatchParams::apply(MANAGER).force(),
-                            &Patch::Apply(&cm),
-                        )
-                        .await
-                        .expect("apply");
-                        api.patch_status(
-                            &name,
-                            &PatchParams::default(),
-                            &Patch::Merge(json!({ "status": { "observedValue": 1 } })),
-                        )
-                        .await
-                        .expect("status");
+                        let bench = api.get(&format!("b{i}")).await.expect("get");
+                        reconcile_by_hand(&api, &cms, &bench).await;
                     }
                 })
                 .await;
