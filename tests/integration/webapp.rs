@@ -285,3 +285,67 @@ fn crdgen_rbac_should_print_the_wiring_rules() {
     );
     let _ = WebApp::new("x", spec(1)).name_any();
 }
+
+/// `Manager::informer_defaults` reaches every kind the generated wiring watches, and
+/// `controller_with` overrides the macro's options at run time.
+#[tokio::test]
+async fn controller_with_should_apply_run_time_options_over_the_generated_wiring() {
+    let ns = TestNamespace::new().await.unwrap();
+    let admin = ns.client();
+    apply_crds(&admin, [WebApp::crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let recorder = Arc::new(Recorder::new(admin.clone(), "webapp-operator"));
+    let mut manager = Manager::new(admin.clone())
+        .namespace(Some(ns.name().to_owned()))
+        .metrics_bind_address("127.0.0.1:0".parse().unwrap())
+        .informer_defaults(kubeforge::informer::InformerConfig::default().keep_managed_fields(true))
+        .controller_with(WebAppController { recorder }, |wired| {
+            wired.configure(|config| config.concurrency(1))
+        });
+    let mut listening = manager.on_listening();
+    let cache = manager.cache().clone();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let (_, metrics) = listening.recv().await.unwrap();
+
+    let apps = ns.api::<WebApp>();
+    apps.create(&PostParams::default(), &WebApp::new("kept", spec(1)))
+        .await
+        .unwrap();
+    // The primary and an owned kind are cached with their managedFields (stripped by default).
+    let key = kubeforge::ObjectKey::namespaced(ns.name(), "kept");
+    eventually(
+        "the WebApp and its ConfigMap cached with managedFields",
+        Duration::from_secs(60),
+        async || {
+            let app = cache.store::<WebApp>()?.get(&key)?;
+            let env = kubeforge::ObjectKey::namespaced(ns.name(), "kept-env");
+            let cm = cache.store::<ConfigMap>()?.get(&env)?;
+            (!app.managed_fields().is_empty() && !cm.managed_fields().is_empty()).then_some(())
+        },
+    )
+    .await;
+    // `concurrency = 4` in the attribute, 1 from `configure`.
+    let (_, scrape) = crate::manager::http_get(metrics, "/metrics").await;
+    let workers = format!(
+        "controller_runtime_max_concurrent_reconciles{{controller=\"{}\"}}",
+        WebAppController::NAME
+    );
+    let workers = scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(&workers))
+        .map(str::trim);
+    assert_eq!(workers, Some("1"), "{scrape}");
+
+    // The finalizer needs the running operator to let the WebApp go.
+    apps.delete("kept", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the WebApp to be gone",
+        Duration::from_secs(60),
+        async || is_not_found(apps.get("kept").await).then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
