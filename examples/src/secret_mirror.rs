@@ -196,27 +196,25 @@ impl SecretMirrorController {
     /// A Secret concerns the mirrors that copy it.
     fn mirrors_of_source(secret: &Secret, cache: &Cache) -> Vec<ObjectKey> {
         let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-        cache
-            .store::<SecretMirror>()
-            .map(|mirrors| {
-                mirrors
-                    .list()
-                    .iter()
-                    .filter(|m| m.spec.source.namespace == namespace && m.spec.source.name == name)
-                    .map(|m| ObjectKey::of(m.as_ref()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        Self::mirrors_where(cache, |m| {
+            m.spec.source.namespace == namespace && m.spec.source.name == name
+        })
     }
 
     /// A Namespace's labels can change any mirror's targets.
     fn every_mirror(_namespace: &Namespace, cache: &Cache) -> Vec<ObjectKey> {
+        Self::mirrors_where(cache, |_| true)
+    }
+
+    /// The keys of the cached mirrors that pass `filter`.
+    fn mirrors_where(cache: &Cache, filter: impl Fn(&SecretMirror) -> bool) -> Vec<ObjectKey> {
         cache
             .store::<SecretMirror>()
             .map(|mirrors| {
                 mirrors
                     .list()
                     .iter()
+                    .filter(|m| filter(m))
                     .map(|m| ObjectKey::of(m.as_ref()))
                     .collect()
             })

@@ -45,10 +45,9 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     repeats: usize,
     /// The apiserver's audit log (`controlplane/run` writes one): the drivers' requests are
-    /// counted there exactly, by user. Without it, from `apiserver_request_total` (all users)
-    /// minus the harness's own writes, an approximation.
+    /// counted there, by user.
     #[arg(long)]
-    audit_log: Option<PathBuf>,
+    audit_log: PathBuf,
     /// The drivers' user name, as the audit log records it.
     #[arg(long, default_value = "system:serviceaccount:bench:bench-driver")]
     driver_user: String,
@@ -92,6 +91,19 @@ fn record(
         .entry(driver.to_owned())
         .or_default()
         .push(value);
+}
+
+/// Records the time `n` objects took to converge, and the rate.
+fn record_converge(results: &mut Results, scenario: &str, driver: &str, n: usize, took: f64) {
+    record(results, scenario, "time", "s", driver, took);
+    record(
+        results,
+        scenario,
+        "throughput",
+        "reconciles/s",
+        driver,
+        n as f64 / took,
+    );
 }
 
 struct Harness {
@@ -312,50 +324,23 @@ impl Harness {
         }
     }
 
-    /// A reading of the drivers' request counter: the audit log's length, or the sum of
-    /// `apiserver_request_total`.
-    async fn requests_mark(&self) -> RequestMark {
-        match &self.args.audit_log {
-            Some(path) => RequestMark::Audit(std::fs::metadata(path).map_or(0, |m| m.len())),
-            None => RequestMark::Total(self.apiserver_requests().await),
-        }
+    /// The audit log's length now: [`Harness::requests_since`] counts from there.
+    fn requests_mark(&self) -> u64 {
+        std::fs::metadata(&self.args.audit_log).map_or(0, |m| m.len())
     }
 
-    /// Requests the drivers made since `mark`; `harness_writes` is what the harness itself sent
-    /// in the meantime (subtracted from the apiserver's total when there is no audit log).
-    async fn requests_since(&self, mark: &RequestMark, harness_writes: f64) -> f64 {
-        match (mark, &self.args.audit_log) {
-            (RequestMark::Audit(offset), Some(path)) => {
-                let needle = format!("user=\"{}\"", self.args.driver_user);
-                let mut file = match std::fs::File::open(path) {
-                    Ok(file) => file,
-                    Err(_) => return f64::NAN,
-                };
-                let mut text = String::new();
-                let read = std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(*offset))
-                    .and_then(|_| std::io::Read::read_to_string(&mut file, &mut text));
-                if read.is_err() {
-                    return f64::NAN;
-                }
-                text.lines().filter(|l| l.contains(&needle)).count() as f64
-            }
-            (RequestMark::Total(before), _) => {
-                (self.apiserver_requests().await - before - harness_writes).max(0.0)
-            }
-            _ => f64::NAN,
+    /// Requests the drivers' user made since `mark` (lines of the audit log after that offset).
+    fn requests_since(&self, mark: u64) -> f64 {
+        let needle = format!("user=\"{}\"", self.args.driver_user);
+        let mut text = String::new();
+        let read = std::fs::File::open(&self.args.audit_log).and_then(|mut file| {
+            std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(mark))?;
+            std::io::Read::read_to_string(&mut file, &mut text)
+        });
+        match read {
+            Ok(_) => text.lines().filter(|l| l.contains(&needle)).count() as f64,
+            Err(_) => f64::NAN,
         }
-    }
-
-    /// Sum of `apiserver_request_total` (all users).
-    async fn apiserver_requests(&self) -> f64 {
-        let request = http::Request::get("/metrics")
-            .body(Vec::new())
-            .expect("request");
-        let text = self.admin.request_text(request).await.unwrap_or_default();
-        text.lines()
-            .filter(|l| l.starts_with("apiserver_request_total{"))
-            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-            .sum()
     }
 }
 
@@ -380,12 +365,6 @@ async fn reconcile_by_hand(api: &Api<Bench>, cms: &Api<ConfigMap>, bench: &Bench
     )
     .await
     .expect("status");
-}
-
-/// See [`Harness::requests_mark`].
-enum RequestMark {
-    Audit(u64),
-    Total(f64),
 }
 
 /// Waits until every object's status mirrors `value`; returns how long that took from `since`.
@@ -493,26 +472,11 @@ async fn main() {
                 informer.wait_for_sync().await;
                 let store = informer.store();
 
-                let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark().await);
+                let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark());
                 let start = Instant::now();
                 h.create(&ns, 0..n, 1).await;
                 let took = converged(&store, n, 1, start).await.as_secs_f64();
-                record(
-                    &mut results,
-                    &scenario("converge"),
-                    "time",
-                    "s",
-                    driver,
-                    took,
-                );
-                record(
-                    &mut results,
-                    &scenario("converge"),
-                    "throughput",
-                    "reconciles/s",
-                    driver,
-                    n as f64 / took,
-                );
+                record_converge(&mut results, &scenario("converge"), driver, n, took);
 
                 let start = Instant::now();
                 h.set_all(&ns, n, 2).await;
@@ -527,11 +491,8 @@ async fn main() {
                 );
                 // Let the follow-up reconciles finish, so every driver's cost covers all its work.
                 wait_idle(pid).await;
-                let (cpu1, requests) = (
-                    cpu_seconds(pid),
-                    h.requests_since(&req0, 2.0 * n as f64).await,
-                );
-                // Each object was reconciled at least twice (create, update); harness sent 2N writes.
+                let (cpu1, requests) = (cpu_seconds(pid), h.requests_since(req0));
+                // Each object needed two reconciles (create, update).
                 let reconciles = 2.0 * n as f64;
                 record(
                     &mut results,
@@ -636,22 +597,7 @@ async fn main() {
                 })
                 .await;
             let took = start.elapsed().as_secs_f64();
-            record(
-                &mut results,
-                &scenario("converge"),
-                "time",
-                "s",
-                "raw",
-                took,
-            );
-            record(
-                &mut results,
-                &scenario("converge"),
-                "throughput",
-                "reconciles/s",
-                "raw",
-                n as f64 / took,
-            );
+            record_converge(&mut results, &scenario("converge"), "raw", n, took);
             h.drop_namespace(&ns).await;
         }
     }

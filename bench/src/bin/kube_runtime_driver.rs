@@ -1,12 +1,12 @@
 //! The kube-runtime driver: the Bench workload with kube's `Controller`, as its docs show.
 
 use std::collections::HashMap;
+use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use futures::StreamExt;
-use futures::TryStreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -14,43 +14,7 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
-
-/// An owned ConfigMap event, from the full or the metadata-only watch: only its owner
-/// references matter.
-#[derive(Clone, Debug)]
-enum Owned {
-    Full(ConfigMap),
-    Metadata(PartialObjectMeta<ConfigMap>),
-}
-
-impl Resource for Owned {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-    fn kind(&(): &()) -> std::borrow::Cow<'_, str> {
-        ConfigMap::kind(&())
-    }
-    fn group(&(): &()) -> std::borrow::Cow<'_, str> {
-        ConfigMap::group(&())
-    }
-    fn version(&(): &()) -> std::borrow::Cow<'_, str> {
-        ConfigMap::version(&())
-    }
-    fn plural(&(): &()) -> std::borrow::Cow<'_, str> {
-        ConfigMap::plural(&())
-    }
-    fn meta(&self) -> &kube::api::ObjectMeta {
-        match self {
-            Owned::Full(cm) => cm.meta(),
-            Owned::Metadata(cm) => cm.meta(),
-        }
-    }
-    fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
-        match self {
-            Owned::Full(cm) => cm.meta_mut(),
-            Owned::Metadata(cm) => cm.meta_mut(),
-        }
-    }
-}
+use serde::de::DeserializeOwned;
 
 struct Ctx {
     client: kube::Client,
@@ -124,40 +88,46 @@ async fn main() {
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::resource_version, Default::default());
-    let owned = if args.owned_metadata_only {
-        // kube 5: an Api of PartialObjectMeta makes metadata-only list/watch requests.
-        let metadata: Api<PartialObjectMeta<ConfigMap>> =
-            Api::namespaced(client.clone(), &args.namespace);
-        watcher(metadata, watcher::Config::default())
-            .default_backoff()
-            .modify(move |cm: &mut PartialObjectMeta<ConfigMap>| {
-                if !keep {
-                    cm.managed_fields_mut().clear();
-                }
-            })
-            .touched_objects()
-            .map_ok(Owned::Metadata)
-            .boxed()
-    } else {
-        watcher(configmaps, watcher::Config::default())
-            .default_backoff()
-            .modify(move |cm: &mut ConfigMap| {
-                if !keep {
-                    cm.managed_fields_mut().clear();
-                }
-            })
-            .touched_objects()
-            .map_ok(Owned::Full)
-            .boxed()
-    };
     let ctx = Arc::new(Ctx {
-        client,
+        client: client.clone(),
         failures: Mutex::default(),
     });
-    Controller::for_stream(stream, reader)
-        .with_config(
-            Config::default().concurrency(u16::try_from(args.concurrency).unwrap_or(u16::MAX)),
-        )
+    let concurrency = u16::try_from(args.concurrency).unwrap_or(u16::MAX);
+    if args.owned_metadata_only {
+        // kube 5: an Api of PartialObjectMeta makes metadata-only list/watch requests.
+        let metadata: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(client, &args.namespace);
+        run(stream, reader, owned(metadata, keep), concurrency, ctx).await;
+    } else {
+        run(stream, reader, owned(configmaps, keep), concurrency, ctx).await;
+    }
+}
+
+/// The owned objects' events (kube-runtime's `owns` keeps no cache of them).
+fn owned<C>(api: Api<C>, keep: bool) -> impl Stream<Item = Result<C, watcher::Error>> + Send
+where
+    C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(move |c: &mut C| {
+            if !keep {
+                c.meta_mut().managed_fields = None;
+            }
+        })
+        .touched_objects()
+}
+
+async fn run<C>(
+    benches: impl Stream<Item = Result<Bench, watcher::Error>> + Send + 'static,
+    reader: reflector::Store<Bench>,
+    owned: impl Stream<Item = Result<C, watcher::Error>> + Send + 'static,
+    concurrency: u16,
+    ctx: Arc<Ctx>,
+) where
+    C: Resource<DynamicType = ()> + Send + 'static,
+{
+    Controller::for_stream(benches, reader)
+        .with_config(Config::default().concurrency(concurrency))
         .owns_stream(owned)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

@@ -221,11 +221,9 @@ impl Cache {
         });
         drop(inner);
         if seen || !watched {
-            // Already delivered, or no informer of this kind will ever deliver it.
+            // Already delivered, or no informer of this kind will ever deliver it: settle the
+            // record as the informer would have (waking anyone waiting for this key).
             self.writes.observed(kind, &key, Some(rv));
-            if !watched {
-                self.writes.forget(kind, &key);
-            }
         }
     }
 

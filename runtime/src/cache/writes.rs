@@ -47,11 +47,6 @@ impl WriteTracker {
         }
     }
 
-    /// Drops what is pending for `key` without waking anyone.
-    pub(crate) fn forget(&self, kind: TypeId, key: &ObjectKey) {
-        self.lock().writes.remove(&(kind, key.clone()));
-    }
-
     /// Writes remembered and not yet observed.
     #[cfg(test)]
     pub(crate) fn pending_len(&self) -> usize {
