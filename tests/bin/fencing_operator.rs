@@ -1,8 +1,8 @@
 //! A test operator for leader election: while it leads, it stamps every ConfigMap labelled
 //! `fencing=true` in its namespace with its identity and the Lease term (`leaseTransitions`)
-//! it was elected in, every 100 ms. The leader-election test runs three of these and checks the
-//! stamps: a replica that wrote while another held the Lease would show up as an old term
-//! written after a newer one.
+//! it was elected in, every 100 ms, and the wall-clock time (µs since the epoch) its reconcile
+//! started. The leader-election test runs four of these and checks the stamps: a replica that
+//! wrote while another held the Lease would show up as an old term written after a newer one.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,10 @@ impl Reconciler<ConfigMap> for Stamper {
         _cm: Arc<ConfigMap>,
         ctx: &Context<ConfigMap>,
     ) -> Result<Action, kube::Error> {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
         let Some((identity, term)) = self.term.lock().unwrap_or_else(|e| e.into_inner()).clone()
         else {
             return Ok(Action::requeue_after(Duration::from_millis(100)));
@@ -44,6 +48,7 @@ impl Reconciler<ConfigMap> for Stamper {
             "fencing/holder": identity,
             "fencing/term": term.to_string(),
             "fencing/seq": seq.to_string(),
+            "fencing/at": started.to_string(),
         }}});
         ctx.api::<ConfigMap>()
             .patch(

@@ -55,8 +55,23 @@ fn spawn_replica(
         .unwrap()
 }
 
-/// (when, holder, term) of every stamp write, in watch order.
-type Stamps = Arc<Mutex<Vec<(Instant, String, i32)>>>;
+/// One stamp write, as the watch saw it.
+#[derive(Clone, Debug)]
+struct Stamp {
+    holder: String,
+    term: i32,
+    /// When the writer's reconcile started, µs since the epoch by the (shared) wall clock.
+    started_us: u128,
+}
+/// Every stamp write, in watch order.
+type Stamps = Arc<Mutex<Vec<Stamp>>>;
+
+fn now_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
 /// (when, holder, term) of every Lease change.
 type Terms = Arc<Mutex<Vec<(Instant, Option<String>, i32)>>>;
 
@@ -97,11 +112,16 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
         while let Ok(Some(event)) = cm_events.try_next().await {
             if let WatchEvent::Modified(cm) = event {
                 let a = cm.metadata.annotations.unwrap_or_default();
-                if let (Some(h), Some(t)) = (a.get("fencing/holder"), a.get("fencing/term")) {
-                    recorder
-                        .lock()
-                        .unwrap()
-                        .push((Instant::now(), h.clone(), t.parse().unwrap()));
+                if let (Some(h), Some(t), Some(at)) = (
+                    a.get("fencing/holder"),
+                    a.get("fencing/term"),
+                    a.get("fencing/at"),
+                ) {
+                    recorder.lock().unwrap().push(Stamp {
+                        holder: h.clone(),
+                        term: t.parse().unwrap(),
+                        started_us: at.parse().unwrap(),
+                    });
                 }
             }
         }
@@ -153,7 +173,7 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
         Duration::from_secs(60),
         async || {
             let s = stamps.lock().unwrap();
-            s.last().map(|(_, h, _)| h.clone())
+            s.last().map(|s| s.holder.clone())
         },
     )
     .await;
@@ -163,6 +183,7 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
     // Freeze the leader (a paused VM, a long stop-the-world): it cannot renew, another replica
     // takes over; when it thaws it must not act on its stale leadership, and it exits.
     signal(&first, &replicas, "-STOP");
+    let frozen_us = now_us();
     let second = eventually(
         "a new leader while the first is frozen",
         Duration::from_secs(30),
@@ -177,7 +198,7 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
                 .lock()
                 .unwrap()
                 .iter()
-                .any(|(_, h, _)| *h == second)
+                .any(|s| s.holder == second)
                 .then_some(())
         },
     )
@@ -221,7 +242,7 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
                 .lock()
                 .unwrap()
                 .iter()
-                .any(|(_, h, _)| *h == third)
+                .any(|s| s.holder == third)
                 .then_some(())
         },
     )
@@ -255,7 +276,7 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
                 .lock()
                 .unwrap()
                 .iter()
-                .any(|(_, h, _)| *h == fourth)
+                .any(|s| s.holder == fourth)
                 .then_some(())
         },
     )
@@ -268,7 +289,10 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
 
     // Fencing: every write carries the term its writer was elected in; the Lease says who held
     // each term. A write by a replica that no longer led would show an older term after a newer
-    // one, or a holder that does not match the Lease's holder for that term.
+    // one, or a holder that does not match the Lease's holder for that term. The one exception
+    // no client can rule out: a write the frozen leader had already started (and checked its
+    // lease for) when it was frozen, which reaches the apiserver when it thaws. Any write it
+    // *started* after thawing is a fencing failure.
     let stamps = stamps.lock().unwrap().clone();
     let mut lease_holders: HashMap<i32, String> = HashMap::new();
     for (_, h, t) in terms.lock().unwrap().iter() {
@@ -281,25 +305,44 @@ async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
         }
     }
     let mut newest = i32::MIN;
-    for (_, h, t) in &stamps {
-        assert!(
-            *t >= newest,
-            "a write of term {t} by {h} after term {newest}: two leaders"
-        );
-        newest = *t;
+    let mut in_flight = 0;
+    for Stamp {
+        holder: h,
+        term: t,
+        started_us,
+    } in &stamps
+    {
+        if *t < newest {
+            assert!(
+                *h == first && *started_us < frozen_us,
+                "a write of term {t} by {h} after term {newest}, started {} ms after the first \
+                 leader was frozen: two leaders",
+                (*started_us as i128 - frozen_us as i128) / 1000
+            );
+            in_flight += 1;
+        }
+        newest = newest.max(*t);
         assert_eq!(
             lease_holders.get(t),
             Some(h),
             "{h} wrote in term {t} without holding it"
         );
     }
-    let writers: std::collections::BTreeSet<_> = stamps.iter().map(|(_, h, _)| h.clone()).collect();
+    assert!(
+        in_flight <= 3,
+        "at most one in-flight write per ConfigMap: {in_flight}"
+    );
+    let writers: std::collections::BTreeSet<_> = stamps.iter().map(|s| s.holder.clone()).collect();
     assert_eq!(
         writers.len(),
         4,
         "four successive leaders wrote: {writers:?}"
     );
-    eprintln!("{} stamps, terms {:?}", stamps.len(), lease_holders);
+    eprintln!(
+        "{} stamps ({in_flight} in flight at the freeze), terms {:?}",
+        stamps.len(),
+        lease_holders
+    );
     let _ = std::fs::remove_dir_all(&logs);
 }
 

@@ -128,12 +128,18 @@ pub struct Cache {
     client: Client,
     inner: Arc<Mutex<Inner>>,
     writes: Arc<WriteTracker>,
-    gate: Arc<std::sync::RwLock<Option<ReconcileGate>>>,
+    gate: Arc<std::sync::RwLock<Option<Fence>>>,
     defaults: Arc<std::sync::RwLock<InformerConfig>>,
 }
 
 /// Decides whether controllers may start a reconcile right now (leadership still valid).
 pub(crate) type ReconcileGate = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The reconcile gate and the client whose writes it fences.
+struct Fence {
+    gate: ReconcileGate,
+    client: Client,
+}
 
 #[derive(Default)]
 struct Inner {
@@ -178,9 +184,11 @@ impl Cache {
         *self.defaults.write().unwrap_or_else(|e| e.into_inner()) = config;
     }
 
-    /// Installs the check controllers make before each reconcile (the manager's leader election).
+    /// Installs the check controllers make before each reconcile (the manager's leader election),
+    /// and fences the client they reconcile with by the same check (see [`Cache::writer_client`]).
     pub(crate) fn set_reconcile_gate(&self, gate: ReconcileGate) {
-        *self.gate.write().unwrap_or_else(|e| e.into_inner()) = Some(gate);
+        let client = crate::leader::fence::fenced(self.client.clone(), Arc::clone(&gate));
+        *self.gate.write().unwrap_or_else(|e| e.into_inner()) = Some(Fence { gate, client });
     }
 
     /// Whether controllers may start a reconcile now (always, without leader election).
@@ -189,7 +197,18 @@ impl Cache {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .is_none_or(|gate| gate())
+            .is_none_or(|fence| (fence.gate)())
+    }
+
+    /// The client controllers reconcile with: [`Cache::client`], or under leader election the
+    /// same client with its writes fenced — a write attempted while this replica's leadership is
+    /// not valid fails with [`NotLeader`](crate::leader::NotLeader) instead of being sent.
+    pub fn writer_client(&self) -> Client {
+        self.gate
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or_else(|| self.client.clone(), |fence| fence.client.clone())
     }
 
     /// Records that this process wrote `obj` (as returned by the apiserver): until the informer

@@ -184,7 +184,9 @@ impl<K> Debug for Context<K> {
 }
 
 impl<K> Context<K> {
-    /// The API client.
+    /// The API client. Under leader election its writes are fenced: once this replica's lease
+    /// is no longer valid, anything but a read fails with
+    /// [`NotLeader`](crate::leader::NotLeader) instead of reaching the apiserver.
     pub fn client(&self) -> Client {
         self.client.clone()
     }
@@ -689,7 +691,7 @@ where
 
         let worker = Arc::new(Worker {
             name: name.clone(),
-            client: cache.client(),
+            client: cache.writer_client(),
             cache: cache.clone(),
             store: primary.store(),
             reconciler,

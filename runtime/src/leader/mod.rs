@@ -40,6 +40,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) mod fence;
+pub use fence::NotLeader;
+
 /// Options of a [`LeaderElector`].
 #[derive(Clone, Debug)]
 pub struct LeaderElectionConfig {
@@ -145,7 +148,9 @@ pub struct LeaderElector {
     config: LeaderElectionConfig,
     observed: Mutex<Option<Observed>>,
     leading: watch::Sender<bool>,
-    /// When we last acquired or renewed the Lease (on our clock).
+    /// When the last successful acquire or renew *started* (on our clock): the Lease we wrote
+    /// cannot look newer to anyone than that, so our validity is counted from it. Counting from
+    /// the response instead would stretch it by however long this process stalled in between.
     renewed_at: Mutex<Option<Instant>>,
 }
 
@@ -186,10 +191,11 @@ impl LeaderElector {
         *self.leading.borrow()
     }
 
-    /// Whether this replica leads *and* renewed the Lease less than a renew deadline ago, by
-    /// its own clock. Controllers check this before every reconcile: a leader that was frozen
-    /// (paused VM, SIGSTOP, long GC) past its deadline does not act on its stale belief in the
-    /// time it takes its renew loop to notice.
+    /// Whether this replica leads *and* its last successful renewal started less than a renew
+    /// deadline ago, by its own clock. Controllers check this before every reconcile, and their
+    /// client before every write ([`NotLeader`]): a leader that was frozen (paused VM, SIGSTOP,
+    /// long GC) past its deadline does not act on its stale belief in the time it takes its
+    /// renew loop to notice.
     pub fn lease_valid(&self) -> bool {
         self.is_leader()
             && self
@@ -199,8 +205,8 @@ impl LeaderElector {
                 .is_some_and(|at| at.elapsed() < self.config.renew_deadline)
     }
 
-    fn renewed(&self) {
-        *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    fn renewed(&self, started: Instant) {
+        *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
     }
 
     /// Follows leadership changes (for metrics and health).
@@ -232,7 +238,7 @@ impl LeaderElector {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            if self.try_acquire_or_renew().await {
+            if self.try_acquire_or_renew().await.is_some() {
                 break;
             }
             tokio::select! {
@@ -289,17 +295,20 @@ impl LeaderElector {
                 .saturating_sub(last_renewal.elapsed());
             let renewed = tokio::time::timeout(remaining, self.try_acquire_or_renew())
                 .await
-                .unwrap_or(false);
-            if renewed {
-                last_renewal = Instant::now();
+                .ok()
+                .flatten();
+            if let Some(started) = renewed {
+                last_renewal = started;
             } else if last_renewal.elapsed() >= self.config.renew_deadline {
                 return Err(LeaderElectionError::Lost(self.config.lease_name.clone()));
             }
         }
     }
 
-    /// One attempt to take or keep the Lease; `true` if we hold it afterwards.
-    async fn try_acquire_or_renew(&self) -> bool {
+    /// One attempt to take or keep the Lease. If we hold it afterwards, returns when the attempt
+    /// started (before its first request), which is what our validity is counted from.
+    async fn try_acquire_or_renew(&self) -> Option<Instant> {
+        let started = Instant::now();
         let now = MicroTime(Timestamp::now());
         let me = &self.config.identity;
         let duration_secs = i32::try_from(self.config.lease_duration.as_secs())
@@ -309,7 +318,7 @@ impl LeaderElector {
             Ok(lease) => lease,
             Err(error) => {
                 tracing::debug!(%error, "reading the lease failed");
-                return false;
+                return None;
             }
         };
         let Some(mut lease) = lease else {
@@ -331,12 +340,12 @@ impl LeaderElector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => {
                     self.observe(Some(me.clone()), Some(now));
-                    self.renewed();
-                    true
+                    self.renewed(started);
+                    Some(started)
                 }
                 Err(error) => {
                     tracing::debug!(%error, "creating the lease failed");
-                    false
+                    None
                 }
             };
         };
@@ -354,7 +363,7 @@ impl LeaderElector {
                 .map_or(self.config.lease_duration, Duration::from_secs);
             if observed_at.elapsed() < valid_for {
                 tracing::trace!(holder = %other, "lease held by another candidate");
-                return false;
+                return None;
             }
         }
         let mut new_spec = spec.clone();
@@ -374,12 +383,12 @@ impl LeaderElector {
         {
             Ok(_) => {
                 self.observe(Some(me.clone()), Some(now));
-                self.renewed();
-                true
+                self.renewed(started);
+                Some(started)
             }
             Err(error) => {
                 tracing::debug!(%error, "updating the lease failed");
-                false
+                None
             }
         }
     }

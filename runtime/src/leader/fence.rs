@@ -1,0 +1,105 @@
+//! A client that refuses to write once this replica's leadership is no longer valid.
+//!
+//! Controllers check leadership before each reconcile, but a reconcile that passed the check can
+//! stall (a paused VM, SIGSTOP, a long stop-the-world) and resume after another replica took
+//! over. The fenced client checks again as each write leaves: requests other than reads
+//! (`GET`, `HEAD`, `OPTIONS`) fail with [`NotLeader`] instead of reaching the apiserver.
+
+use http::{Method, Request};
+use kube::Client;
+use kube::client::Body;
+use tower::BoxError;
+
+use crate::cache::ReconcileGate;
+
+/// A write refused because this replica does not (or no longer) hold a valid leader lease.
+///
+/// A reconcile sees it as [`kube::Error::Service`]; the controller retries the key later, and
+/// if leadership was lost the manager stops anyway.
+#[derive(Debug, thiserror::Error)]
+#[error("write refused: this replica does not hold a valid leader lease")]
+pub struct NotLeader;
+
+impl NotLeader {
+    /// Whether `error` is a write the fenced client refused.
+    pub fn is(error: &kube::Error) -> bool {
+        matches!(error, kube::Error::Service(e) if e.is::<NotLeader>())
+    }
+}
+
+/// `client`, with every write checked against `gate` just before it is sent.
+pub(crate) fn fenced(client: Client, gate: ReconcileGate) -> Client {
+    let default_namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let allowed = is_read(request.method()) || gate();
+        let client = client.clone();
+        async move {
+            if !allowed {
+                return Err(BoxError::from(NotLeader));
+            }
+            client.send(request).await.map_err(BoxError::from)
+        }
+    });
+    Client::new(service, default_namespace)
+}
+
+fn is_read(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+
+    use super::*;
+
+    fn fenced_offline(valid: &Arc<AtomicBool>) -> Api<ConfigMap> {
+        // Nothing listens on port 9: a request that gets past the fence fails to connect.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static url"));
+        let client = Client::try_from(config).expect("offline client");
+        let valid = Arc::clone(valid);
+        let gate: ReconcileGate = Arc::new(move || valid.load(Ordering::SeqCst));
+        Api::namespaced(fenced(client, gate), "ns")
+    }
+
+    #[tokio::test]
+    async fn fenced_client_should_refuse_writes_only_while_the_gate_is_closed() {
+        let valid = Arc::new(AtomicBool::new(false));
+        let api = fenced_offline(&valid);
+        let patch = Patch::Merge(serde_json::json!({}));
+        let pp = PatchParams::default();
+
+        let write = api.patch("a", &pp, &patch).await.expect_err("no leader");
+        assert!(NotLeader::is(&write), "{write:?}");
+        let create = api
+            .create(&PostParams::default(), &ConfigMap::default())
+            .await
+            .expect_err("no leader");
+        assert!(NotLeader::is(&create), "{create:?}");
+        let delete = api
+            .delete("a", &DeleteParams::default())
+            .await
+            .expect_err("no leader");
+        assert!(NotLeader::is(&delete), "{delete:?}");
+        // Reads pass the fence (and then fail to connect).
+        let read = api.get("a").await.expect_err("nothing listens");
+        assert!(!NotLeader::is(&read), "{read:?}");
+
+        valid.store(true, Ordering::SeqCst);
+        let write = api
+            .patch("a", &pp, &patch)
+            .await
+            .expect_err("nothing listens");
+        assert!(!NotLeader::is(&write), "{write:?}");
+        // The inner client's error comes out as it was, not wrapped once more.
+        assert!(
+            matches!(&write, kube::Error::Service(e) if e.is::<hyper_util::client::legacy::Error>()),
+            "transport errors keep their type through the fence: {write:?}"
+        );
+    }
+}
