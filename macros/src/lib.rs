@@ -125,6 +125,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | `for = Kind` | the primary kind (required) |
 /// | `owns(A, B, ..)` | kinds whose controller owner reference leads to the primary |
 /// | `owns_metadata(A, ..)` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
+/// | `owns_uncached(A, ..)` | as `owns`, not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read `A` from the cache) |
 /// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable; the cache lets the mapper look up primaries) |
 /// | `concurrency = N` | maximum concurrent reconciles (default 4) |
 /// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |

@@ -807,6 +807,80 @@ async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
     shutdown.cancel();
 }
 
+#[tokio::test]
+async fn owned_kinds_watched_uncached_should_still_restore_children() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let cache = Cache::new(ns.client());
+    // The ConfigMaps are not cached: the watch keeps keys, versions and owner references only.
+    let controller = Controller::new(
+        "widgets-uncached",
+        &cache,
+        ns.api::<Widget>(),
+        InformerConfig::default(),
+    )
+    .owns_uncached(ns.api::<ConfigMap>(), InformerConfig::default());
+    let shutdown = CancellationToken::new();
+    let recorder = Arc::new(Recorder::default());
+    tokio::spawn(controller.run(WidgetReconciler(recorder.clone()), shutdown.clone()));
+    ns.api::<Widget>()
+        .create(&PostParams::default(), &widget("bare", 4))
+        .await
+        .unwrap();
+    let names = ["bare".to_owned()];
+    eventually(
+        "the widget to converge",
+        Duration::from_secs(30),
+        async || converged(&ns, &names, 4).await.then_some(()),
+    )
+    .await;
+    assert!(cache.store::<ConfigMap>().is_none());
+    assert!(
+        cache
+            .store::<kube::core::PartialObjectMeta<ConfigMap>>()
+            .is_none()
+    );
+    let status = cache.sync_status();
+    let children = status
+        .iter()
+        .find(|s| s.name.ends_with("/configmaps"))
+        .expect("a ConfigMap watch");
+    assert!(children.synced);
+
+    // Someone edits the child: its owner is reconciled and puts the value back.
+    let before = recorder.reconciles.lock().unwrap()["bare"];
+    ns.api::<ConfigMap>()
+        .patch(
+            "bare-cm",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "value": "tampered" } })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the edited child to be restored",
+        Duration::from_secs(30),
+        async || converged(&ns, &names, 4).await.then_some(()),
+    )
+    .await;
+    assert!(recorder.reconciles.lock().unwrap()["bare"] > before);
+
+    // Someone deletes it: it comes back.
+    ns.api::<ConfigMap>()
+        .delete("bare-cm", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the deleted child to come back",
+        Duration::from_secs(30),
+        async || ns.api::<ConfigMap>().get("bare-cm").await.ok(),
+    )
+    .await;
+    shutdown.cancel();
+}
+
 /// Fails terminally for widgets named `terminal-*`; hangs on the first attempt of `slow-*`.
 struct Misbehaving(Arc<Recorder>);
 

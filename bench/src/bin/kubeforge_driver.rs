@@ -10,10 +10,12 @@ use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
-/// The Bench controller: its owned ConfigMaps cached in full (`owns`).
+/// The Bench controller. The reconciler never reads the ConfigMaps it applies, so it watches
+/// them without caching them (`owns_uncached`: keys, versions and owner references only), as
+/// kube-runtime's `owns` does.
 struct BenchController;
 
-#[kubeforge::controller(for = Bench, owns(k8s_openapi::api::core::v1::ConfigMap))]
+#[kubeforge::controller(for = Bench, owns_uncached(k8s_openapi::api::core::v1::ConfigMap))]
 impl BenchController {
     async fn reconcile(
         &self,

@@ -29,6 +29,7 @@ pub struct ControllerArgs {
     pub for_kind: Option<(Span, Type)>,
     pub owns: Vec<Type>,
     pub owns_metadata: Vec<Type>,
+    pub owns_uncached: Vec<Type>,
     pub watches: Vec<Watch>,
     pub concurrency: Option<LitInt>,
     pub finalizer: Option<LitStr>,
@@ -40,6 +41,7 @@ const KEYS: &[&str] = &[
     "for",
     "owns",
     "owns_metadata",
+    "owns_uncached",
     "watches",
     "concurrency",
     "finalizer",
@@ -63,7 +65,10 @@ impl ControllerArgs {
                 let key = Ident::parse_any(input)?;
                 let name = key.to_string();
                 if seen.contains(&name)
-                    && !matches!(name.as_str(), "owns" | "watches" | "owns_metadata")
+                    && !matches!(
+                        name.as_str(),
+                        "owns" | "watches" | "owns_metadata" | "owns_uncached"
+                    )
                 {
                     errors.at(key.span(), format!("duplicate key `{name}`"));
                 }
@@ -73,17 +78,17 @@ impl ControllerArgs {
                         input.parse::<Token![=]>()?;
                         parsed.for_kind = Some((key.span(), input.parse()?));
                     }
-                    "owns" | "owns_metadata" => {
+                    "owns" | "owns_metadata" | "owns_uncached" => {
                         let content;
                         syn::parenthesized!(content in input);
                         let kinds = Punctuated::<Type, Token![,]>::parse_terminated(&content)?;
                         if kinds.is_empty() {
                             errors.at(key.span(), format!("`{name}(...)` needs at least one kind"));
                         }
-                        let target = if name == "owns" {
-                            &mut parsed.owns
-                        } else {
-                            &mut parsed.owns_metadata
+                        let target = match name.as_str() {
+                            "owns" => &mut parsed.owns,
+                            "owns_metadata" => &mut parsed.owns_metadata,
+                            _ => &mut parsed.owns_uncached,
                         };
                         target.extend(kinds);
                     }
@@ -228,12 +233,15 @@ mod tests {
     fn args_should_parse_every_key() {
         let (args, errors) = parse(quote!(
             for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::by_secret),
+            owns_metadata(Pod), owns_uncached(ConfigMap, Job), owns_uncached(CronJob),
             concurrency = 4, finalizer = "apps.example.com/cleanup",
             predicates(generation_changed, Self::custom), name = "webapp"
         ));
         assert!(errors.is_empty(), "{errors:?}");
         assert!(args.for_kind.is_some());
         assert_eq!(args.owns.len(), 2);
+        assert_eq!(args.owns_metadata.len(), 1);
+        assert_eq!(args.owns_uncached.len(), 3);
         assert_eq!(args.watches.len(), 1);
         assert_eq!(args.predicates.len(), 2);
         assert_eq!(args.finalizer.unwrap().value(), "apps.example.com/cleanup");

@@ -54,6 +54,11 @@ pub fn expand(model: &Model) -> TokenStream {
             .owns(#kf::controller::api_for::<#kf::kube::core::PartialObjectMeta<#t>>(client.clone(), namespace), cache.informer_defaults())
         }
     });
+    let owns_uncached = model.owns_uncached.iter().map(|t| {
+        quote_spanned! {t.span()=>
+            .owns_uncached(#kf::controller::api_for::<#t>(client.clone(), namespace), cache.informer_defaults())
+        }
+    });
     let watches = model.watches.iter().map(|w| {
         let (t, map) = (&w.kind, &w.map);
         quote_spanned! {map.span()=>
@@ -101,6 +106,7 @@ pub fn expand(model: &Model) -> TokenStream {
         .owns
         .iter()
         .chain(&model.owns_metadata)
+        .chain(&model.owns_uncached)
         .map(|t| quote!(.owned::<#t>()));
     let watched_rules = model.watches.iter().map(|w| {
         let t = &w.kind;
@@ -118,6 +124,7 @@ pub fn expand(model: &Model) -> TokenStream {
         .owns
         .iter()
         .chain(&model.owns_metadata)
+        .chain(&model.owns_uncached)
         .chain(model.watches.iter().map(|w| &w.kind))
         .map(|t| {
             quote_spanned! {t.span()=>
@@ -154,6 +161,7 @@ pub fn expand(model: &Model) -> TokenStream {
                 )
                 #(#owns)*
                 #(#owns_metadata)*
+                #(#owns_uncached)*
                 #(#watches)*
                 #(#predicates)*
                 .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer)

@@ -32,13 +32,14 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{Informer, InformerConfig};
 use crate::scope::Scoped;
-use crate::store::Store;
+use crate::store::{MemoryStore, SkeletonStore, Store};
 
 mod writes;
 pub(crate) use writes::WriteTracker;
@@ -49,6 +50,8 @@ struct InformerKey {
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    /// Its store keeps skeletons only ([`SkeletonStore`]).
+    skeleton: bool,
 }
 
 /// Health of one informer, as reported by [`Cache::sync_status`].
@@ -266,21 +269,61 @@ impl Cache {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::Scope: Scoped,
     {
+        self.shared_informer(api, config, || Arc::new(MemoryStore::<K>::new()), false)
+    }
+
+    /// Like [`Cache::informer`], for a metadata watch of `C` that only needs keys,
+    /// `resourceVersion`s and owner references (a [`SkeletonStore`]): it reuses a full informer
+    /// with the same key if one exists, and is never what [`Cache::store`] returns.
+    pub fn skeleton_informer<C>(
+        &self,
+        api: Api<PartialObjectMeta<C>>,
+        config: InformerConfig,
+    ) -> Arc<Informer<PartialObjectMeta<C>>>
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
+    {
+        self.shared_informer(api, config, || Arc::new(SkeletonStore::<C>::new()), true)
+    }
+
+    fn shared_informer<K>(
+        &self,
+        api: Api<K>,
+        config: InformerConfig,
+        store: impl FnOnce() -> Arc<dyn Store<K>>,
+        skeleton: bool,
+    ) -> Arc<Informer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: Scoped,
+    {
         let key = InformerKey {
             kind: TypeId::of::<K>(),
             url: api.resource_url().to_owned(),
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
+            skeleton,
+        };
+        let full = InformerKey {
+            skeleton: false,
+            ..key.clone()
         };
         let mut inner = self.lock();
-        if let Some(&i) = inner.index.get(&key)
-            && let Ok(informer) = inner.entries[i]
-                .1
-                .informer
-                .as_any()
-                .downcast::<Informer<K>>()
-        {
-            return informer;
+        // A full informer serves skeleton watchers too (it holds more than they need).
+        for candidate in [&full, &key] {
+            if let Some(&i) = inner.index.get(candidate)
+                && let Ok(informer) = inner.entries[i]
+                    .1
+                    .informer
+                    .as_any()
+                    .downcast::<Informer<K>>()
+            {
+                return informer;
+            }
+            if !skeleton {
+                break;
+            }
         }
         let mut name = key.url.clone();
         for (param, value) in [
@@ -292,8 +335,9 @@ impl Cache {
                 name.push_str(&format!("{param}={value}"));
             }
         }
-        let informer =
-            Arc::new(Informer::new(api, config).with_write_tracker(Arc::clone(&self.writes)));
+        let informer = Arc::new(
+            Informer::with_store(api, config, store()).with_write_tracker(Arc::clone(&self.writes)),
+        );
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());
@@ -321,7 +365,7 @@ impl Cache {
         inner
             .entries
             .iter()
-            .filter(|(key, _)| key.kind == TypeId::of::<K>())
+            .filter(|(key, _)| key.kind == TypeId::of::<K>() && !key.skeleton)
             .find_map(|(_, e)| e.informer.as_any().downcast::<Informer<K>>().ok())
             .map(|informer| informer.store())
     }
@@ -418,6 +462,30 @@ mod tests {
         );
         assert!(!cache.is_ready(), "nothing synced yet");
         assert!(cache.store::<ConfigMap>().is_some());
+    }
+
+    #[tokio::test]
+    async fn skeleton_watches_should_reuse_full_informers_and_never_be_read_as_the_cache() {
+        use kube::core::PartialObjectMeta;
+        let client = offline_client();
+        let cache = Cache::new(client.clone());
+        let meta = |ns: &str| Api::<PartialObjectMeta<ConfigMap>>::namespaced(client.clone(), ns);
+
+        // A skeleton watch first: no store of the kind to read.
+        let skeleton = cache.skeleton_informer(meta("a"), InformerConfig::default());
+        assert!(cache.store::<PartialObjectMeta<ConfigMap>>().is_none());
+        let again = cache.skeleton_informer(meta("a"), InformerConfig::default());
+        assert!(Arc::ptr_eq(&skeleton, &again), "shared like any informer");
+        // A full watch of the same key gets an informer of its own, and is the readable store.
+        let full = cache.informer(meta("a"), InformerConfig::default());
+        assert!(!Arc::ptr_eq(&skeleton, &full));
+        assert!(cache.store::<PartialObjectMeta<ConfigMap>>().is_some());
+
+        // A full informer serves a later skeleton watch of the same key.
+        let full_b = cache.informer(meta("b"), InformerConfig::default());
+        let skeleton_b = cache.skeleton_informer(meta("b"), InformerConfig::default());
+        assert!(Arc::ptr_eq(&full_b, &skeleton_b));
+        assert_eq!(cache.sync_status().len(), 3);
     }
 
     fn cm(name: &str, rv: &str) -> ConfigMap {

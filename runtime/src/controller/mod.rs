@@ -66,6 +66,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
@@ -109,6 +110,45 @@ impl<K> Kind for K where
         + Sync
         + 'static
 {
+}
+
+/// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
+/// reference marked `controller: true` if `controller_only`).
+fn owner_keys<K, C>(controller_only: bool) -> impl Fn(&Event<C>) -> Vec<ObjectKey> + Send + 'static
+where
+    K: Resource<DynamicType = ()>,
+    K::Scope: Scoped,
+    C: Resource,
+{
+    let kind = K::kind(&()).into_owned();
+    let group = K::group(&()).into_owned();
+    move |event: &Event<C>| {
+        let mut keys = Vec::new();
+        for obj in event.versions() {
+            let meta = obj.meta();
+            for owner in meta.owner_references.iter().flatten() {
+                let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                if owner.kind == kind
+                    && owner_group == group
+                    && (!controller_only || owner.controller == Some(true))
+                {
+                    let namespace = if <K::Scope as Scoped>::NAMESPACED {
+                        meta.namespace.clone()
+                    } else {
+                        None
+                    };
+                    let key = ObjectKey {
+                        namespace,
+                        name: owner.name.clone(),
+                    };
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+        }
+        keys
+    }
 }
 
 /// An [`Api`] for `K` in `namespace` (all namespaces when `None`; ignored for cluster-scoped kinds).
@@ -579,36 +619,35 @@ where
         C::Scope: Scoped,
     {
         let informer = self.cache.informer(api, config);
-        let kind = K::kind(&()).into_owned();
-        let group = K::group(&()).into_owned();
-        let map = move |event: &Event<C>| {
-            let mut keys = Vec::new();
-            for obj in event.versions() {
-                let meta = obj.meta();
-                for owner in meta.owner_references.iter().flatten() {
-                    let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
-                    if owner.kind == kind
-                        && owner_group == group
-                        && (!controller_only || owner.controller == Some(true))
-                    {
-                        let namespace = if <K::Scope as Scoped>::NAMESPACED {
-                            meta.namespace.clone()
-                        } else {
-                            None
-                        };
-                        let key = ObjectKey {
-                            namespace,
-                            name: owner.name.clone(),
-                        };
-                        if !keys.contains(&key) {
-                            keys.push(key);
-                        }
-                    }
-                }
-            }
-            keys
-        };
-        self.sources.push(source(informer.subscribe(), map));
+        self.sources.push(source(
+            informer.subscribe(),
+            owner_keys::<K, C>(controller_only),
+        ));
+        self
+    }
+
+    /// Like [`Controller::owns`], without caching the children: the watch keeps only their keys,
+    /// `resourceVersion`s and owner references (a [`SkeletonStore`](crate::store::SkeletonStore),
+    /// a few hundred bytes per object) and decodes only their metadata. Enough to reconcile the
+    /// owner when a child changes or disappears (also while the watch was down); reads of `C`
+    /// from the cache see nothing of these children. The cheapest choice when the reconciler
+    /// writes its children (server-side apply) without reading them back from the cache.
+    #[must_use]
+    pub fn owns_uncached<C>(mut self, api: Api<C>, config: InformerConfig) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
+    {
+        let namespace = api.namespace().map(str::to_owned);
+        let metadata = <C::Scope as Scoped>::api::<PartialObjectMeta<C>>(
+            api.into_client(),
+            namespace.as_deref(),
+        );
+        let informer = self.cache.skeleton_informer(metadata, config);
+        self.sources.push(source(
+            informer.subscribe(),
+            owner_keys::<K, PartialObjectMeta<C>>(true),
+        ));
         self
     }
 

@@ -400,6 +400,7 @@ where
         if let Some(transform) = &self.transform {
             transform(&mut obj);
         }
+        shrink_metadata(obj.meta_mut());
         Arc::new(obj)
     }
 
@@ -569,5 +570,43 @@ where
         for gone in removed {
             self.publish(Event::Deleted(gone)).await;
         }
+    }
+}
+
+/// Drops the spare capacity of the metadata lists a decoded object carries into the cache: serde
+/// grows a `Vec` from empty to four slots on its first element, so a single owner reference
+/// (104 bytes) would keep 416 bytes for as long as the object is cached.
+fn shrink_metadata(meta: &mut kube::api::ObjectMeta) {
+    if let Some(finalizers) = &mut meta.finalizers {
+        finalizers.shrink_to_fit();
+    }
+    if let Some(owners) = &mut meta.owner_references {
+        owners.shrink_to_fit();
+    }
+    if let Some(managed) = &mut meta.managed_fields {
+        managed.shrink_to_fit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    #[test]
+    fn cached_objects_should_not_keep_spare_list_capacity() {
+        // Decoded from text as the watcher does (no length hints): one owner reference and one
+        // finalizer, in lists grown from empty.
+        let obj: ConfigMap = serde_json::from_str(
+            r#"{"metadata": {"name": "a", "finalizers": ["x"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}]}}"#,
+        )
+        .expect("decodes");
+        let mut meta = obj.metadata;
+        assert!(meta.owner_references.as_ref().expect("set").capacity() > 1);
+        shrink_metadata(&mut meta);
+        assert_eq!(meta.owner_references.expect("kept").capacity(), 1);
+        assert_eq!(meta.finalizers.expect("kept").capacity(), 1);
     }
 }

@@ -15,6 +15,9 @@
 //! [`MemoryStore`] indexes objects by namespace, by label (`key=value`), by owner UID (for
 //! [`Store::owned_by`]) and by any [`Indexer`] registered with [`MemoryStore::with_indexer`].
 //!
+//! [`SkeletonStore`] keeps only keys, `resourceVersion`s and owner references: the store of
+//! watches that trigger reconciles of owners without caching the children.
+//!
 //! # Examples
 //!
 //! ```
@@ -40,6 +43,7 @@
 //! ```
 
 mod memory;
+mod skeleton;
 
 use std::sync::Arc;
 
@@ -48,6 +52,7 @@ use kube::core::Selector;
 use crate::ObjectKey;
 
 pub use memory::{Indexer, MemoryStore};
+pub use skeleton::SkeletonStore;
 
 /// A thread-safe store of the objects of one kind, keyed by [`ObjectKey`].
 ///

@@ -1,0 +1,376 @@
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::ObjectMeta;
+use kube::core::{PartialObjectMeta, Selector, SelectorExt};
+
+use super::Store;
+use crate::ObjectKey;
+
+/// A [`Store`] that keeps, of each object, only its key, its `resourceVersion` and its owner
+/// references: what a watch that only *triggers* reconciles of the owners needs (the controller's
+/// `owns_uncached`), at a fraction of the memory of the objects themselves.
+///
+/// Reads return skeletons: [`PartialObjectMeta<C>`] whose metadata carries the name, namespace,
+/// `resourceVersion` and owner references, and nothing else (no labels, no annotations).
+/// Keeping the keys is what lets the informer notice objects deleted while its watch was down
+/// (their owners are reconciled after the relist), which a store-less watch would miss.
+///
+/// Namespaces and the owners' `apiVersion` and `kind` are interned: one allocation per distinct
+/// value, however many objects share it. Labels are not kept, so [`Store::list_selected`] only
+/// matches selectors that an object without labels matches; [`Store::by_index`] finds nothing;
+/// [`Store::owned_by`] scans every object.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::ObjectMeta;
+/// use kube::core::PartialObjectMeta;
+/// use kubeforge::ObjectKey;
+/// use kubeforge::store::{SkeletonStore, Store};
+///
+/// let store = SkeletonStore::<ConfigMap>::new();
+/// store.apply(Arc::new(PartialObjectMeta {
+///     metadata: ObjectMeta {
+///         name: Some("settings".into()),
+///         namespace: Some("shop".into()),
+///         resource_version: Some("42".into()),
+///         labels: Some([("app".to_owned(), "web".to_owned())].into()),
+///         ..Default::default()
+///     },
+///     ..Default::default()
+/// }));
+/// let kept = store.get(&ObjectKey::namespaced("shop", "settings")).unwrap();
+/// assert_eq!(kept.metadata.resource_version.as_deref(), Some("42"));
+/// assert_eq!(kept.metadata.labels, None);
+/// ```
+pub struct SkeletonStore<C> {
+    inner: RwLock<Inner>,
+    _kind: PhantomData<fn() -> C>,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: HashMap<Key, Bones>,
+    /// Interned namespaces, owner `apiVersion`s and owner kinds.
+    strings: HashSet<Arc<str>>,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    namespace: Option<Arc<str>>,
+    name: Box<str>,
+}
+
+struct Bones {
+    resource_version: Option<Box<str>>,
+    owners: Box<[Owner]>,
+}
+
+struct Owner {
+    api_version: Arc<str>,
+    kind: Arc<str>,
+    name: Box<str>,
+    uid: Box<str>,
+    controller: Option<bool>,
+    block_owner_deletion: Option<bool>,
+}
+
+impl Inner {
+    fn intern(&mut self, value: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(value) {
+            return Arc::clone(shared);
+        }
+        let shared: Arc<str> = Arc::from(value);
+        self.strings.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// The key of `key` if its namespace is known (else no object can have it).
+    fn lookup(&self, key: &ObjectKey) -> Option<Key> {
+        let namespace = match key.namespace.as_deref() {
+            Some(ns) => Some(Arc::clone(self.strings.get(ns)?)),
+            None => None,
+        };
+        Some(Key {
+            namespace,
+            name: key.name.as_str().into(),
+        })
+    }
+
+    fn bones(&mut self, meta: &ObjectMeta) -> (Key, Bones) {
+        let key = Key {
+            namespace: meta.namespace.as_deref().map(|ns| self.intern(ns)),
+            name: meta.name.as_deref().unwrap_or_default().into(),
+        };
+        let owners = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| Owner {
+                api_version: self.intern(&o.api_version),
+                kind: self.intern(&o.kind),
+                name: o.name.as_str().into(),
+                uid: o.uid.as_str().into(),
+                controller: o.controller,
+                block_owner_deletion: o.block_owner_deletion,
+            })
+            .collect();
+        let bones = Bones {
+            resource_version: meta.resource_version.as_deref().map(Box::from),
+            owners,
+        };
+        (key, bones)
+    }
+}
+
+impl Bones {
+    fn object<C>(&self, key: &Key) -> Arc<PartialObjectMeta<C>> {
+        let owners = (!self.owners.is_empty()).then(|| {
+            self.owners
+                .iter()
+                .map(|o| OwnerReference {
+                    api_version: o.api_version.to_string(),
+                    kind: o.kind.to_string(),
+                    name: o.name.to_string(),
+                    uid: o.uid.to_string(),
+                    controller: o.controller,
+                    block_owner_deletion: o.block_owner_deletion,
+                })
+                .collect()
+        });
+        let meta = ObjectMeta {
+            namespace: key.namespace.as_deref().map(str::to_owned),
+            name: Some(key.name.to_string()),
+            resource_version: self.resource_version.as_deref().map(str::to_owned),
+            owner_references: owners,
+            ..ObjectMeta::default()
+        };
+        Arc::new(PartialObjectMeta {
+            types: None,
+            metadata: meta,
+            _phantom: PhantomData,
+        })
+    }
+}
+
+impl<C> std::fmt::Debug for SkeletonStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkeletonStore")
+            .field("len", &self.read().objects.len())
+            .finish()
+    }
+}
+
+impl<C> Default for SkeletonStore<C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<C> SkeletonStore<C> {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            inner: RwLock::new(Inner::default()),
+            _kind: PhantomData,
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        // Every write completes before it releases the lock: a poisoned lock is still consistent.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<C: Send + Sync + 'static> Store<PartialObjectMeta<C>> for SkeletonStore<C> {
+    fn get(&self, key: &ObjectKey) -> Option<Arc<PartialObjectMeta<C>>> {
+        let inner = self.read();
+        let key = inner.lookup(key)?;
+        inner.objects.get(&key).map(|b| b.object(&key))
+    }
+
+    fn list(&self) -> Vec<Arc<PartialObjectMeta<C>>> {
+        let inner = self.read();
+        inner.objects.iter().map(|(k, b)| b.object(k)).collect()
+    }
+
+    fn list_selected(
+        &self,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Vec<Arc<PartialObjectMeta<C>>> {
+        // Labels are not kept: every object is seen as having none.
+        if !selector.matches(&std::collections::BTreeMap::new()) {
+            return Vec::new();
+        }
+        let inner = self.read();
+        inner
+            .objects
+            .iter()
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace.as_deref() == Some(ns)))
+            .map(|(k, b)| b.object(k))
+            .collect()
+    }
+
+    fn owned_by(&self, owner_uid: &str) -> Vec<Arc<PartialObjectMeta<C>>> {
+        let inner = self.read();
+        inner
+            .objects
+            .iter()
+            .filter(|(_, b)| b.owners.iter().any(|o| &*o.uid == owner_uid))
+            .map(|(k, b)| b.object(k))
+            .collect()
+    }
+
+    fn by_index(&self, _index: &str, _value: &str) -> Vec<Arc<PartialObjectMeta<C>>> {
+        Vec::new()
+    }
+
+    fn len(&self) -> usize {
+        self.read().objects.len()
+    }
+
+    fn apply(&self, obj: Arc<PartialObjectMeta<C>>) -> Option<Arc<PartialObjectMeta<C>>> {
+        let mut inner = self.write();
+        let (key, bones) = inner.bones(&obj.metadata);
+        let previous = inner.objects.insert(key.clone(), bones);
+        previous.map(|b| b.object(&key))
+    }
+
+    fn delete(&self, key: &ObjectKey) -> Option<Arc<PartialObjectMeta<C>>> {
+        let mut inner = self.write();
+        let key = inner.lookup(key)?;
+        inner.objects.remove(&key).map(|b| b.object(&key))
+    }
+
+    fn replace(&self, objects: Vec<Arc<PartialObjectMeta<C>>>) -> Vec<Arc<PartialObjectMeta<C>>> {
+        let mut inner = self.write();
+        let mut fresh = HashMap::with_capacity(objects.len());
+        for obj in objects {
+            let (key, bones) = inner.bones(&obj.metadata);
+            fresh.insert(key, bones);
+        }
+        let old = std::mem::replace(&mut inner.objects, fresh);
+        old.into_iter()
+            .filter(|(k, _)| !inner.objects.contains_key(k))
+            .map(|(k, b)| b.object(&k))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::core::PartialObjectMeta;
+
+    use super::*;
+
+    type Meta = PartialObjectMeta<ConfigMap>;
+    type Skeletons = SkeletonStore<ConfigMap>;
+
+    fn obj(ns: &str, name: &str, rv: &str, owner_uid: Option<&str>) -> Arc<Meta> {
+        Arc::new(PartialObjectMeta {
+            metadata: ObjectMeta {
+                namespace: Some(ns.into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                labels: Some([("app".to_owned(), "web".to_owned())].into()),
+                annotations: Some([("note".to_owned(), "dropped".to_owned())].into()),
+                owner_references: owner_uid.map(|uid| {
+                    vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: "Deployment".into(),
+                        name: format!("owner-{uid}"),
+                        uid: uid.into(),
+                        controller: Some(true),
+                        block_owner_deletion: None,
+                    }]
+                }),
+                ..ObjectMeta::default()
+            },
+            ..PartialObjectMeta::default()
+        })
+    }
+
+    #[test]
+    fn skeleton_store_should_keep_keys_versions_and_owners_only() {
+        let store = Skeletons::new();
+        assert!(store.apply(obj("a", "x", "1", Some("u1"))).is_none());
+        let previous = store
+            .apply(obj("a", "x", "2", Some("u1")))
+            .expect("replaced");
+        assert_eq!(previous.metadata.resource_version.as_deref(), Some("1"));
+
+        let kept = store.get(&ObjectKey::namespaced("a", "x")).expect("kept");
+        assert_eq!(kept.metadata.name.as_deref(), Some("x"));
+        assert_eq!(kept.metadata.namespace.as_deref(), Some("a"));
+        assert_eq!(kept.metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(kept.metadata.labels, None);
+        assert_eq!(kept.metadata.annotations, None);
+        let owners = kept.metadata.owner_references.as_ref().expect("owners");
+        assert_eq!(owners[0].name, "owner-u1");
+        assert_eq!(owners[0].api_version, "apps/v1");
+        assert_eq!(owners[0].controller, Some(true));
+
+        assert!(store.get(&ObjectKey::namespaced("b", "x")).is_none());
+        assert!(store.get(&ObjectKey::namespaced("a", "y")).is_none());
+        assert_eq!(store.owned_by("u1").len(), 1);
+        assert!(store.owned_by("u2").is_empty());
+        assert!(store.by_index("any", "x").is_empty());
+    }
+
+    #[test]
+    fn skeleton_store_should_report_what_a_relist_removed() {
+        let store = Skeletons::new();
+        store.apply(obj("a", "x", "1", None));
+        store.apply(obj("a", "y", "1", Some("u")));
+        store.apply(obj("b", "x", "1", None));
+        let removed = store.replace(vec![obj("a", "x", "3", None)]);
+        let mut names: Vec<_> = removed
+            .iter()
+            .map(|o| ObjectKey::of(o.as_ref()).to_string())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a/y", "b/x"]);
+        // The removed skeleton still names its owner: the owner is what gets reconciled.
+        let y = removed
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some("y"))
+            .expect("y removed");
+        assert_eq!(
+            y.metadata.owner_references.as_ref().expect("owner")[0].uid,
+            "u"
+        );
+        assert_eq!(store.len(), 1);
+        let deleted = store
+            .delete(&ObjectKey::namespaced("a", "x"))
+            .expect("was there");
+        assert_eq!(deleted.metadata.resource_version.as_deref(), Some("3"));
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn skeleton_store_should_match_selectors_as_if_objects_had_no_labels() {
+        let store = Skeletons::new();
+        store.apply(obj("a", "x", "1", None));
+        store.apply(obj("b", "x", "1", None));
+        assert_eq!(store.list_selected(None, &Selector::default()).len(), 2);
+        assert_eq!(
+            store.list_selected(Some("a"), &Selector::default()).len(),
+            1
+        );
+        let app_web: Selector = [("app", "web")].into_iter().collect();
+        assert!(store.list_selected(None, &app_web).is_empty());
+        assert_eq!(store.list().len(), 2);
+    }
+}
