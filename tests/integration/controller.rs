@@ -753,36 +753,84 @@ async fn undecodable_objects_should_be_skipped_not_block_the_informer() {
     shutdown.cancel();
 }
 
-#[tokio::test]
-async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
-    let ns = TestNamespace::new().await.unwrap();
+/// Runs a Widget controller whose ConfigMaps are watched as `owns` wires them, and converges one
+/// widget `name`.
+async fn converge_one_widget(
+    ns: &TestNamespace,
+    name: &str,
+    owns: impl FnOnce(Controller<Widget>) -> Controller<Widget>,
+) -> (Cache, Arc<Recorder>, CancellationToken) {
     apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
     let cache = Cache::new(ns.client());
-    // The ConfigMaps are cached as metadata only (no `data`): owner references are all `owns` needs.
-    let controller = Controller::new(
+    let controller = owns(Controller::new(
         "widgets-lean",
         &cache,
         ns.api::<Widget>(),
         InformerConfig::default(),
-    )
-    .owns(
-        ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
-        InformerConfig::default(),
-    );
+    ));
     let shutdown = CancellationToken::new();
-    tokio::spawn(controller.run(WidgetReconciler(Arc::default()), shutdown.clone()));
+    let recorder = Arc::new(Recorder::default());
+    tokio::spawn(controller.run(WidgetReconciler(recorder.clone()), shutdown.clone()));
     ns.api::<Widget>()
-        .create(&PostParams::default(), &widget("lean", 4))
+        .create(&PostParams::default(), &widget(name, 4))
         .await
         .unwrap();
-    let names = ["lean".to_owned()];
+    let names = [name.to_owned()];
     eventually(
         "the widget to converge",
         Duration::from_secs(30),
-        async || converged(&ns, &names, 4).await.then_some(()),
+        async || converged(ns, &names, 4).await.then_some(()),
     )
+    .await;
+    (cache, recorder, shutdown)
+}
+
+/// Someone edits the widget's child, then deletes it: each time its owner is reconciled and puts
+/// it back.
+async fn tampered_child_should_be_restored(ns: &TestNamespace, name: &str, recorder: &Recorder) {
+    let child = format!("{name}-cm");
+    let names = [name.to_owned()];
+    let before = recorder.reconciles.lock().unwrap()[name];
+    ns.api::<ConfigMap>()
+        .patch(
+            &child,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "data": { "value": "tampered" } })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the edited child to be restored",
+        Duration::from_secs(30),
+        async || converged(ns, &names, 4).await.then_some(()),
+    )
+    .await;
+    assert!(recorder.reconciles.lock().unwrap()[name] > before);
+
+    ns.api::<ConfigMap>()
+        .delete(&child, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the deleted child to come back",
+        Duration::from_secs(30),
+        async || ns.api::<ConfigMap>().get(&child).await.ok(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
+    let ns = TestNamespace::new().await.unwrap();
+    // The ConfigMaps are cached as metadata only (no `data`): owner references are all `owns` needs.
+    let (cache, recorder, shutdown) = converge_one_widget(&ns, "lean", |c| {
+        c.owns(
+            ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
+            InformerConfig::default(),
+        )
+    })
     .await;
     let lean = cache
         .store::<kube::core::PartialObjectMeta<ConfigMap>>()
@@ -793,48 +841,17 @@ async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
         lean.metadata.owner_references.as_ref().unwrap()[0].name,
         "lean"
     );
-
-    ns.api::<ConfigMap>()
-        .delete("lean-cm", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(
-        "the child to come back",
-        Duration::from_secs(30),
-        async || ns.api::<ConfigMap>().get("lean-cm").await.ok(),
-    )
-    .await;
+    tampered_child_should_be_restored(&ns, "lean", &recorder).await;
     shutdown.cancel();
 }
 
 #[tokio::test]
 async fn owned_kinds_watched_uncached_should_still_restore_children() {
     let ns = TestNamespace::new().await.unwrap();
-    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
-        .await
-        .unwrap();
-    let cache = Cache::new(ns.client());
     // The ConfigMaps are not cached: the watch keeps keys, versions and owner references only.
-    let controller = Controller::new(
-        "widgets-uncached",
-        &cache,
-        ns.api::<Widget>(),
-        InformerConfig::default(),
-    )
-    .owns_uncached(ns.api::<ConfigMap>(), InformerConfig::default());
-    let shutdown = CancellationToken::new();
-    let recorder = Arc::new(Recorder::default());
-    tokio::spawn(controller.run(WidgetReconciler(recorder.clone()), shutdown.clone()));
-    ns.api::<Widget>()
-        .create(&PostParams::default(), &widget("bare", 4))
-        .await
-        .unwrap();
-    let names = ["bare".to_owned()];
-    eventually(
-        "the widget to converge",
-        Duration::from_secs(30),
-        async || converged(&ns, &names, 4).await.then_some(()),
-    )
+    let (cache, recorder, shutdown) = converge_one_widget(&ns, "bare", |c| {
+        c.owns_uncached(ns.api::<ConfigMap>(), InformerConfig::default())
+    })
     .await;
     assert!(cache.store::<ConfigMap>().is_none());
     assert!(
@@ -848,36 +865,24 @@ async fn owned_kinds_watched_uncached_should_still_restore_children() {
         .find(|s| s.name.ends_with("/configmaps"))
         .expect("a ConfigMap watch");
     assert!(children.synced);
-
-    // Someone edits the child: its owner is reconciled and puts the value back.
-    let before = recorder.reconciles.lock().unwrap()["bare"];
-    ns.api::<ConfigMap>()
-        .patch(
-            "bare-cm",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "data": { "value": "tampered" } })),
+    // What the watch keeps of the child: its key, version and owner, nothing else.
+    let skeleton = cache
+        .skeleton_informer(
+            ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
+            InformerConfig::default(),
         )
-        .await
-        .unwrap();
-    eventually(
-        "the edited child to be restored",
-        Duration::from_secs(30),
-        async || converged(&ns, &names, 4).await.then_some(()),
-    )
-    .await;
-    assert!(recorder.reconciles.lock().unwrap()["bare"] > before);
-
-    // Someone deletes it: it comes back.
-    ns.api::<ConfigMap>()
-        .delete("bare-cm", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(
-        "the deleted child to come back",
-        Duration::from_secs(30),
-        async || ns.api::<ConfigMap>().get("bare-cm").await.ok(),
-    )
-    .await;
+        .store()
+        .get(&ObjectKey::namespaced(ns.name(), "bare-cm"))
+        .expect("the child's skeleton");
+    assert_eq!(
+        skeleton.metadata.owner_references.as_ref().unwrap()[0].name,
+        "bare"
+    );
+    assert!(skeleton.metadata.resource_version.is_some());
+    // Every real object has these; the skeleton does not keep them.
+    assert_eq!(skeleton.metadata.uid, None);
+    assert_eq!(skeleton.metadata.creation_timestamp, None);
+    tampered_child_should_be_restored(&ns, "bare", &recorder).await;
     shutdown.cancel();
 }
 
