@@ -113,10 +113,7 @@ where
         Box::pin(async move { informer.wait_for_sync().await })
     }
     fn cached_version(&self, key: &crate::ObjectKey) -> Option<String> {
-        self.0
-            .store()
-            .get(key)
-            .and_then(|o| o.meta().resource_version.clone())
+        self.0.store().resource_version(key)
     }
 }
 
@@ -311,19 +308,15 @@ impl Cache {
         };
         let mut inner = self.lock();
         // A full informer serves skeleton watchers too (it holds more than they need).
-        for candidate in [&full, &key] {
-            if let Some(&i) = inner.index.get(candidate)
-                && let Ok(informer) = inner.entries[i]
-                    .1
-                    .informer
-                    .as_any()
-                    .downcast::<Informer<K>>()
-            {
-                return informer;
-            }
-            if !skeleton {
-                break;
-            }
+        let existing = inner.index.get(&full).or_else(|| inner.index.get(&key));
+        if let Some(&i) = existing
+            && let Ok(informer) = inner.entries[i]
+                .1
+                .informer
+                .as_any()
+                .downcast::<Informer<K>>()
+        {
+            return informer;
         }
         let mut name = key.url.clone();
         for (param, value) in [

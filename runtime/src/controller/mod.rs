@@ -809,9 +809,7 @@ where
                 .cache
                 .writes()
                 .caught_up(std::any::TypeId::of::<K>(), key, wait, || {
-                    self.store
-                        .get(key)
-                        .and_then(|o| o.meta().resource_version.clone())
+                    self.store.resource_version(key)
                 })
                 .await
         {

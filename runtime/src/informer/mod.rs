@@ -548,17 +548,15 @@ where
     async fn apply_list(&self, listed: Vec<Arc<K>>) {
         let mut changes = Vec::new();
         for new in &listed {
-            let old = self.store.get(&ObjectKey::of(new.as_ref()));
-            let unchanged = old.as_ref().is_some_and(|old| {
-                old.meta().resource_version.is_some()
-                    && old.meta().resource_version == new.meta().resource_version
-            });
-            if !unchanged {
-                changes.push(Event::Applied {
-                    old,
-                    new: Arc::clone(new),
-                });
+            let key = ObjectKey::of(new.as_ref());
+            let cached = self.store.resource_version(&key);
+            if cached.is_some() && cached == new.meta().resource_version {
+                continue; // unchanged
             }
+            changes.push(Event::Applied {
+                old: self.store.get(&key),
+                new: Arc::clone(new),
+            });
         }
         let removed = self.store.replace(listed);
         self.stats

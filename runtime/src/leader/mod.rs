@@ -197,16 +197,19 @@ impl LeaderElector {
     /// long GC) past its deadline does not act on its stale belief in the time it takes its
     /// renew loop to notice.
     pub fn lease_valid(&self) -> bool {
-        self.is_leader()
-            && self
-                .renewed_at
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some_and(|at| at.elapsed() < self.config.renew_deadline)
+        self.is_leader() && self.since_renewal() < self.config.renew_deadline
     }
 
     fn renewed(&self, started: Instant) {
         *self.renewed_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+    }
+
+    /// Time since the last successful renewal started (`Duration::MAX` if there was none).
+    fn since_renewal(&self) -> Duration {
+        self.renewed_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map_or(Duration::MAX, |at| at.elapsed())
     }
 
     /// Follows leadership changes (for metrics and health).
@@ -238,7 +241,7 @@ impl LeaderElector {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            if self.try_acquire_or_renew().await.is_some() {
+            if self.try_acquire_or_renew().await {
                 break;
             }
             tokio::select! {
@@ -283,31 +286,25 @@ impl LeaderElector {
         &self,
         shutdown: &CancellationToken,
     ) -> Result<(), LeaderElectionError> {
-        let mut last_renewal = Instant::now();
+        let deadline = self.config.renew_deadline;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep(self.config.retry_period) => {}
             }
-            let remaining = self
-                .config
-                .renew_deadline
-                .saturating_sub(last_renewal.elapsed());
+            let remaining = deadline.saturating_sub(self.since_renewal());
             let renewed = tokio::time::timeout(remaining, self.try_acquire_or_renew())
                 .await
-                .ok()
-                .flatten();
-            if let Some(started) = renewed {
-                last_renewal = started;
-            } else if last_renewal.elapsed() >= self.config.renew_deadline {
+                .unwrap_or(false);
+            if !renewed && self.since_renewal() >= deadline {
                 return Err(LeaderElectionError::Lost(self.config.lease_name.clone()));
             }
         }
     }
 
-    /// One attempt to take or keep the Lease. If we hold it afterwards, returns when the attempt
-    /// started (before its first request), which is what our validity is counted from.
-    async fn try_acquire_or_renew(&self) -> Option<Instant> {
+    /// One attempt to take or keep the Lease; `true` if we hold it afterwards. On success the
+    /// attempt's start (before its first request) becomes the last renewal.
+    async fn try_acquire_or_renew(&self) -> bool {
         let started = Instant::now();
         let now = MicroTime(Timestamp::now());
         let me = &self.config.identity;
@@ -318,7 +315,7 @@ impl LeaderElector {
             Ok(lease) => lease,
             Err(error) => {
                 tracing::debug!(%error, "reading the lease failed");
-                return None;
+                return false;
             }
         };
         let Some(mut lease) = lease else {
@@ -341,11 +338,11 @@ impl LeaderElector {
                 Ok(_) => {
                     self.observe(Some(me.clone()), Some(now));
                     self.renewed(started);
-                    Some(started)
+                    true
                 }
                 Err(error) => {
                     tracing::debug!(%error, "creating the lease failed");
-                    None
+                    false
                 }
             };
         };
@@ -363,7 +360,7 @@ impl LeaderElector {
                 .map_or(self.config.lease_duration, Duration::from_secs);
             if observed_at.elapsed() < valid_for {
                 tracing::trace!(holder = %other, "lease held by another candidate");
-                return None;
+                return false;
             }
         }
         let mut new_spec = spec.clone();
@@ -384,11 +381,11 @@ impl LeaderElector {
             Ok(_) => {
                 self.observe(Some(me.clone()), Some(now));
                 self.renewed(started);
-                Some(started)
+                true
             }
             Err(error) => {
                 tracing::debug!(%error, "updating the lease failed");
-                None
+                false
             }
         }
     }

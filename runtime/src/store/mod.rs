@@ -63,6 +63,15 @@ pub trait Store<K>: Send + Sync + 'static {
     /// The object with this key, if cached.
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>>;
 
+    /// The `resourceVersion` of the object with this key, if cached (what read-your-writes and
+    /// relists compare; a store that synthesizes its objects answers without building one).
+    fn resource_version(&self, key: &ObjectKey) -> Option<String>
+    where
+        K: kube::Resource,
+    {
+        self.get(key)?.meta().resource_version.clone()
+    }
+
     /// Every cached object, in no particular order.
     fn list(&self) -> Vec<Arc<K>>;
 
@@ -98,6 +107,12 @@ pub trait Store<K>: Send + Sync + 'static {
 impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         (**self).get(key)
+    }
+    fn resource_version(&self, key: &ObjectKey) -> Option<String>
+    where
+        K: kube::Resource,
+    {
+        (**self).resource_version(key)
     }
     fn list(&self) -> Vec<Arc<K>> {
         (**self).list()

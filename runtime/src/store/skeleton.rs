@@ -198,6 +198,20 @@ impl<C: Send + Sync + 'static> Store<PartialObjectMeta<C>> for SkeletonStore<C> 
         inner.objects.get(&key).map(|b| b.object(&key))
     }
 
+    fn resource_version(&self, key: &ObjectKey) -> Option<String>
+    where
+        PartialObjectMeta<C>: kube::Resource,
+    {
+        let inner = self.read();
+        let key = inner.lookup(key)?;
+        inner
+            .objects
+            .get(&key)?
+            .resource_version
+            .as_deref()
+            .map(str::to_owned)
+    }
+
     fn list(&self) -> Vec<Arc<PartialObjectMeta<C>>> {
         let inner = self.read();
         inner.objects.iter().map(|(k, b)| b.object(k)).collect()
@@ -322,6 +336,12 @@ mod tests {
         assert_eq!(owners[0].api_version, "apps/v1");
         assert_eq!(owners[0].controller, Some(true));
 
+        let key = ObjectKey::namespaced("a", "x");
+        assert_eq!(store.resource_version(&key).as_deref(), Some("2"));
+        assert_eq!(
+            store.resource_version(&ObjectKey::namespaced("b", "x")),
+            None
+        );
         assert!(store.get(&ObjectKey::namespaced("b", "x")).is_none());
         assert!(store.get(&ObjectKey::namespaced("a", "y")).is_none());
         assert_eq!(store.owned_by("u1").len(), 1);
