@@ -28,23 +28,24 @@ const GROUP: &str = "ctrl-test.kubeforge.dev";
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Widget {
     #[serde(rename = "apiVersion", default)]
-    api_version: String,
+    pub api_version: String,
     #[serde(default)]
-    kind: String,
-    metadata: ObjectMeta,
-    spec: WidgetSpec,
+    pub kind: String,
+    pub metadata: ObjectMeta,
+    pub spec: WidgetSpec,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<WidgetStatus>,
+    pub status: Option<WidgetStatus>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct WidgetSpec {
-    value: i64,
+pub struct WidgetSpec {
+    pub value: i64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct WidgetStatus {
-    observed: i64,
+pub struct WidgetStatus {
+    #[serde(default)]
+    pub observed: i64,
 }
 
 crate::test_resource!(Widget, group = GROUP, kind = "Widget", plural = "widgets");
@@ -75,7 +76,11 @@ pub fn widget_crd() -> CustomResourceDefinition {
                     "type": "object",
                     "properties": {
                         "spec": { "type": "object", "properties": { "value": { "type": "integer" } } },
-                        "status": { "type": "object", "properties": { "observed": { "type": "integer" } } },
+                        "status": { "type": "object", "properties": {
+                            "observed": { "type": "integer" },
+                            // Written by other writers in fault tests (not by the controller).
+                            "noise": { "type": "integer" },
+                        } },
                     }
                 }}
             }]

@@ -199,7 +199,7 @@ impl Options {
         let url = config.cluster_url.to_string();
         let client = match self.kube_api_qps {
             Some(qps) => crate::client::rate_limited_client(config, qps, self.kube_api_burst),
-            None => kube::Client::try_from(config),
+            None => crate::client::connect(config),
         }
         .map_err(|e| StartError::Config(e.to_string()))?;
         client

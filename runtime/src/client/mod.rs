@@ -6,6 +6,7 @@
 //! - [`apply_owned`] server-side-applies a child object with a controller owner reference to its
 //!   parent, which is what `owns` in a controller watches and what garbage collection follows.
 
+mod connect;
 mod rate_limit;
 
 use std::fmt::Debug;
@@ -16,6 +17,7 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use connect::{ConnectionConfig, DeadlineError, IdleTimeout, connect, connect_with};
 pub use rate_limit::{RateLimitLayer, RateLimited, rate_limited_client};
 
 /// Which part of the object [`update_object`] writes.

@@ -91,7 +91,8 @@ where
     }
 }
 
-/// A client for `config` whose requests are limited to `qps` per second with bursts of `burst`.
+/// A client for `config` (built by [`connect_with`](super::connect_with), so it notices dead
+/// connections) whose requests are limited to `qps` per second with bursts of `burst`.
 ///
 /// # Errors
 ///
@@ -101,11 +102,7 @@ pub fn rate_limited_client(
     qps: f64,
     burst: u32,
 ) -> Result<kube::Client, kube::Error> {
-    let layer =
-        RateLimitLayer::new(qps, burst).map_err(|e| kube::Error::Service(e.to_string().into()))?;
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&layer)
-        .build())
+    super::connect_with(config, &super::ConnectionConfig::default().rate_limit(qps, burst))
 }
 
 #[cfg(test)]

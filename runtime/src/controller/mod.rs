@@ -53,6 +53,8 @@
 //! ```
 
 mod action;
+mod finalizer;
+mod precondition;
 mod predicate;
 
 use std::fmt::Debug;
@@ -210,6 +212,8 @@ pub struct Context<K> {
     key: ObjectKey,
     retries: u32,
     controller: Arc<str>,
+    /// The object being reconciled: its UID guards status writes.
+    object: Arc<K>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -254,31 +258,57 @@ impl<K> Context<K> {
     /// Patches the status of the object being reconciled and records the write for
     /// read-your-writes (see [`ControllerConfig::read_your_writes`]).
     ///
+    /// The patch can only land on the object being reconciled, never on another object created
+    /// under the same name since: it carries the object's UID as a precondition. A JSON merge
+    /// patch is sent as the equivalent JSON patch led by a `test` of the UID (the status
+    /// subresource of a custom resource ignores `metadata` in a merge patch); if the cached
+    /// object the reconcile started from is too stale to compute that equivalent safely, the
+    /// apiserver answers `422` and the reconcile is retried. A strategic merge patch carries
+    /// `metadata.uid`; an apply carries the reconciled object's `resourceVersion` as well (the
+    /// status of a custom resource ignores an apply's UID), so it fails with `409` if the object
+    /// changed since it was read.
+    ///
     /// # Errors
     ///
-    /// The apiserver's error.
+    /// The apiserver's error: `422 Invalid` (`409 Conflict` for an apply) when the object was
+    /// replaced by another of the same name.
     pub async fn patch_status<P: serde::Serialize + Debug>(
         &self,
         patch: &Patch<P>,
     ) -> Result<K, kube::Error>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
         K::Scope: Scoped,
     {
-        let written = self
-            .api::<K>()
-            .patch_status(&self.key.name, &PatchParams::default(), patch)
-            .await?;
+        let api = self.api::<K>();
+        let params = PatchParams::default();
+        let written = match self.object.meta().uid.as_deref() {
+            Some(uid) => {
+                let base = serde_json::to_value(self.object.as_ref())
+                    .map_err(kube::Error::SerdeError)?;
+                let guarded =
+                    precondition::guard(patch, uid, &base).map_err(kube::Error::SerdeError)?;
+                api.patch_status(&self.key.name, &params, &guarded).await?
+            }
+            None => api.patch_status(&self.key.name, &params, patch).await?,
+        };
         self.cache.record_write(&written);
         Ok(written)
     }
 
     /// Replaces the status of the object being reconciled (optimistic concurrency: `obj` carries
-    /// the resourceVersion it was read at) and records the write for read-your-writes.
+    /// the resourceVersion it was read at) and records the write for read-your-writes. Without
+    /// a UID of its own, `obj` gets the reconciled object's, which the apiserver checks.
     ///
     /// # Errors
     ///
-    /// The apiserver's error; `409 Conflict` if the object changed since `obj` was read.
+    /// The apiserver's error; `409 Conflict` if the object changed since `obj` was read or is
+    /// another object of the same name.
     pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
     where
         K: Resource<DynamicType = ()>
@@ -289,10 +319,17 @@ impl<K> Context<K> {
             + 'static,
         K::Scope: Scoped,
     {
-        let written = self
-            .api::<K>()
-            .replace_status(&self.key.name, &kube::api::PostParams::default(), obj)
-            .await?;
+        let api = self.api::<K>();
+        let params = kube::api::PostParams::default();
+        let written = match (&obj.meta().uid, &self.object.meta().uid) {
+            (None, Some(uid)) => {
+                let mut with_uid = obj.clone();
+                with_uid.meta_mut().uid = Some(uid.clone());
+                api.replace_status(&self.key.name, &params, &with_uid)
+                    .await?
+            }
+            _ => api.replace_status(&self.key.name, &params, obj).await?,
+        };
         self.cache.record_write(&written);
         Ok(written)
     }
@@ -737,7 +774,7 @@ where
             queue: queue.clone(),
             config: config.clone(),
             ids: AtomicU64::new(0),
-            cleaned: std::sync::Mutex::default(),
+            finalized: std::sync::Mutex::default(),
         });
         let mut workers = AbortOnDrop(
             (0..config.concurrency)
@@ -787,9 +824,8 @@ struct Worker<K: Resource, R> {
     queue: WorkQueue<ObjectKey>,
     config: ControllerConfig,
     ids: AtomicU64,
-    /// UIDs whose cleanup succeeded but whose finalizer is not removed yet: cleanup never runs
-    /// twice for one object because the finalizer removal had to be retried.
-    cleaned: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Cleanups by object UID: cleanup runs at most once per UID (see `finalizer.rs`).
+    finalized: std::sync::Mutex<finalizer::Finalized>,
 }
 
 enum Outcome<E> {
@@ -847,40 +883,49 @@ where
             key: key.clone(),
             retries: self.queue.num_requeues(key),
             controller: self.name.clone(),
+            object: Arc::clone(&obj),
             _kind: PhantomData,
         };
         let started = Instant::now();
+        let uid = obj.meta().uid.clone().unwrap_or_default();
         let (outcome, cleanup) = match finalizer {
-            Some(f) if deleting && has_finalizer(&obj, f) => {
-                let uid = obj.meta().uid.clone().unwrap_or_default();
-                let already = self
-                    .cleaned
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .contains(&uid);
-                if already {
-                    // Cleanup succeeded before but removing the finalizer failed: only retry that.
-                    (Outcome::Finished(Ok(Action::Done)), true)
-                } else {
-                    (
-                        self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
-                            .await,
-                        true,
-                    )
+            Some(f) if deleting && has_finalizer(&obj, f) => match self.stage(&uid) {
+                // The finalizer came off already; the cache still shows the object as it was.
+                finalizer::Stage::Released => {
+                    tracing::debug!(%uid, "cleanup already done and finalizer removed; waiting for the deletion to reach the cache");
+                    self.queue.forget(key);
+                    return;
                 }
-            }
+                // Cleanup succeeded before but removing the finalizer failed: only retry that.
+                finalizer::Stage::Cleaned => (Outcome::Finished(Ok(Action::Done)), true),
+                finalizer::Stage::Pending => (
+                    self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
+                        .await,
+                    true,
+                ),
+            },
             _ if deleting => {
                 // Being deleted and not held by our finalizer: nothing left to reconcile.
                 self.queue.forget(key);
                 return;
             }
             Some(f) if !has_finalizer(&obj, f) => match self.add_finalizer(&obj, f).await {
-                Ok(updated) => (
+                Ok(Some(updated)) => (
                     self.guarded(self.reconciler.reconcile(updated, &ctx)).await,
                     false,
                 ),
+                Ok(None) => {
+                    tracing::debug!("object deleted before its finalizer could be added; nothing to do");
+                    self.queue.forget(key);
+                    return;
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "adding the finalizer failed; retrying");
+                    if is_invalid(&error) {
+                        // The object changed (finalizers) or was replaced (UID) since it was cached.
+                        tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
+                    } else {
+                        tracing::warn!(%error, "adding the finalizer failed; retrying");
+                    }
                     self.metric(ReconcileResult::Error, started.elapsed());
                     self.queue.add_rate_limited(key.clone());
                     return;
@@ -896,21 +941,14 @@ where
         match outcome {
             Outcome::Finished(Ok(action)) => {
                 if cleanup && let Some(f) = finalizer {
-                    let uid = obj.meta().uid.clone().unwrap_or_default();
-                    self.cleaned
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(uid.clone());
+                    self.finalized().cleaned(&uid);
                     if let Err(error) = self.remove_finalizer(&obj, f).await {
                         tracing::warn!(%error, "removing the finalizer failed; retrying");
                         self.metric(ReconcileResult::Error, took);
                         self.queue.add_rate_limited(key.clone());
                         return;
                     }
-                    self.cleaned
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&uid);
+                    self.finalized().released(&uid, std::time::Instant::now());
                     tracing::debug!("cleanup done; finalizer removed");
                 }
                 self.queue.forget(key);
@@ -988,40 +1026,21 @@ where
         <K::Scope as Scoped>::api::<K>(self.client.clone(), obj.meta().namespace.as_deref())
     }
 
-    /// Adds the finalizer with a JSON patch that fails if the list changed meanwhile.
-    async fn add_finalizer(&self, obj: &K, finalizer: &str) -> Result<Arc<K>, kube::Error> {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        let patch = match &obj.meta().finalizers {
-            None => serde_json::json!([
-                { "op": "test", "path": "/metadata/finalizers", "value": null },
-                { "op": "add", "path": "/metadata/finalizers", "value": [finalizer] },
-            ]),
-            Some(list) => serde_json::json!([
-                { "op": "test", "path": "/metadata/finalizers", "value": list },
-                { "op": "add", "path": "/metadata/finalizers/-", "value": finalizer },
-            ]),
-        };
-        let patch: json_patch::Patch =
-            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
-        let updated = self
-            .api_for(obj)
-            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-            .await?;
-        self.cache.record_write(&updated);
-        Ok(Arc::new(updated))
+    fn finalized(&self) -> std::sync::MutexGuard<'_, finalizer::Finalized> {
+        self.finalized.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Removes the finalizer with a JSON patch guarded by a test of the list.
-    async fn remove_finalizer(&self, obj: &K, finalizer: &str) -> Result<(), kube::Error> {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        let list = obj.meta().finalizers.clone().unwrap_or_default();
-        let Some(index) = list.iter().position(|f| f == finalizer) else {
-            return Ok(());
-        };
-        let patch = serde_json::json!([
-            { "op": "test", "path": "/metadata/finalizers", "value": list },
-            { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
-        ]);
+    fn stage(&self, uid: &str) -> finalizer::Stage {
+        self.finalized().stage(uid)
+    }
+
+    /// Adds the finalizer with a JSON patch that fails if the object's UID or finalizer list
+    /// changed meanwhile; `None` if the object is gone.
+    async fn add_finalizer(&self, obj: &K, finalizer: &str) -> Result<Option<Arc<K>>, kube::Error> {
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        let patch = finalizer::add_patch(uid, meta.finalizers.as_ref(), finalizer);
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
         match self
@@ -1031,13 +1050,49 @@ where
         {
             Ok(updated) => {
                 self.cache.record_write(&updated);
+                Ok(Some(Arc::new(updated)))
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the finalizer with a JSON patch guarded by tests of the UID and of the list.
+    async fn remove_finalizer(&self, obj: &K, finalizer: &str) -> Result<(), kube::Error> {
+        let meta = obj.meta();
+        let name = meta.name.clone().unwrap_or_default();
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        let list = meta.finalizers.as_deref().unwrap_or_default();
+        let Some(patch) = finalizer::remove_patch(uid, list, finalizer) else {
+            return Ok(());
+        };
+        let patch: json_patch::Patch =
+            serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+        let api = self.api_for(obj);
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .await
+        {
+            Ok(updated) => {
+                self.cache.record_write(&updated);
                 Ok(())
             }
             // Already gone: the finalizer was the last thing holding it.
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            // A test failed: if the object is gone or another one took its name, this
+            // object's finalizer is no longer ours to remove; otherwise retry from the cache.
+            Err(error) if is_invalid(&error) => match api.get_metadata_opt(&name).await? {
+                Some(live) if live.metadata.uid.as_deref() == Some(uid) => Err(error),
+                _ => Ok(()),
+            },
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether the apiserver refused a patch as invalid (422: a JSON-patch `test` failed).
+fn is_invalid(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 422)
 }
 
 fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {

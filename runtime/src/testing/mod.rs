@@ -10,6 +10,8 @@
 //! - [`TestNamespace::new`] gives a test a [`kube::Client`] and a fresh namespace, deleted when the
 //!   value is dropped (also when the test panics).
 //! - [`apply_crds`] installs CustomResourceDefinitions and waits until they are Established.
+//! - [`FaultProxy`] sits between an operator and the apiserver and black-holes connections on
+//!   demand, for tests of how an operator survives a network that silently stops.
 //!
 //! # Environment
 //!
@@ -39,8 +41,10 @@ mod crd;
 mod error;
 mod namespace;
 mod plane;
+mod proxy;
 
 pub use crd::apply_crds;
 pub use error::TestingError;
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use plane::ControlPlane;
+pub use proxy::FaultProxy;

@@ -277,7 +277,7 @@ async fn config_from(kubeconfig: &Kubeconfig, path: &Path) -> Result<kube::Confi
 }
 
 fn client_from(config: kube::Config, path: &Path) -> Result<kube::Client, TestingError> {
-    kube::Client::try_from(config).map_err(|e| TestingError::Kubeconfig {
+    crate::client::connect(config).map_err(|e| TestingError::Kubeconfig {
         path: path.to_owned(),
         message: e.to_string(),
     })

@@ -1,0 +1,398 @@
+//! Clients that notice a dead connection within seconds.
+//!
+//! A TCP connection can die without either end being told: a NAT entry expires, a load balancer
+//! fails over, a route disappears. Nothing arrives any more, and nothing says so. kube's default
+//! client speaks HTTP/1.1 without timeouts on reads, so a watch on such a connection waits for its
+//! server-side timeout (about five minutes) and a request in flight waits for ever.
+//!
+//! [`connect`] builds a [`kube::Client`] that, like client-go, notices:
+//!
+//! - it negotiates **HTTP/2** and sends a **PING** when a connection has been quiet for
+//!   [`ConnectionConfig::ping_interval`]; no answer within [`ConnectionConfig::ping_timeout`]
+//!   closes the connection, which fails every request and watch on it (they are retried on a new
+//!   one);
+//! - every request other than a watch must produce its response headers within
+//!   [`ConnectionConfig::request_timeout`], and its body may not stall longer than that;
+//! - a watch's body may not stay silent longer than [`ConnectionConfig::watch_idle_timeout`]:
+//!   the apiserver sends a bookmark at least every minute to watchers that ask for them (kubeforge's
+//!   informers do), so a longer silence means the connection is dead (this also covers servers or
+//!   proxies that only speak HTTP/1.1, where there are no pings).
+//!
+//! [`crate::cli::Options::client`] and the test harness build their clients this way.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use kubeforge::client::{ConnectionConfig, connect_with};
+//!
+//! # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = kube::Config::infer().await?;
+//! let client = connect_with(config, &ConnectionConfig::default().ping(Duration::from_secs(5), Duration::from_secs(5)))?;
+//! # let _ = client;
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use http_body::{Body, Frame};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use kube::client::ConfigExt;
+use tower::{BoxError, Layer, Service, ServiceBuilder};
+
+use super::rate_limit::RateLimitLayer;
+
+/// How a client built by [`connect_with`] detects dead connections (and limits its rate).
+#[derive(Clone, Debug)]
+pub struct ConnectionConfig {
+    ping_interval: Duration,
+    ping_timeout: Duration,
+    request_timeout: Option<Duration>,
+    watch_idle_timeout: Option<Duration>,
+    rate_limit: Option<(f64, u32)>,
+}
+
+impl Default for ConnectionConfig {
+    /// Ping after 10 s of quiet, give up after 10 more (a dead connection is closed within
+    /// 20 s); 60 s for a request (the apiserver's own limit); 90 s of watch silence.
+    fn default() -> Self {
+        Self {
+            ping_interval: Duration::from_secs(10),
+            ping_timeout: Duration::from_secs(10),
+            request_timeout: Some(Duration::from_secs(60)),
+            watch_idle_timeout: Some(Duration::from_secs(90)),
+            rate_limit: None,
+        }
+    }
+}
+
+impl ConnectionConfig {
+    /// Ping a connection quiet for `interval`; close it when the answer takes longer than
+    /// `timeout`. A dead connection is noticed within `interval + timeout`.
+    #[must_use]
+    pub fn ping(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.ping_interval = interval.max(Duration::from_millis(100));
+        self.ping_timeout = timeout.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Deadline of a request other than a watch: for its response headers, and for each stall of
+    /// its body (`None`: no deadline).
+    #[must_use]
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The longest silence of a watch before it is considered dead (`None`: wait for ever). Keep
+    /// it above a minute: the apiserver's bookmarks are that far apart.
+    #[must_use]
+    pub fn watch_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.watch_idle_timeout = timeout;
+        self
+    }
+
+    /// Limit requests to `qps` per second with bursts of `burst` (client-go's `--kube-api-qps`
+    /// and `--kube-api-burst`).
+    #[must_use]
+    pub fn rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.rate_limit = Some((qps, burst));
+        self
+    }
+}
+
+/// A client for `config` with the default [`ConnectionConfig`].
+///
+/// # Errors
+///
+/// An unusable configuration (certificates, credentials, proxy).
+pub fn connect(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    connect_with(config, &ConnectionConfig::default())
+}
+
+/// A client for `config` that detects dead connections as `connection` says.
+///
+/// `config.proxy_url` is not supported (an error); `config.connect_timeout` applies.
+///
+/// # Errors
+///
+/// An unusable configuration (certificates, credentials, a proxy, a bad rate).
+pub fn connect_with(
+    config: kube::Config,
+    connection: &ConnectionConfig,
+) -> Result<kube::Client, kube::Error> {
+    if let Some(proxy) = &config.proxy_url {
+        return Err(kube::Error::Service(
+            format!("kubeforge's client does not support proxies ({proxy})").into(),
+        ));
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(config.connect_timeout);
+    http.set_nodelay(true);
+    let mut tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config.rustls_client_config()?)
+        .https_or_http();
+    if let Some(name) = &config.tls_server_name {
+        let name = rustls::pki_types::ServerName::try_from(name.clone())
+            .map_err(|e| kube::Error::Service(format!("tls-server-name {name}: {e}").into()))?;
+        tls = tls.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let connector = tls.enable_http1().enable_http2().wrap_connector(http);
+    let hyper = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new())
+        .http2_keep_alive_interval(connection.ping_interval)
+        .http2_keep_alive_timeout(connection.ping_timeout)
+        .http2_keep_alive_while_idle(true)
+        .build(connector);
+    let rate_limit = connection
+        .rate_limit
+        .map(|(qps, burst)| RateLimitLayer::new(qps, burst))
+        .transpose()
+        .map_err(|e| kube::Error::Service(e.to_string().into()))?;
+    let service = ServiceBuilder::new()
+        .option_layer(rate_limit)
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .layer(DeadlinesLayer {
+            request: connection.request_timeout,
+            watch_idle: connection.watch_idle_timeout,
+        })
+        .service(hyper);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
+
+/// Whether a request is a watch (`watch=true` or `watch=1` in its query).
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
+    })
+}
+
+/// A request or a watch took longer than its deadline.
+#[derive(Debug, thiserror::Error)]
+pub enum DeadlineError {
+    /// No response headers within the request timeout.
+    #[error("no response from the apiserver within {0:?}")]
+    Response(Duration),
+    /// The response body stalled longer than allowed.
+    #[error("the apiserver sent nothing for {0:?}; the connection is presumed dead")]
+    Idle(Duration),
+}
+
+/// Applies [`ConnectionConfig::request_timeout`] and [`ConnectionConfig::watch_idle_timeout`].
+#[derive(Clone, Copy, Debug)]
+struct DeadlinesLayer {
+    request: Option<Duration>,
+    watch_idle: Option<Duration>,
+}
+
+impl<S> Layer<S> for DeadlinesLayer {
+    type Service = Deadlines<S>;
+    fn layer(&self, inner: S) -> Deadlines<S> {
+        Deadlines {
+            inner,
+            limits: *self,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Deadlines<S> {
+    inner: S,
+    limits: DeadlinesLayer,
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Deadlines<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    ResBody: Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    type Response = Response<IdleTimeout<ResBody>>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Self::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let idle = if is_watch(request.uri()) {
+            self.limits.watch_idle
+        } else {
+            self.limits.request
+        };
+        let limit = self.limits.request;
+        let response = self.inner.call(request);
+        async move {
+            let response = match limit {
+                Some(limit) => tokio::time::timeout(limit, response)
+                    .await
+                    .map_err(|_| DeadlineError::Response(limit))?,
+                None => response.await,
+            }
+            .map_err(Into::into)?;
+            Ok(response.map(|body| IdleTimeout::new(body, idle)))
+        }
+        .boxed()
+    }
+}
+
+/// A response body that fails when no frame arrives for `idle`.
+pub struct IdleTimeout<B> {
+    inner: Pin<Box<B>>,
+    idle: Option<Duration>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> std::fmt::Debug for IdleTimeout<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdleTimeout")
+            .field("idle", &self.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> IdleTimeout<B> {
+    fn new(inner: B, idle: Option<Duration>) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            idle,
+            timer: None,
+        }
+    }
+}
+
+impl<B> Body for IdleTimeout<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.inner.as_mut().poll_frame(cx) {
+            Poll::Ready(frame) => {
+                self.timer = None;
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let Some(idle) = self.idle else {
+                    return Poll::Pending;
+                };
+                let timer = self
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        self.timer = None;
+                        Poll::Ready(Some(Err(DeadlineError::Idle(idle).into())))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    #[test]
+    fn watches_should_be_told_from_other_requests() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert!(is_watch(&uri("/api/v1/pods?watch=true&resourceVersion=1")));
+        assert!(is_watch(&uri("/api/v1/pods?allowWatchBookmarks=true&watch=1")));
+        assert!(!is_watch(&uri("/api/v1/pods?limit=500")));
+        assert!(!is_watch(&uri("/api/v1/namespaces/watch")));
+    }
+
+    /// A body that yields one frame, then nothing for ever.
+    struct Stalling(bool);
+
+    impl Body for Stalling {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.0 {
+                Poll::Pending
+            } else {
+                self.0 = true;
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"{}\n")))))
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_body_should_fail_after_the_idle_timeout() {
+        let started = tokio::time::Instant::now();
+        let mut body = IdleTimeout::new(Stalling(false), Some(Duration::from_secs(90)));
+        assert!(body.frame().await.unwrap().is_ok());
+        let error = body.frame().await.unwrap().unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(90));
+        assert!(error.to_string().contains("presumed dead"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_without_response_should_time_out_but_a_watch_body_should_not_on_that_deadline()
+     {
+        let layer = DeadlinesLayer {
+            request: Some(Duration::from_secs(60)),
+            watch_idle: None,
+        };
+        let mut never = layer.layer(tower::service_fn(|_: Request<()>| {
+            std::future::pending::<Result<Response<Stalling>, Infallible>>()
+        }));
+        let error = never
+            .call(Request::get("/api/v1/pods").body(()).unwrap())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("no response"), "{error}");
+
+        let mut watch = layer.layer(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Stalling(false)))
+        }));
+        let response = watch
+            .call(Request::get("/api/v1/pods?watch=true").body(()).unwrap())
+            .await
+            .unwrap();
+        let mut body = response.into_body();
+        assert!(body.frame().await.unwrap().is_ok());
+        let waited = tokio::time::timeout(Duration::from_secs(600), body.frame()).await;
+        assert!(waited.is_err(), "a watch without idle timeout must wait");
+    }
+}
