@@ -56,18 +56,26 @@ pub struct DriverArgs {
 /// Field manager of the ConfigMaps.
 pub const MANAGER: &str = "bench-driver";
 
-/// A client for the driver's kubeconfig, with no client-side rate limit.
+/// The client configuration of the driver's kubeconfig.
+///
+/// # Errors
+///
+/// An unreadable kubeconfig.
+pub async fn config(args: &DriverArgs) -> Result<kube::Config, String> {
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&args.kubeconfig).map_err(|e| e.to_string())?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// kube's default client for the driver's kubeconfig (HTTP/1.1), with no client-side rate limit.
 ///
 /// # Errors
 ///
 /// An unreadable kubeconfig.
 pub async fn client(args: &DriverArgs) -> Result<kube::Client, String> {
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(&args.kubeconfig).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    kube::Client::try_from(config).map_err(|e| e.to_string())
+    kube::Client::try_from(config(args).await?).map_err(|e| e.to_string())
 }
 
 /// The owned ConfigMap holding `value`.

@@ -66,7 +66,9 @@ async fn main() {
         .with_writer(std::io::stderr)
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let client = kubeforge::cli::or_exit(kubeforge_bench::client(&args).await);
+    // The client every kubeforge operator gets (`cli::Options::client`): HTTP/2 with pings.
+    let config = kubeforge::cli::or_exit(kubeforge_bench::config(&args).await);
+    let client = kubeforge::cli::or_exit(kubeforge::client::connect(config));
     // The wiring #[controller] generated, with the benchmark's run-time settings on top.
     let manager = Manager::new(client)
         .namespace(Some(args.namespace.clone()))

@@ -53,6 +53,7 @@ use super::rate_limit::RateLimitLayer;
 /// How a client built by [`connect_with`] detects dead connections (and limits its rate).
 #[derive(Clone, Debug)]
 pub struct ConnectionConfig {
+    connect_timeout: Duration,
     ping_interval: Duration,
     ping_timeout: Duration,
     request_timeout: Option<Duration>,
@@ -61,10 +62,12 @@ pub struct ConnectionConfig {
 }
 
 impl Default for ConnectionConfig {
-    /// Ping after 10 s of quiet, give up after 10 more (a dead connection is closed within
-    /// 20 s); 60 s for a request (the apiserver's own limit); 90 s of watch silence.
+    /// 10 s to connect (TCP and TLS); ping after 10 s of quiet, give up after 10 more (a dead
+    /// connection is closed within 20 s); 60 s for a request (the apiserver's own limit); 90 s
+    /// of watch silence.
     fn default() -> Self {
         Self {
+            connect_timeout: Duration::from_secs(10),
             ping_interval: Duration::from_secs(10),
             ping_timeout: Duration::from_secs(10),
             request_timeout: Some(Duration::from_secs(60)),
@@ -75,6 +78,15 @@ impl Default for ConnectionConfig {
 }
 
 impl ConnectionConfig {
+    /// Deadline of a new connection: TCP connect and TLS handshake together (a handshake with
+    /// a silent peer would otherwise wait for the request deadline). `kube::Config`'s
+    /// `connect_timeout`, when shorter, applies too.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
     /// Ping a connection quiet for `interval`; close it when the answer takes longer than
     /// `timeout`. A dead connection is noticed within `interval + timeout`.
     #[must_use]
@@ -146,7 +158,12 @@ pub fn connect_with(
             .map_err(|e| kube::Error::Service(format!("tls-server-name {name}: {e}").into()))?;
         tls = tls.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
     }
-    let connector = tls.enable_http1().enable_http2().wrap_connector(http);
+    let connector = ConnectTimeout {
+        inner: tls.enable_http1().enable_http2().wrap_connector(http),
+        timeout: config
+            .connect_timeout
+            .map_or(connection.connect_timeout, |t| t.min(connection.connect_timeout)),
+    };
     let hyper = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
@@ -172,6 +189,41 @@ pub fn connect_with(
     Ok(kube::Client::new(service, config.default_namespace))
 }
 
+/// A connector whose connections (TCP and TLS) must be up within `timeout`.
+#[derive(Clone, Debug)]
+struct ConnectTimeout<C> {
+    inner: C,
+    timeout: Duration,
+}
+
+impl<C> Service<http::Uri> for ConnectTimeout<C>
+where
+    C: Service<http::Uri>,
+    C::Error: Into<BoxError>,
+    C::Future: Send + 'static,
+    C::Response: Send + 'static,
+{
+    type Response = C::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<C::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let timeout = self.timeout;
+        let connecting = self.inner.call(uri);
+        async move {
+            tokio::time::timeout(timeout, connecting)
+                .await
+                .map_err(|_| DeadlineError::Connect(timeout))?
+                .map_err(Into::into)
+        }
+        .boxed()
+    }
+}
+
 /// Whether a request is a watch (`watch=true` or `watch=1` in its query).
 fn is_watch(uri: &http::Uri) -> bool {
     uri.query().is_some_and(|q| {
@@ -183,6 +235,9 @@ fn is_watch(uri: &http::Uri) -> bool {
 /// A request or a watch took longer than its deadline.
 #[derive(Debug, thiserror::Error)]
 pub enum DeadlineError {
+    /// No connection (TCP and TLS) within the connect timeout.
+    #[error("could not connect to the apiserver within {0:?}")]
+    Connect(Duration),
     /// No response headers within the request timeout.
     #[error("no response from the apiserver within {0:?}")]
     Response(Duration),

@@ -35,16 +35,19 @@
 //! # }
 //! ```
 
+mod backoff;
+
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
-use kube::runtime::WatchStreamExt;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, InitialListStrategy};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -55,6 +58,8 @@ use crate::ObjectKey;
 use crate::cache::WriteTracker;
 use crate::scope::Scoped;
 use crate::store::{MemoryStore, Store};
+
+pub use backoff::WatchBackoff;
 
 /// A change the informer applied to its store.
 #[derive(Debug)]
@@ -126,6 +131,8 @@ pub struct InformerConfig {
     pub ignore_sync_for_health: bool,
     /// Capacity of each subscriber's event channel.
     pub buffer: usize,
+    /// Retry delays after a failed list or watch.
+    pub backoff: WatchBackoff,
 }
 
 impl Default for InformerConfig {
@@ -139,6 +146,7 @@ impl Default for InformerConfig {
             keep_managed_fields: false,
             ignore_sync_for_health: false,
             buffer: 1024,
+            backoff: WatchBackoff::default(),
         }
     }
 }
@@ -202,6 +210,18 @@ impl InformerConfig {
         self
     }
 
+    /// Retry a failed list or watch after `initial`, doubling per failure in a row up to `max`
+    /// (defaults 200 ms and 5 s: after an outage the informer is back within `max`). Any event
+    /// resets the delay; `410 Gone` is relisted at once.
+    #[must_use]
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.backoff = WatchBackoff {
+            initial,
+            max: max.max(initial),
+        };
+        self
+    }
+
     fn watcher_config(&self) -> watcher::Config {
         watcher::Config {
             label_selector: self.label_selector.clone(),
@@ -247,15 +267,41 @@ fn map_event<T, K>(
     }
 }
 
-/// Whether a list/watch error comes from an object that did not decode.
+/// Whether a list/watch error comes from an object that did not decode. In a list that is a
+/// serde error. In a watch, kube tries a line that is not a valid event as a `Status` (every
+/// field of which is optional), so an undecodable object arrives as an API error with code 0 —
+/// the apiserver's own errors in a watch come as `WatchError` with a real code.
 fn is_decode_error(error: &watcher::Error) -> bool {
-    let inner = match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => e,
-        _ => return false,
-    };
-    matches!(inner, kube::Error::SerdeError(_))
+    match error {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) => {
+            matches!(e, kube::Error::SerdeError(_))
+        }
+        watcher::Error::WatchFailed(e) => match e {
+            kube::Error::SerdeError(_) => true,
+            kube::Error::Api(status) => status.code == 0,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// At most this much of an error's text goes into a log line (an error can carry a whole
+/// response body: megabytes for a large list).
+const EXCERPT: usize = 1024;
+
+/// `error`'s text, cut to [`EXCERPT`] bytes (on a character boundary) with a note of the rest.
+pub(crate) fn excerpt(error: &impl std::fmt::Display) -> String {
+    let mut text = error.to_string();
+    if text.len() > EXCERPT {
+        let mut cut = EXCERPT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let omitted = text.len() - cut;
+        text.truncate(cut);
+        text.push_str(&format!("… ({omitted} more bytes)"));
+    }
+    text
 }
 
 /// A list+watch of one kind feeding a [`Store`] and notifying subscribers.
@@ -269,6 +315,11 @@ pub struct Informer<K: Resource> {
     synced: watch::Sender<bool>,
     stats: InformerStats,
     writes: Option<Arc<WriteTracker>>,
+    /// Undecodable objects seen, by key, with the resourceVersion last reported (each bad
+    /// version is logged, counted and published once).
+    undecodable: Mutex<HashMap<ObjectKey, Option<String>>>,
+    /// Publishes a Warning event on each undecodable object (created on first use).
+    recorder: OnceLock<Arc<crate::events::Recorder>>,
 }
 
 impl<K: Resource> Debug for Informer<K> {
@@ -308,6 +359,8 @@ where
             synced: watch::channel(false).0,
             stats: InformerStats::default(),
             writes: None,
+            undecodable: Mutex::default(),
+            recorder: OnceLock::new(),
         }
     }
 
@@ -416,6 +469,7 @@ where
             interval
         });
         let mut initial: Vec<Arc<K>> = Vec::new();
+        let mut backoff = backoff::Backoff::new(self.config.backoff);
         loop {
             let tick = async {
                 match resync.as_mut() {
@@ -438,11 +492,20 @@ where
                 item = stream.next() => item,
             };
             let Some(item) = item else { break };
+            if item.is_ok() {
+                if backoff.failures > 0 {
+                    tracing::info!(%url, failures = backoff.failures, "list/watch recovered");
+                }
+                backoff.succeeded();
+            }
             match item {
                 Ok(watcher::Event::Init) => initial.clear(),
-                Ok(watcher::Event::InitApply(obj)) => {
-                    if let Some(obj) = self.decoded(obj) {
-                        initial.push(self.prepare(obj));
+                Ok(watcher::Event::InitApply(Ok(obj))) => initial.push(self.prepare(obj)),
+                Ok(watcher::Event::InitApply(Err(invalid))) => {
+                    // Keep the last good copy (announced only when the object is being deleted,
+                    // with its current metadata, so a finalizer can still be released).
+                    if let Some(kept) = self.undecodable(&invalid) {
+                        initial.push(kept);
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -455,10 +518,21 @@ where
                     self.synced.send_replace(true);
                     tracing::debug!(%url, cached = self.store.len(), "informer synced");
                 }
-                Ok(watcher::Event::Apply(obj)) => {
-                    let Some(obj) = self.decoded(obj) else {
-                        continue;
-                    };
+                Ok(watcher::Event::Apply(Err(invalid))) => {
+                    let key = invalid_key(&invalid);
+                    self.stats.events.fetch_add(1, Ordering::Relaxed);
+                    let kept = self.undecodable(&invalid);
+                    self.observed(&key, invalid.metadata.resource_version.as_deref());
+                    if let Some(new) = kept.filter(|k| k.meta().deletion_timestamp.is_some()) {
+                        let old = self.store.apply(Arc::clone(&new));
+                        self.publish(Event::Applied { old, new }).await;
+                    }
+                }
+                Ok(watcher::Event::Apply(Ok(obj))) => {
+                    if lenient {
+                        // Fixed objects are reported again if they break again.
+                        self.lock_undecodable().remove(&ObjectKey::of(&obj));
+                    }
                     let new = self.prepare(obj);
                     let old = self.store.apply(Arc::clone(&new));
                     self.observed(
@@ -471,11 +545,9 @@ where
                 Ok(watcher::Event::Delete(obj)) => {
                     let key = match &obj {
                         Ok(obj) => ObjectKey::of(obj),
-                        Err(invalid) => ObjectKey {
-                            namespace: invalid.metadata.namespace.clone(),
-                            name: invalid.metadata.name.clone().unwrap_or_default(),
-                        },
+                        Err(invalid) => invalid_key(invalid),
                     };
+                    self.lock_undecodable().remove(&key);
                     let cached = self.store.delete(&key);
                     self.observed(&key, None);
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
@@ -489,14 +561,24 @@ where
                     self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
                     if !lenient && is_decode_error(&error) {
                         // One object of this kind does not fit `K`. Decoding leniently costs a
-                        // little more per object, so it is only switched on once needed: from
-                        // now on bad objects are logged and skipped instead of failing the list.
-                        tracing::warn!(%url, %error, "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
+                        // little more per object, so it is only switched on once needed: the
+                        // lenient stream relists once, and from then on bad objects are
+                        // logged and skipped without disturbing the watch.
+                        tracing::warn!(%url, error = %excerpt(&error), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
                         lenient = true;
                         stream = self.stream(lenient);
                         continue;
                     }
-                    tracing::warn!(%url, %error, "list/watch failed; retrying with backoff");
+                    let delay = backoff.failed(&error);
+                    if backoff.failures == 1 {
+                        tracing::warn!(%url, error = %excerpt(&error), ?delay, "list/watch failed; retrying");
+                    } else {
+                        tracing::debug!(%url, error = %excerpt(&error), ?delay, failures = backoff.failures, "list/watch failed again; retrying");
+                    }
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
                 }
             }
         }
@@ -515,33 +597,86 @@ where
                 self.api.namespace(),
             );
             watcher::watcher(api, config)
-                .default_backoff()
                 .map_ok(|event| map_event(event, |guard| guard.0.map_err(Box::new)))
                 .boxed()
         } else {
             watcher::watcher(self.api.clone(), config)
-                .default_backoff()
                 .map_ok(|event| map_event(event, Ok))
                 .boxed()
         }
     }
 
-    /// The object, or `None` after logging why it could not be decoded.
-    fn decoded(&self, obj: Decoded<K>) -> Option<K> {
-        match obj {
-            Ok(obj) => Some(obj),
-            Err(invalid) => {
-                self.stats.undecodable.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(
-                    url = %self.api.resource_url(),
-                    namespace = invalid.metadata.namespace.as_deref().unwrap_or(""),
-                    name = invalid.metadata.name.as_deref().unwrap_or(""),
-                    error = %invalid.error,
-                    "skipping an object that does not decode"
-                );
-                None
-            }
+    fn lock_undecodable(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectKey, Option<String>>> {
+        self.undecodable.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Handles an object that does not decode as `K`: each bad version is logged once with its
+    /// namespace, name and error, counted, and published as a Warning event on the object. Returns
+    /// the copy to keep caching: the last good copy of the same object (same UID), with the bad
+    /// object's metadata if it is being deleted (its finalizers, deletion timestamp and
+    /// resourceVersion are all a controller needs to run cleanup and release it), else unchanged.
+    fn undecodable(&self, invalid: &InvalidObject) -> Option<Arc<K>> {
+        let key = invalid_key(invalid);
+        let version = invalid.metadata.resource_version.clone();
+        let first = self.lock_undecodable().insert(key.clone(), version.clone()) != Some(version);
+        if first {
+            self.stats.undecodable.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                url = %self.api.resource_url(),
+                namespace = key.namespace.as_deref().unwrap_or(""),
+                name = %key.name,
+                resource_version = invalid.metadata.resource_version.as_deref().unwrap_or(""),
+                error = %excerpt(&invalid.error),
+                "skipping an object that does not decode"
+            );
+            self.warn_on(invalid);
         }
+        let cached = self.store.get(&key)?;
+        if cached.meta().uid != invalid.metadata.uid {
+            return None;
+        }
+        if invalid.metadata.deletion_timestamp.is_none() {
+            return Some(cached);
+        }
+        let mut kept = (*cached).clone();
+        *kept.meta_mut() = invalid.metadata.clone();
+        Some(self.prepare(kept))
+    }
+
+    /// Publishes a Warning event `Undecodable` on a bad object (best effort, in the background).
+    fn warn_on(&self, invalid: &InvalidObject) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let recorder = Arc::clone(self.recorder.get_or_init(|| {
+            Arc::new(crate::events::Recorder::new(
+                self.api.clone().into_client(),
+                "kubeforge-informer",
+            ))
+        }));
+        let object = PartialObjectMeta::<K> {
+            types: Some(kube::core::TypeMeta::resource::<K>()),
+            metadata: invalid.metadata.clone(),
+            _phantom: std::marker::PhantomData,
+        };
+        let note = format!(
+            "this operator cannot decode the object and skips it until it is fixed: {}",
+            excerpt(&invalid.error)
+        );
+        runtime.spawn(async move {
+            if let Err(error) = recorder
+                .publish(
+                    &object,
+                    crate::events::EventType::Warning,
+                    "Undecodable",
+                    "Decode",
+                    Some(note),
+                )
+                .await
+            {
+                tracing::debug!(%error, "publishing the undecodable-object event failed");
+            }
+        });
     }
 
     /// Replaces the store with a complete list and announces the differences.
@@ -568,6 +703,14 @@ where
         for gone in removed {
             self.publish(Event::Deleted(gone)).await;
         }
+    }
+}
+
+/// The key of an object that did not decode (from its metadata).
+fn invalid_key(invalid: &InvalidObject) -> ObjectKey {
+    ObjectKey {
+        namespace: invalid.metadata.namespace.clone(),
+        name: invalid.metadata.name.clone().unwrap_or_default(),
     }
 }
 

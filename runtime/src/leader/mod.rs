@@ -261,17 +261,29 @@ impl LeaderElector {
             lost = self.renew_until_lost(&shutdown) => (lost, false),
         };
         leading.cancel();
-        self.leading.send_replace(false);
         match outcome {
             Err(lost) => {
+                self.leading.send_replace(false);
                 tracing::error!(lease = %self.config.lease_name, "leadership lost; work cancelled");
                 Err(lost)
             }
             Ok(()) => {
-                // Clean shutdown: let the work finish (it saw the cancellation), then release.
+                // Clean shutdown: the work saw the cancellation and drains (running reconciles
+                // finish within the manager's grace period). Their writes must still pass the
+                // fence, so keep renewing until the work is done, then release.
                 if !work_done {
-                    work.await;
+                    let keep_renewing = CancellationToken::new();
+                    let drained = tokio::select! {
+                        () = &mut work => Ok(()),
+                        lost = self.renew_until_lost(&keep_renewing) => lost,
+                    };
+                    if let Err(lost) = drained {
+                        self.leading.send_replace(false);
+                        tracing::error!(lease = %self.config.lease_name, "leadership lost while shutting down; work cancelled");
+                        return Err(lost);
+                    }
                 }
+                self.leading.send_replace(false);
                 if self.config.release_on_cancel {
                     self.release().await;
                 }

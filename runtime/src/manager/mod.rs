@@ -2,7 +2,8 @@
 //!
 //! A [`Manager`] owns the [`Cache`] its controllers share, starts the informers, runs every
 //! controller (and any other [`Runnable`]) and stops everything on SIGTERM or ctrl-c, giving
-//! running reconciles a bounded grace period.
+//! running reconciles a bounded grace period; a second signal exits the process at once (see
+//! [`Manager::run`]).
 //!
 //! # Examples
 //!
@@ -296,6 +297,11 @@ impl Manager {
 
     /// Runs until SIGTERM or ctrl-c, then stops everything within the grace period.
     ///
+    /// A second SIGTERM or ctrl-c while stopping ends the process at once with status 1
+    /// (`std::process::exit`, as controller-runtime does): reconciles still running are cut off,
+    /// no destructors run and the leader-election Lease is not released (a successor waits for
+    /// it to expire). Embed a manager with [`Manager::run_until`], which never exits the process.
+    ///
     /// # Errors
     ///
     /// A component failed (and stopped the others), did not stop within the grace period, or
@@ -303,11 +309,16 @@ impl Manager {
     pub async fn run(self) -> Result<(), ManagerError> {
         let shutdown = CancellationToken::new();
         let trigger = shutdown.clone();
-        tokio::spawn(async move {
-            shutdown_signal().await;
+        let _signals = AbortOnDrop(tokio::spawn(async move {
+            let mut signals = ShutdownSignals::new();
+            signals.recv().await;
             tracing::info!("shutdown signal received; stopping");
             trigger.cancel();
-        });
+            if signals.recv().await {
+                tracing::error!("second shutdown signal; exiting immediately");
+                std::process::exit(1);
+            }
+        }));
         self.run_until(shutdown).await
     }
 
@@ -452,23 +463,43 @@ impl Drop for AbortOnDrop {
 
 /// Completes on ctrl-c, or on SIGTERM on Unix.
 pub async fn shutdown_signal() {
+    ShutdownSignals::new().recv().await;
+}
+
+/// The SIGTERM and ctrl-c listeners, registered once so that a signal arriving between two
+/// [`ShutdownSignals::recv`] calls is not missed.
+struct ShutdownSignals {
+    /// SIGTERM and SIGINT (ctrl-c); `None` if they could not be registered.
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    unix: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl ShutdownSignals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let unix = signal(SignalKind::terminate())
+                .and_then(|term| Ok((term, signal(SignalKind::interrupt())?)))
+                .ok();
+            Self { unix }
+        }
+        #[cfg(not(unix))]
+        {
+            Self {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// Waits for the next signal; `false` if none can be received (no listener could be
+    /// registered, or the runtime is shutting down).
+    async fn recv(&mut self) -> bool {
+        #[cfg(unix)]
+        if let Some((term, interrupt)) = &mut self.unix {
+            return tokio::select! {
+                received = term.recv() => received.is_some(),
+                received = interrupt.recv() => received.is_some(),
+            };
+        }
+        tokio::signal::ctrl_c().await.is_ok()
     }
 }

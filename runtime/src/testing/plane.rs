@@ -194,6 +194,22 @@ impl ControlPlane {
         self.disrupt("start-component", component).await
     }
 
+    /// Compacts etcd's history up to its current revision, as the apiserver does every five
+    /// minutes: a watch resuming from an older resourceVersion gets `410 Gone` once the
+    /// apiserver's watch cache no longer covers it (restart the apiserver to make sure).
+    ///
+    /// # Errors
+    ///
+    /// Fails on the shared plane (other tests rely on it) or when the script fails.
+    pub async fn compact_etcd(&self) -> Result<(), TestingError> {
+        if self.dedicated.is_none() {
+            return Err(TestingError::Unavailable {
+                message: "only a dedicated control plane may be compacted".to_owned(),
+            });
+        }
+        self.script(vec!["compact-etcd".to_owned()]).await.map(drop)
+    }
+
     async fn disrupt(&self, command: &str, component: &str) -> Result<(), TestingError> {
         if self.dedicated.is_none() {
             return Err(TestingError::Unavailable {
