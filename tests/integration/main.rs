@@ -12,6 +12,7 @@ mod controlplane;
 mod crd;
 mod docs;
 mod events;
+mod faults;
 mod informer;
 mod leader;
 mod manager;

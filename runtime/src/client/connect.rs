@@ -162,7 +162,9 @@ pub fn connect_with(
         inner: tls.enable_http1().enable_http2().wrap_connector(http),
         timeout: config
             .connect_timeout
-            .map_or(connection.connect_timeout, |t| t.min(connection.connect_timeout)),
+            .map_or(connection.connect_timeout, |t| {
+                t.min(connection.connect_timeout)
+            }),
     };
     let hyper = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
@@ -388,7 +390,9 @@ mod tests {
     fn watches_should_be_told_from_other_requests() {
         let uri = |s: &str| s.parse::<http::Uri>().unwrap();
         assert!(is_watch(&uri("/api/v1/pods?watch=true&resourceVersion=1")));
-        assert!(is_watch(&uri("/api/v1/pods?allowWatchBookmarks=true&watch=1")));
+        assert!(is_watch(&uri(
+            "/api/v1/pods?allowWatchBookmarks=true&watch=1"
+        )));
         assert!(!is_watch(&uri("/api/v1/pods?limit=500")));
         assert!(!is_watch(&uri("/api/v1/namespaces/watch")));
     }

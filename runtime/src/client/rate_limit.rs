@@ -102,7 +102,10 @@ pub fn rate_limited_client(
     qps: f64,
     burst: u32,
 ) -> Result<kube::Client, kube::Error> {
-    super::connect_with(config, &super::ConnectionConfig::default().rate_limit(qps, burst))
+    super::connect_with(
+        config,
+        &super::ConnectionConfig::default().rate_limit(qps, burst),
+    )
 }
 
 #[cfg(test)]

@@ -130,11 +130,17 @@ mod tests {
     #[test]
     fn finalizer_patches_should_test_the_uid_first() {
         let add = add_patch("u1", None, "x/y");
-        assert_eq!(add[0], json!({ "op": "test", "path": "/metadata/uid", "value": "u1" }));
+        assert_eq!(
+            add[0],
+            json!({ "op": "test", "path": "/metadata/uid", "value": "u1" })
+        );
         let list = vec!["a".to_owned(), "x/y".to_owned()];
         let remove = remove_patch("u1", &list, "x/y").unwrap();
         assert_eq!(remove[0]["path"], "/metadata/uid");
-        assert_eq!(remove[2], json!({ "op": "remove", "path": "/metadata/finalizers/1" }));
+        assert_eq!(
+            remove[2],
+            json!({ "op": "remove", "path": "/metadata/finalizers/1" })
+        );
         assert!(remove_patch("u1", &list, "other").is_none());
     }
 }

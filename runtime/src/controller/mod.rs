@@ -289,8 +289,8 @@ impl<K> Context<K> {
         let params = PatchParams::default();
         let written = match self.object.meta().uid.as_deref() {
             Some(uid) => {
-                let base = serde_json::to_value(self.object.as_ref())
-                    .map_err(kube::Error::SerdeError)?;
+                let base =
+                    serde_json::to_value(self.object.as_ref()).map_err(kube::Error::SerdeError)?;
                 let guarded =
                     precondition::guard(patch, uid, &base).map_err(kube::Error::SerdeError)?;
                 api.patch_status(&self.key.name, &params, &guarded).await?
@@ -915,7 +915,9 @@ where
                     false,
                 ),
                 Ok(None) => {
-                    tracing::debug!("object deleted before its finalizer could be added; nothing to do");
+                    tracing::debug!(
+                        "object deleted before its finalizer could be added; nothing to do"
+                    );
                     self.queue.forget(key);
                     return;
                 }
@@ -1035,7 +1037,9 @@ where
     }
 
     /// Adds the finalizer with a JSON patch that fails if the object's UID or finalizer list
-    /// changed meanwhile; `None` if the object is gone.
+    /// changed meanwhile; `None` if the object is gone. The patch goes through the metadata API
+    /// (its answer is metadata only, so it decodes even if the object no longer fits `K`); the
+    /// returned object is `obj` with the new metadata.
     async fn add_finalizer(&self, obj: &K, finalizer: &str) -> Result<Option<Arc<K>>, kube::Error> {
         let meta = obj.meta();
         let name = meta.name.clone().unwrap_or_default();
@@ -1045,19 +1049,22 @@ where
             serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
         match self
             .api_for(obj)
-            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
         {
             Ok(updated) => {
-                self.cache.record_write(&updated);
-                Ok(Some(Arc::new(updated)))
+                let mut with_finalizer = obj.clone();
+                *with_finalizer.meta_mut() = updated.metadata;
+                self.cache.record_write(&with_finalizer);
+                Ok(Some(Arc::new(with_finalizer)))
             }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Removes the finalizer with a JSON patch guarded by tests of the UID and of the list.
+    /// Removes the finalizer with a JSON patch guarded by tests of the UID and of the list (from
+    /// the metadata alone: it works on an object that no longer decodes as `K`).
     async fn remove_finalizer(&self, obj: &K, finalizer: &str) -> Result<(), kube::Error> {
         let meta = obj.meta();
         let name = meta.name.clone().unwrap_or_default();
@@ -1069,12 +1076,15 @@ where
         let patch: json_patch::Patch =
             serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
         let api = self.api_for(obj);
+        // Through the metadata API: the answer decodes even when the object does not fit `K`.
         match api
-            .patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+            .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
             .await
         {
             Ok(updated) => {
-                self.cache.record_write(&updated);
+                let mut released = obj.clone();
+                *released.meta_mut() = updated.metadata;
+                self.cache.record_write(&released);
                 Ok(())
             }
             // Already gone: the finalizer was the last thing holding it.

@@ -40,7 +40,12 @@ pub(super) fn guard<P: Serialize>(
     Ok(match patch {
         Patch::Json(ops) => {
             let mut all = vec![test_uid];
-            all.extend(serde_json::to_value(ops)?.as_array().cloned().unwrap_or_default());
+            all.extend(
+                serde_json::to_value(ops)?
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
             Patch::Json(serde_json::from_value(Value::Array(all))?)
         }
         Patch::Merge(merge) => {
@@ -209,7 +214,8 @@ mod tests {
         };
         assert_eq!(guarded.0.len(), 2);
         let base = json!({ "metadata": { "uid": "u1", "resourceVersion": "42" } });
-        let Patch::Apply(body) = guard(&Patch::Apply(json!({ "status": {} })), "u1", &base).unwrap()
+        let Patch::Apply(body) =
+            guard(&Patch::Apply(json!({ "status": {} })), "u1", &base).unwrap()
         else {
             panic!()
         };

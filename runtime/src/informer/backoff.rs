@@ -127,7 +127,9 @@ mod tests {
         for _ in 0..6 {
             b.failed(&unreachable());
         }
-        let gone = watcher::Error::WatchError(Box::new(Status::failure("too old", "Expired").with_code(410)));
+        let gone = watcher::Error::WatchError(Box::new(
+            Status::failure("too old", "Expired").with_code(410),
+        ));
         assert_eq!(b.failed(&gone), Duration::ZERO);
         assert!(b.failed(&unreachable()) <= Duration::from_millis(240));
     }

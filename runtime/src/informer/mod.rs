@@ -46,8 +46,8 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use kube::core::DeserializeGuard;
-use kube::core::error_boundary::InvalidObject;
 use kube::core::PartialObjectMeta;
+use kube::core::error_boundary::InvalidObject;
 use kube::runtime::watcher::{self, InitialListStrategy};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -285,6 +285,9 @@ fn is_decode_error(error: &watcher::Error) -> bool {
     }
 }
 
+/// Warning events about undecodable objects being published at once, at most.
+const WARNINGS_IN_FLIGHT: usize = 8;
+
 /// At most this much of an error's text goes into a log line (an error can carry a whole
 /// response body: megabytes for a large list).
 const EXCERPT: usize = 1024;
@@ -320,6 +323,9 @@ pub struct Informer<K: Resource> {
     undecodable: Mutex<HashMap<ObjectKey, Option<String>>>,
     /// Publishes a Warning event on each undecodable object (created on first use).
     recorder: OnceLock<Arc<crate::events::Recorder>>,
+    /// Bounds the events being published at once; more bad objects than that at once (a
+    /// relist of thousands) are logged and counted but not all published.
+    publishing: Arc<tokio::sync::Semaphore>,
 }
 
 impl<K: Resource> Debug for Informer<K> {
@@ -361,6 +367,7 @@ where
             writes: None,
             undecodable: Mutex::default(),
             recorder: OnceLock::new(),
+            publishing: Arc::new(tokio::sync::Semaphore::new(WARNINGS_IN_FLIGHT)),
         }
     }
 
@@ -469,6 +476,8 @@ where
             interval
         });
         let mut initial: Vec<Arc<K>> = Vec::new();
+        // Keys of the objects of the current (re)list that did not decode.
+        let mut listed_bad: std::collections::HashSet<ObjectKey> = Default::default();
         let mut backoff = backoff::Backoff::new(self.config.backoff);
         loop {
             let tick = async {
@@ -499,9 +508,13 @@ where
                 backoff.succeeded();
             }
             match item {
-                Ok(watcher::Event::Init) => initial.clear(),
+                Ok(watcher::Event::Init) => {
+                    initial.clear();
+                    listed_bad.clear();
+                }
                 Ok(watcher::Event::InitApply(Ok(obj))) => initial.push(self.prepare(obj)),
                 Ok(watcher::Event::InitApply(Err(invalid))) => {
+                    listed_bad.insert(invalid_key(&invalid));
                     // Keep the last good copy (announced only when the object is being deleted,
                     // with its current metadata, so a finalizer can still be released).
                     if let Some(kept) = self.undecodable(&invalid) {
@@ -509,6 +522,11 @@ where
                     }
                 }
                 Ok(watcher::Event::InitDone) => {
+                    if lenient {
+                        // Bad objects fixed or deleted while the watch was down.
+                        self.lock_undecodable()
+                            .retain(|k, _| listed_bad.contains(k));
+                    }
                     let listed = std::mem::take(&mut initial);
                     self.apply_list(listed).await;
                     if let Some(writes) = &self.writes {
@@ -522,9 +540,12 @@ where
                     let key = invalid_key(&invalid);
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
                     let kept = self.undecodable(&invalid);
+                    // Store first, then the tracker (as for every event).
+                    let announce = kept
+                        .filter(|k| k.meta().deletion_timestamp.is_some())
+                        .map(|new| (self.store.apply(Arc::clone(&new)), new));
                     self.observed(&key, invalid.metadata.resource_version.as_deref());
-                    if let Some(new) = kept.filter(|k| k.meta().deletion_timestamp.is_some()) {
-                        let old = self.store.apply(Arc::clone(&new));
+                    if let Some((old, new)) = announce {
                         self.publish(Event::Applied { old, new }).await;
                     }
                 }
@@ -648,6 +669,12 @@ where
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let Ok(permit) = Arc::clone(&self.publishing).try_acquire_owned() else {
+            tracing::debug!(
+                "too many undecodable-object events in flight; not publishing this one"
+            );
+            return;
+        };
         let recorder = Arc::clone(self.recorder.get_or_init(|| {
             Arc::new(crate::events::Recorder::new(
                 self.api.clone().into_client(),
@@ -664,6 +691,7 @@ where
             excerpt(&invalid.error)
         );
         runtime.spawn(async move {
+            let _permit = permit;
             if let Err(error) = recorder
                 .publish(
                     &object,

@@ -130,7 +130,8 @@ impl FaultProxy {
     /// Every connection open now goes silent for ever (sockets left open); new connections work.
     pub fn blackhole_existing(&self) {
         let below = self.next_id.load(Ordering::SeqCst);
-        self.faults.send_modify(|f| f.dead_below = f.dead_below.max(below));
+        self.faults
+            .send_modify(|f| f.dead_below = f.dead_below.max(below));
     }
 
     /// Every connection open now goes silent for ever, and new connections are accepted but
@@ -236,7 +237,8 @@ mod tests {
                 });
             }
         });
-        let config = kube::Config::new(format!("http://127.0.0.1:{}", addr.port()).parse().unwrap());
+        let config =
+            kube::Config::new(format!("http://127.0.0.1:{}", addr.port()).parse().unwrap());
         FaultProxy::start(config).await.unwrap()
     }
 
@@ -254,7 +256,10 @@ mod tests {
         let mut old = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert!(roundtrip(&mut old).await);
         proxy.blackhole_existing();
-        assert!(!roundtrip(&mut old).await, "a black-holed connection forwarded");
+        assert!(
+            !roundtrip(&mut old).await,
+            "a black-holed connection forwarded"
+        );
         let mut new = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert!(roundtrip(&mut new).await);
 
@@ -263,10 +268,19 @@ mod tests {
         let mut during = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert!(!roundtrip(&mut during).await);
         proxy.restore();
-        assert!(!roundtrip(&mut during).await, "connections of the outage stay dead");
+        assert!(
+            !roundtrip(&mut during).await,
+            "connections of the outage stay dead"
+        );
         let mut after = TcpStream::connect(proxy.local_addr()).await.unwrap();
         assert!(roundtrip(&mut after).await);
         assert_eq!(proxy.connections(), 4);
-        assert!(proxy.config().cluster_url.to_string().contains(&proxy.local_addr().port().to_string()));
+        assert!(
+            proxy
+                .config()
+                .cluster_url
+                .to_string()
+                .contains(&proxy.local_addr().port().to_string())
+        );
     }
 }

@@ -41,7 +41,13 @@ impl Reconciler<Widget> for Finalizing {
 
     async fn reconcile(&self, w: Arc<Widget>, ctx: &Context<Widget>) -> Result<Action, TestError> {
         let uid = w.metadata.uid.clone().unwrap_or_default();
-        *self.ledger.reconciled.lock().unwrap().entry(uid).or_default() += 1;
+        *self
+            .ledger
+            .reconciled
+            .lock()
+            .unwrap()
+            .entry(uid)
+            .or_default() += 1;
         if w.status.as_ref().map(|s| s.observed) != Some(w.spec.value) {
             ctx.patch_status(&Patch::Merge(
                 json!({ "status": { "observed": w.spec.value } }),
@@ -59,7 +65,11 @@ impl Reconciler<Widget> for Finalizing {
     }
 }
 
-async fn start(ns: &TestNamespace, ledger: Arc<Ledger>, cleanup_delay: Duration) -> CancellationToken {
+async fn start(
+    ns: &TestNamespace,
+    ledger: Arc<Ledger>,
+    cleanup_delay: Duration,
+) -> CancellationToken {
     apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
@@ -92,13 +102,15 @@ fn held(w: &Widget) -> bool {
 
 /// Creates `w`, retrying while an object of the same name is still being deleted; its UID.
 async fn create_when_free(api: &Api<Widget>, w: &Widget) -> String {
-    eventually("the name to be free", Duration::from_secs(60), async || {
-        match api.create(&PostParams::default(), w).await {
+    eventually(
+        "the name to be free",
+        Duration::from_secs(60),
+        async || match api.create(&PostParams::default(), w).await {
             Ok(created) => created.metadata.uid,
             Err(kube::Error::Api(s)) if s.code == 409 => None,
             Err(e) => panic!("create failed: {e}"),
-        }
-    })
+        },
+    )
     .await
 }
 
@@ -139,7 +151,10 @@ async fn cleaned_exactly_once(ledger: &Ledger, deleted: &[String]) {
         .keys()
         .filter(|uid| !deleted.contains(uid))
         .collect();
-    assert!(unknown.is_empty(), "live objects were cleaned up: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "live objects were cleaned up: {unknown:?}"
+    );
 }
 
 async fn delete_and_recreate_in_a_tight_loop(manifest_has_finalizer: bool) {
@@ -168,9 +183,11 @@ async fn delete_and_recreate_in_a_tight_loop(manifest_has_finalizer: bool) {
         api.delete("churn", &DeleteParams::default()).await.unwrap();
         deleted.push(uid);
     }
-    eventually("the last widget to be gone", Duration::from_secs(60), async || {
-        is_not_found(api.get("churn").await).then_some(())
-    })
+    eventually(
+        "the last widget to be gone",
+        Duration::from_secs(60),
+        async || is_not_found(api.get("churn").await).then_some(()),
+    )
     .await;
     cleaned_exactly_once(&ledger, &deleted).await;
     println!(
@@ -245,14 +262,18 @@ async fn finalizer_removal_racing_a_status_writer_should_clean_each_object_exact
     for name in &names {
         api.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    eventually("every widget to be gone", Duration::from_secs(60), async || {
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-            .then_some(())
-    })
+    eventually(
+        "every widget to be gone",
+        Duration::from_secs(60),
+        async || {
+            api.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
     .await;
     writer_stop.cancel();
     writer.await.unwrap();
@@ -283,19 +304,29 @@ async fn objects_deleted_while_the_operator_is_down_should_be_cleaned_once_when_
     }
     // Held by the finalizer while nobody runs.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(api.list(&ListParams::default()).await.unwrap().items.len(), 10);
+    assert_eq!(
+        api.list(&ListParams::default()).await.unwrap().items.len(),
+        10
+    );
     let back = std::time::Instant::now();
     let shutdown = start(&ns, ledger.clone(), Duration::ZERO).await;
-    eventually("every widget to be gone", Duration::from_secs(30), async || {
-        api.list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-            .then_some(())
-    })
+    eventually(
+        "every widget to be gone",
+        Duration::from_secs(30),
+        async || {
+            api.list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
     .await;
-    println!("10 deletions made while the operator was down released {:?} after it returned", back.elapsed());
+    println!(
+        "10 deletions made while the operator was down released {:?} after it returned",
+        back.elapsed()
+    );
     cleaned_exactly_once(&ledger, &deleted).await;
     shutdown.cancel();
 }

@@ -104,7 +104,12 @@ async fn observed(admin: &Api<Widget>, names: &[String], value: i64) -> bool {
     })
 }
 
-async fn wait_observed(admin: &Api<Widget>, names: &[String], value: i64, within: Duration) -> Duration {
+async fn wait_observed(
+    admin: &Api<Widget>,
+    names: &[String],
+    value: i64,
+    within: Duration,
+) -> Duration {
     let started = Instant::now();
     eventually("the widgets to converge", within, async || {
         observed(admin, names, value).await.then_some(())
@@ -202,9 +207,11 @@ async fn a_request_in_flight_on_a_connection_gone_silent_should_fail_and_be_retr
     let admin = b.ns.api::<Widget>();
     let slow = vec!["slow-0".to_owned()];
     create_all(&admin, &slow, 1).await;
-    eventually("the reconcile to start", Duration::from_secs(60), async || {
-        b.observer.started.lock().unwrap().get("slow-0").copied()
-    })
+    eventually(
+        "the reconcile to start",
+        Duration::from_secs(60),
+        async || b.observer.started.lock().unwrap().get("slow-0").copied(),
+    )
     .await;
     // The connection goes silent, then the reconcile sends its requests on it.
     b.proxy.blackhole_existing();
@@ -251,7 +258,8 @@ async fn control_plane_outages_should_lose_nothing() {
         .unwrap();
     let admin_client = plane.client().await.unwrap();
     let ns = "faults";
-    let namespace: Namespace = serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+    let namespace: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
     Api::<Namespace>::all(admin_client.clone())
         .create(&PostParams::default(), &namespace)
         .await
@@ -272,18 +280,39 @@ async fn control_plane_outages_should_lose_nothing() {
 
     // 1. The controller-manager stops: the operator does not depend on it; garbage collection
     //    of a deleted widget's ConfigMap waits for it.
-    plane.stop_component("kube-controller-manager").await.unwrap();
+    plane
+        .stop_component("kube-controller-manager")
+        .await
+        .unwrap();
     set_all(&admin, &widgets, 2).await;
     let took = wait_observed(&admin, &widgets, 2, Duration::from_secs(60)).await;
     println!("controller-manager down: converged in {took:?}");
-    admin.delete("w-29", &DeleteParams::default()).await.unwrap();
+    admin
+        .delete("w-29", &DeleteParams::default())
+        .await
+        .unwrap();
     let configmaps = Api::<ConfigMap>::namespaced(admin_client.clone(), ns);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(configmaps.get_opt("w-29-cm").await.unwrap().is_some(), "no GC without the controller-manager");
-    plane.start_component("kube-controller-manager").await.unwrap();
-    eventually("the orphaned ConfigMap to be collected", Duration::from_secs(90), async || {
-        configmaps.get_opt("w-29-cm").await.unwrap().is_none().then_some(())
-    })
+    assert!(
+        configmaps.get_opt("w-29-cm").await.unwrap().is_some(),
+        "no GC without the controller-manager"
+    );
+    plane
+        .start_component("kube-controller-manager")
+        .await
+        .unwrap();
+    eventually(
+        "the orphaned ConfigMap to be collected",
+        Duration::from_secs(90),
+        async || {
+            configmaps
+                .get_opt("w-29-cm")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
+    )
     .await;
     let widgets = names("w", 29);
 
@@ -307,7 +336,10 @@ async fn control_plane_outages_should_lose_nothing() {
     println!(
         "after a 30 s apiserver outage with compaction: converged {took:?} after the apiserver was ready ({ready_after:?} to start it); lists {lists_before} -> {lists_after}"
     );
-    assert!(lists_after > lists_before, "the informers relisted after 410 Gone");
+    assert!(
+        lists_after > lists_before,
+        "the informers relisted after 410 Gone"
+    );
     assert!(took < Duration::from_secs(15), "took {took:?}");
     shutdown.cancel();
 }

@@ -1,0 +1,271 @@
+//! Shutdown on signals, with the `signal-operator` binary (tests/bin/signal_operator.rs) as a
+//! separate process: the first SIGTERM lets in-flight reconciles finish and releases the Lease,
+//! a second one exits at once.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+
+use crate::support::{configmap, eventually};
+
+/// The operator's leader-election identity (`POD_NAME`).
+const IDENTITY: &str = "signal-operator";
+/// What the manager logs when the first signal starts the shutdown.
+const FIRST_SIGNAL: &str = "shutdown signal received; stopping";
+/// What the manager logs when a second signal ends the process.
+const SECOND_SIGNAL: &str = "second shutdown signal; exiting immediately";
+
+/// A running `signal-operator`, killed when dropped (a failed test leaves no process behind).
+struct Operator {
+    child: Child,
+    /// Every stdout and stderr line so far (the manager's logs go to stdout, in order with the
+    /// operator's `begin`/`end` lines).
+    output: Arc<Mutex<Vec<String>>>,
+}
+
+impl Operator {
+    fn start(namespace: &str, kubeconfig: &Path, extra_args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signal-operator"))
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+            .args(["--namespace", namespace, "--health-probe-bind-address", "0"])
+            .args(extra_args)
+            .env("POD_NAME", IDENTITY)
+            .env("RUST_LOG", "info")
+            .env("LOG_FORMAT", "text")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        Self::collect(stdout, &output);
+        Self::collect(stderr, &output);
+        Self { child, output }
+    }
+
+    /// Appends the lines of `stream` to `output` from a thread, until the child closes it.
+    fn collect(stream: impl Read + Send + 'static, output: &Arc<Mutex<Vec<String>>>) {
+        let output = Arc::clone(output);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                output.lock().unwrap().push(line);
+            }
+        });
+    }
+
+    fn sigterm(&self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success(), "kill -TERM {pid}: {status}");
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.output.lock().unwrap().clone()
+    }
+
+    fn has_line(&self, wanted: &str) -> bool {
+        self.output
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.contains(wanted))
+    }
+
+    /// The last lines of output, for failure messages.
+    fn tail(&self) -> String {
+        let lines = self.lines();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Waits up to `timeout` for the process to exit: its status and how long that took.
+    async fn exit_within(&mut self, timeout: Duration) -> (ExitStatus, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "still running {timeout:?} after the signal:\n{}",
+                self.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A ConfigMap the operator reconciles, each reconcile sleeping `sleep_ms`.
+fn slow_configmap(name: &str, sleep_ms: &str) -> ConfigMap {
+    let mut cm = configmap(name, &[("sleep_ms", sleep_ms)]);
+    cm.metadata.labels = Some([("signal".to_owned(), "true".to_owned())].into());
+    cm
+}
+
+/// The names after `begin ` and `end ` in `lines`.
+fn begun_and_ended(lines: &[String]) -> (Vec<&str>, Vec<&str>) {
+    let names = |prefix: &str| {
+        lines
+            .iter()
+            .filter_map(|line| line.strip_prefix(prefix))
+            .collect::<Vec<&str>>()
+    };
+    (names("begin "), names("end "))
+}
+
+#[tokio::test]
+async fn sigterm_during_a_burst_should_finish_in_flight_reconciles_release_the_lease_and_exit() {
+    const CONFIGMAPS: usize = 50;
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let mut operator = Operator::start(
+        ns.name(),
+        plane.kubeconfig_path(),
+        &[
+            "--leader-elect",
+            "--leader-election-id",
+            "signal",
+            "--leader-election-namespace",
+            ns.name(),
+        ],
+    );
+    let leases: Api<Lease> = ns.api();
+    let holder = async || -> Option<String> {
+        leases
+            .get_opt("signal")
+            .await
+            .unwrap()?
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    };
+    eventually(
+        "the operator to lead",
+        Duration::from_secs(60),
+        async || holder().await.filter(|h| h == IDENTITY),
+    )
+    .await;
+
+    // A burst: with 4 workers and 500 ms per reconcile it lasts over 6 s.
+    let cms = ns.api::<ConfigMap>();
+    for i in 0..CONFIGMAPS {
+        cms.create(
+            &PostParams::default(),
+            &slow_configmap(&format!("burst-{i}"), "500"),
+        )
+        .await
+        .unwrap();
+    }
+    eventually(
+        "reconciles in flight",
+        Duration::from_secs(60),
+        async || {
+            let lines = operator.lines();
+            let (begun, ended) = begun_and_ended(&lines);
+            (begun.len() > ended.len()).then_some(())
+        },
+    )
+    .await;
+
+    operator.sigterm();
+    let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
+    eprintln!("exit {took:?} after SIGTERM, {status}");
+    let lines = operator.lines();
+    assert!(status.success(), "{status}:\n{}", operator.tail());
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+
+    // Every reconcile that began also finished, and its write landed.
+    let signal_at = lines
+        .iter()
+        .position(|line| line.contains(FIRST_SIGNAL))
+        .unwrap_or_else(|| panic!("no {FIRST_SIGNAL:?} line:\n{}", operator.tail()));
+    let (begun, ended) = begun_and_ended(&lines);
+    let unfinished: Vec<&&str> = begun.iter().filter(|n| !ended.contains(n)).collect();
+    assert!(
+        unfinished.is_empty(),
+        "reconciles cut off: {unfinished:?}\n{}",
+        operator.tail()
+    );
+    let (begun_before, ended_before) = begun_and_ended(&lines[..signal_at]);
+    let in_flight = begun_before.len() - ended_before.len();
+    assert!(in_flight > 0, "the signal came between reconciles");
+    let annotated: Vec<String> = cms
+        .list(&ListParams::default().labels("signal=true"))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|cm| {
+            cm.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("signal/done"))
+        })
+        .filter_map(|cm| cm.metadata.name)
+        .collect();
+    let mut done = ended.clone();
+    done.sort_unstable();
+    let mut annotated_sorted: Vec<&str> = annotated.iter().map(String::as_str).collect();
+    annotated_sorted.sort_unstable();
+    assert_eq!(annotated_sorted, done, "annotated = reconciles that ended");
+    eprintln!(
+        "{} of {CONFIGMAPS} reconciled, {in_flight} in flight at the signal",
+        ended.len()
+    );
+
+    assert_eq!(holder().await, None, "the Lease is released");
+}
+
+#[tokio::test]
+async fn second_sigterm_should_exit_at_once_with_a_failure_status() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let mut operator = Operator::start(ns.name(), plane.kubeconfig_path(), &[]);
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &slow_configmap("stalled", "600000"))
+        .await
+        .unwrap();
+    eventually(
+        "the stalled reconcile to begin",
+        Duration::from_secs(60),
+        async || operator.has_line("begin stalled").then_some(()),
+    )
+    .await;
+
+    // The first signal: the manager waits for the stalled reconcile (the grace period is 30 s).
+    operator.sigterm();
+    eventually(
+        "the first signal to be handled",
+        Duration::from_secs(20),
+        async || operator.has_line(FIRST_SIGNAL).then_some(()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        operator.child.try_wait().unwrap().is_none(),
+        "exited before the grace period:\n{}",
+        operator.tail()
+    );
+
+    operator.sigterm();
+    let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
+    eprintln!("exit {took:?} after the second SIGTERM, {status}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    assert_eq!(status.code(), Some(1), "{status}:\n{}", operator.tail());
+    assert!(operator.has_line(SECOND_SIGNAL), "{}", operator.tail());
+}
