@@ -764,6 +764,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn logged_errors_should_be_cut_to_an_excerpt() {
+        let huge = "é".repeat(600_000); // a response body of 1.2 MB
+        let logged = excerpt(&huge);
+        assert!(logged.len() < EXCERPT + 40, "{} bytes", logged.len());
+        assert!(
+            logged.ends_with("more bytes)"),
+            "{}",
+            &logged[logged.len() - 30..]
+        );
+        assert_eq!(excerpt(&"short"), "short");
+    }
+
+    #[test]
+    fn decode_errors_should_be_recognised_in_lists_and_watch_events() {
+        let serde = || kube::Error::SerdeError(serde_json::from_str::<u8>("x").unwrap_err());
+        assert!(is_decode_error(&watcher::Error::InitialListFailed(serde())));
+        // kube turns an undecodable watch line into a `Status` with code 0.
+        let code_zero = kube::Error::Api(Box::new(kube::core::Status::failure("", "")));
+        assert!(is_decode_error(&watcher::Error::WatchFailed(code_zero)));
+        let gone = kube::Error::Api(Box::new(kube::core::Status::failure("", "").with_code(410)));
+        assert!(!is_decode_error(&watcher::Error::WatchFailed(gone)));
+    }
+
+    #[test]
     fn cached_objects_should_not_keep_spare_list_capacity() {
         // Decoded from text as the watcher does (no length hints): one owner reference and one
         // finalizer, in lists grown from empty.

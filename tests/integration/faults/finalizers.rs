@@ -330,3 +330,134 @@ async fn objects_deleted_while_the_operator_is_down_should_be_cleaned_once_when_
     cleaned_exactly_once(&ledger, &deleted).await;
     shutdown.cancel();
 }
+
+/// Counts failed reconciles (errors, panics, timeouts and failed finalizer writes).
+#[derive(Default)]
+struct Failures(std::sync::atomic::AtomicU32);
+
+impl kubeforge::controller::ControllerMetrics for Failures {
+    fn reconciled(
+        &self,
+        _controller: &str,
+        result: kubeforge::controller::ReconcileResult,
+        _took: Duration,
+    ) {
+        if result == kubeforge::controller::ReconcileResult::Error {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// Holds the reconcile of `blocker` until `release`; records the others.
+struct Blocking {
+    release: Arc<tokio::sync::Notify>,
+    reconciled: Arc<Mutex<Vec<String>>>,
+}
+
+impl Reconciler<Widget> for Blocking {
+    type Error = TestError;
+
+    async fn reconcile(&self, w: Arc<Widget>, _ctx: &Context<Widget>) -> Result<Action, TestError> {
+        let name = w.metadata.name.clone().unwrap_or_default();
+        if name == "blocker" {
+            self.release.notified().await;
+        }
+        self.reconciled.lock().unwrap().push(name);
+        Ok(Action::Done)
+    }
+}
+
+/// The cache still shows an object the apiserver has deleted (its informer is cut off) when the
+/// worker comes to add the finalizer: the `404` means there is nothing to do, not an error to
+/// retry with backoff (which used to log a warning and count a failed reconcile each time).
+#[tokio::test]
+async fn adding_the_finalizer_to_an_object_deleted_meanwhile_should_be_done_not_an_error() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    // The informer watches through a proxy the test can silence; the worker writes directly.
+    let plane = kubeforge::testing::ControlPlane::shared().unwrap();
+    let proxy = kubeforge::testing::FaultProxy::start(plane.config().await.unwrap())
+        .await
+        .unwrap();
+    let watching = kubeforge::client::connect(proxy.config().clone()).unwrap();
+    let cache = Cache::new(ns.client());
+    let failures = Arc::new(Failures::default());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let reconciled = Arc::new(Mutex::new(Vec::new()));
+    let controller = Controller::new(
+        "finalizing",
+        &cache,
+        Api::<Widget>::namespaced(watching, ns.name()),
+        InformerConfig::default(),
+    )
+    .config(
+        ControllerConfig::default()
+            .finalizer(FINALIZER)
+            .concurrency(1)
+            .metrics(failures.clone(), Arc::new(kubeforge::queue::NoMetrics)),
+    );
+    let shutdown = CancellationToken::new();
+    let store = cache.store::<Widget>().unwrap();
+    tokio::spawn(controller.run(
+        Blocking {
+            release: release.clone(),
+            reconciled: reconciled.clone(),
+        },
+        shutdown.clone(),
+    ));
+    let api = ns.api::<Widget>();
+    // The only worker is busy with `blocker` while `gone` is created, cached and deleted.
+    api.create(&PostParams::default(), &widget("blocker", 1))
+        .await
+        .unwrap();
+    eventually(
+        "the blocker to hold the worker",
+        Duration::from_secs(30),
+        async || api.get("blocker").await.ok().filter(held).map(|_| ()),
+    )
+    .await;
+    api.create(&PostParams::default(), &widget("gone", 1))
+        .await
+        .unwrap();
+    eventually(
+        "the informer to cache it",
+        Duration::from_secs(30),
+        async || {
+            store
+                .get(&kubeforge::ObjectKey::namespaced(ns.name(), "gone"))
+                .map(|_| ())
+        },
+    )
+    .await;
+    proxy.blackhole_existing();
+    api.delete("gone", &DeleteParams::default()).await.unwrap();
+    assert!(
+        is_not_found(api.get("gone").await),
+        "deleted at once: no finalizer yet"
+    );
+    let failed_before = failures.0.load(std::sync::atomic::Ordering::SeqCst);
+    release.notify_waiters();
+    eventually(
+        "the worker to be done with the blocker",
+        Duration::from_secs(30),
+        async || {
+            reconciled
+                .lock()
+                .unwrap()
+                .contains(&"blocker".to_owned())
+                .then_some(())
+        },
+    )
+    .await;
+    // The worker has met `gone` in the stale cache by now; give a retry time to show.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        failures.0.load(std::sync::atomic::Ordering::SeqCst),
+        failed_before,
+        "adding a finalizer to a deleted object counted as a failed reconcile"
+    );
+    assert!(!reconciled.lock().unwrap().contains(&"gone".to_owned()));
+    shutdown.cancel();
+}
