@@ -46,6 +46,7 @@ use http_body::{Body, Frame};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
 use tower::{BoxError, Layer, Service, ServiceBuilder};
 
 use super::rate_limit::RateLimitLayer;
@@ -181,6 +182,12 @@ pub fn connect_with(
     let service = ServiceBuilder::new()
         .option_layer(rate_limit)
         .layer(config.base_uri_layer())
+        // As kube's default client: 429, 503 and 504 are retried (honouring Retry-After).
+        .option_layer(
+            config
+                .default_retry
+                .then(|| tower::retry::RetryLayer::new(RetryPolicy::server_retry())),
+        )
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .layer(DeadlinesLayer {

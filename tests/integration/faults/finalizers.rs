@@ -128,6 +128,19 @@ async fn reconciled(api: &Api<Widget>, name: &str, value: i64) -> String {
     .await
 }
 
+/// Waits until no widget is left.
+async fn all_gone(api: &Api<Widget>, within: Duration) {
+    eventually("every widget to be gone", within, async || {
+        api.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
 /// Every UID in `deleted` was cleaned up exactly once, and stays so for a moment.
 async fn cleaned_exactly_once(ledger: &Ledger, deleted: &[String]) {
     eventually(
@@ -262,19 +275,7 @@ async fn finalizer_removal_racing_a_status_writer_should_clean_each_object_exact
     for name in &names {
         api.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    eventually(
-        "every widget to be gone",
-        Duration::from_secs(60),
-        async || {
-            api.list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty()
-                .then_some(())
-        },
-    )
-    .await;
+    all_gone(&api, Duration::from_secs(60)).await;
     writer_stop.cancel();
     writer.await.unwrap();
     cleaned_exactly_once(&ledger, &deleted).await;
@@ -310,19 +311,7 @@ async fn objects_deleted_while_the_operator_is_down_should_be_cleaned_once_when_
     );
     let back = std::time::Instant::now();
     let shutdown = start(&ns, ledger.clone(), Duration::ZERO).await;
-    eventually(
-        "every widget to be gone",
-        Duration::from_secs(30),
-        async || {
-            api.list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty()
-                .then_some(())
-        },
-    )
-    .await;
+    all_gone(&api, Duration::from_secs(30)).await;
     println!(
         "10 deletions made while the operator was down released {:?} after it returned",
         back.elapsed()
