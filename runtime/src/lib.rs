@@ -22,7 +22,8 @@
 //! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
 //! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
 //! - [`cache`]: the shared informer registry of a manager.
-//! - [`client`]: conflict-safe `update_object` and `apply_owned` for children.
+//! - [`client`]: `connect`, a client that notices dead connections in seconds; conflict-safe
+//!   `update_object` and `apply_owned` for children.
 //! - [`controller`](mod@controller): `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
 //! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`crd`]: CustomResourceDefinitions from Rust types — the structural schema pass, the

@@ -2,7 +2,7 @@
 //! the runtime used by hand, without macros (this is the README's "runtime by hand" code).
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::{Api, Client};
+use kube::Api;
 use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
 use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
@@ -32,7 +32,8 @@ impl Reconciler<ConfigMap> for Settings {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let client = Client::try_default().await?;
+    // kube's config inference; kubeforge's client notices dead connections in seconds.
+    let client = kubeforge::client::connect(kube::Config::infer().await?)?;
     let manager = Manager::new(client.clone());
     let controller = Controller::new(
         "settings",

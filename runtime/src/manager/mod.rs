@@ -10,7 +10,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::{Api, Client};
+//! use kube::Api;
 //! use kubeforge::controller::{Action, Context, Controller, Reconciler};
 //! use kubeforge::informer::InformerConfig;
 //! use kubeforge::manager::Manager;
@@ -24,7 +24,7 @@
 //! }
 //!
 //! # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::try_default().await?;
+//! let client = kubeforge::client::connect(kube::Config::infer().await?)?;
 //! let manager = Manager::new(client.clone());
 //! let controller = Controller::new("noop", manager.cache(), Api::<ConfigMap>::all(client), InformerConfig::default());
 //! manager.add_controller(controller, Noop).run().await?;
