@@ -129,6 +129,15 @@ fn crd_of<K: Resource<DynamicType = ()>>() -> CustomResourceDefinition {
     .unwrap()
 }
 
+/// A fresh namespace, with the CRD of `K` installed.
+async fn namespace_with<K: Resource<DynamicType = ()>>() -> TestNamespace {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [crd_of::<K>()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    ns
+}
+
 /// An untyped `Api` for `K` in `ns`: it can write (and read) values `K` cannot decode.
 fn raw_api<K: Resource<DynamicType = ()>>(ns: &TestNamespace) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(GROUP, "v1", &K::kind(&()));
@@ -307,14 +316,7 @@ impl<K: Kind + Valued> Reconciler<K> for Recording {
 async fn an_undecodable_object_in_a_watch_event_should_not_disturb_the_informer() {
     const ROUNDS: usize = 5;
     let _measuring = MEASURING.lock().await;
-    let ns = TestNamespace::new().await.unwrap();
-    apply_crds(
-        &ns.client(),
-        [crd_of::<Sprocket>()],
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let ns = namespace_with::<Sprocket>().await;
     let raw = raw_api::<Sprocket>(&ns);
     let goods = ["good-0", "good-1", "good-2"];
     for name in goods {
@@ -421,10 +423,7 @@ async fn an_undecodable_object_in_a_watch_event_should_not_disturb_the_informer(
 /// counted again on every relist (and nothing was published about it).
 #[tokio::test]
 async fn an_undecodable_object_in_the_initial_list_should_be_skipped_and_named() {
-    let ns = TestNamespace::new().await.unwrap();
-    apply_crds(&ns.client(), [crd_of::<Cog>()], Duration::from_secs(30))
-        .await
-        .unwrap();
+    let ns = namespace_with::<Cog>().await;
     let raw = raw_api::<Cog>(&ns);
     create::<Cog>(&raw, "good-1", json!(1)).await;
     let bad = create::<Cog>(&raw, "bad", json!("not a number")).await;
@@ -525,14 +524,7 @@ async fn an_undecodable_object_in_the_initial_list_should_be_skipped_and_named()
 #[tokio::test]
 async fn a_converged_object_made_undecodable_then_deleted_should_still_be_cleaned_up_and_released()
 {
-    let ns = TestNamespace::new().await.unwrap();
-    apply_crds(
-        &ns.client(),
-        [crd_of::<Sprocket>()],
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let ns = namespace_with::<Sprocket>().await;
     let raw = raw_api::<Sprocket>(&ns);
     let journal = Arc::new(Journal::default());
     let (cache, shutdown) = run_controller::<Sprocket, _>(
@@ -692,14 +684,7 @@ async fn converge_all(
 #[tokio::test]
 async fn an_object_that_fails_forever_should_not_slow_the_others() {
     let _measuring = MEASURING.lock().await;
-    let clean = TestNamespace::new().await.unwrap();
-    apply_crds(
-        &clean.client(),
-        [crd_of::<Sprocket>()],
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let clean = namespace_with::<Sprocket>().await;
     let (without, _, shutdown) = converge_all(&clean, false).await;
     shutdown.cancel();
 
@@ -796,14 +781,7 @@ impl Reconciler<Sprocket> for Stamping {
 /// Runs a [`Stamping`] controller on one sprocket and returns its ledger 10 s after the first
 /// reconcile, with the number of reconciles in those 10 s.
 async fn stamp_for_ten_seconds(generation_only: bool) -> (usize, Stamps) {
-    let ns = TestNamespace::new().await.unwrap();
-    apply_crds(
-        &ns.client(),
-        [crd_of::<Sprocket>()],
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let ns = namespace_with::<Sprocket>().await;
     let stamps = Arc::new(Mutex::new(Stamps::default()));
     let (_cache, shutdown) = run_controller::<Sprocket, _>(
         &ns,
