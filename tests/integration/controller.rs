@@ -25,6 +25,9 @@ use crate::support::{configmap, eventually, is_not_found};
 
 const GROUP: &str = "ctrl-test.kubeforge.dev";
 
+/// How long a controller's queue must stay empty before a test takes it as settled.
+pub const QUIET: Duration = Duration::from_millis(300);
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Widget {
     #[serde(rename = "apiVersion", default)]
@@ -147,13 +150,25 @@ impl Reconciler<Widget> for WidgetReconciler {
     }
 }
 
-/// Installs the CRD and runs a Widget controller in `ns` until the returned token is cancelled.
+/// A controller running in the background: cancel it, or wait until it has nothing left to do.
+pub struct Running {
+    shutdown: CancellationToken,
+    pub idle: kubeforge::controller::Idle,
+}
+
+impl Running {
+    pub fn cancel(&self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// Installs the CRD and runs a Widget controller in `ns` until the returned value is cancelled.
 async fn start(
     ns: &TestNamespace,
     recorder: Arc<Recorder>,
     config: ControllerConfig,
     secrets_map_to_widgets: bool,
-) -> CancellationToken {
+) -> Running {
     start_in(
         ns.client(),
         ns.name(),
@@ -170,7 +185,7 @@ async fn start_in(
     recorder: Arc<Recorder>,
     config: ControllerConfig,
     secrets_map_to_widgets: bool,
-) -> CancellationToken {
+) -> Running {
     apply_crds(&client, [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
@@ -205,8 +220,9 @@ async fn start_in(
         );
     }
     let shutdown = CancellationToken::new();
+    let idle = controller.idle();
     tokio::spawn(controller.run(WidgetReconciler(recorder), shutdown.clone()));
-    shutdown
+    Running { shutdown, idle }
 }
 
 pub async fn converged(ns: &TestNamespace, names: &[String], value: i64) -> bool {
@@ -330,7 +346,7 @@ async fn watches_mapper_should_enqueue_exactly_the_mapped_keys() {
     })
     .await;
     // Let the events of our own writes (status, child) settle, then watch what one Secret does.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.idle.wait(QUIET).await;
     let before = recorder.reconciles.lock().unwrap().clone();
     let mut secret = Secret {
         metadata: ObjectMeta {
@@ -365,7 +381,7 @@ async fn watches_mapper_should_enqueue_exactly_the_mapped_keys() {
         (recorder.reconciles.lock().unwrap()["m1"] > m1_before).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.idle.wait(QUIET).await;
     let after = recorder.reconciles.lock().unwrap().clone();
     for name in ["m0", "m2", "m4"] {
         assert_eq!(
@@ -440,7 +456,7 @@ async fn finalizer_should_run_cleanup_once_then_release_the_object() {
         async || is_not_found(api.get("f").await).then_some(()),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    shutdown.idle.wait(QUIET).await;
     assert_eq!(
         recorder.cleanups.load(Ordering::SeqCst),
         1,

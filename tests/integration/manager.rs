@@ -69,6 +69,7 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         InformerConfig::default(),
     )
     .config(ControllerConfig::default().concurrency(2));
+    let widgets_idle = controller.idle();
     // No test installs the Doohickey CRD before this one does: its informer cannot sync yet.
     let doohickeys = Controller::new(
         "doohickeys",
@@ -122,7 +123,7 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
     })
     .await;
     // Let the reconciles triggered by our own writes finish, then compare counts.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    widgets_idle.wait(crate::controller::QUIET).await;
     let counted: u32 = recorder.reconciles.lock().unwrap().values().sum();
     let (status, scrape) = http_get(metrics, "/metrics").await;
     assert_eq!(status, 200);

@@ -173,6 +173,10 @@ pub fn connect_with(
         .http2_keep_alive_interval(connection.ping_interval)
         .http2_keep_alive_timeout(connection.ping_timeout)
         .http2_keep_alive_while_idle(true)
+        // Go's HTTP/2 client windows (4 MiB per stream, 1 GiB per connection): hyper's default
+        // 64 KiB window makes a large list wait on window updates.
+        .http2_initial_stream_window_size(4 << 20)
+        .http2_initial_connection_window_size(1 << 30)
         .build(connector);
     let rate_limit = connection
         .rate_limit

@@ -5,7 +5,8 @@ use std::time::Duration;
 pub enum Action {
     /// Nothing: the object is reconciled until it (or something it owns or watches) changes.
     Done,
-    /// Reconcile again right away (after the current run; never concurrently).
+    /// Reconcile again soon: after the key's next backoff delay, as after a failure (5 ms, then
+    /// doubling), so a key that keeps asking slows down instead of spinning. Never concurrently.
     Requeue,
     /// Reconcile again after this delay (periodic checks of the outside world).
     RequeueAfter(Duration),

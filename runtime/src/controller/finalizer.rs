@@ -11,9 +11,57 @@
 //! patch starts with a JSON-patch `test` of `/metadata/uid`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::Api;
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
+
+use crate::cache::Cache;
+
+use super::Kind;
+
+/// Why adding or removing a controller's finalizer failed (the key is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum FinalizerError {
+    /// The patch adding the finalizer failed.
+    #[error("adding finalizer {finalizer} to {name}: {source}")]
+    Add {
+        /// The object's name.
+        name: String,
+        /// The finalizer.
+        finalizer: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The patch removing the finalizer failed.
+    #[error("removing finalizer {finalizer} from {name}: {source}")]
+    Remove {
+        /// The object's name.
+        name: String,
+        /// The finalizer.
+        finalizer: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl FinalizerError {
+    /// Whether the apiserver refused the patch because the object changed or was replaced
+    /// since it was cached (a JSON-patch `test` failed: `422`); the cache will catch up.
+    pub fn is_stale_cache(&self) -> bool {
+        let (Self::Add { source, .. } | Self::Remove { source, .. }) = self;
+        is_invalid(source)
+    }
+}
+
+/// Whether the apiserver refused a patch as invalid (422: a JSON-patch `test` failed).
+fn is_invalid(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 422)
+}
 
 /// How long a finalized UID is remembered: far longer than an informer takes to deliver the
 /// deletion, unless its watch is down, in which case a relist removes the stale copy.
@@ -103,6 +151,88 @@ pub(super) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Op
         { "op": "test", "path": "/metadata/finalizers", "value": current },
         { "op": "remove", "path": format!("/metadata/finalizers/{index}") },
     ]))
+}
+
+/// Adds `finalizer` to `obj` with a JSON patch that fails if the object's UID or finalizer list
+/// changed meanwhile; `None` if the object is gone. The patch goes through the metadata API (its
+/// answer is metadata only, so it decodes even if the object no longer fits `K`); the returned
+/// object is `obj` with the new metadata, recorded for read-your-writes.
+pub(super) async fn add<K: Kind>(
+    api: &Api<K>,
+    cache: &Cache,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Option<Arc<K>>, FinalizerError> {
+    let meta = obj.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    let error = |source| FinalizerError::Add {
+        name: name.clone(),
+        finalizer: finalizer.to_owned(),
+        source,
+    };
+    let uid = meta.uid.as_deref().unwrap_or_default();
+    let patch = add_patch(uid, meta.finalizers.as_ref(), finalizer);
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| error(kube::Error::SerdeError(e)))?;
+    match api
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(updated) => {
+            let mut with_finalizer = obj.clone();
+            *with_finalizer.meta_mut() = updated.metadata;
+            cache.record_write(&with_finalizer);
+            Ok(Some(Arc::new(with_finalizer)))
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(e) => Err(error(e)),
+    }
+}
+
+/// Removes `finalizer` from `obj` with a JSON patch guarded by tests of the UID and of the list
+/// (from the metadata alone: it works on an object that no longer decodes as `K`). Done also when
+/// the object is gone, or when another object took its name.
+pub(super) async fn remove<K: Kind>(
+    api: &Api<K>,
+    cache: &Cache,
+    obj: &K,
+    finalizer: &str,
+) -> Result<(), FinalizerError> {
+    let meta = obj.meta();
+    let name = meta.name.clone().unwrap_or_default();
+    let error = |source| FinalizerError::Remove {
+        name: name.clone(),
+        finalizer: finalizer.to_owned(),
+        source,
+    };
+    let uid = meta.uid.as_deref().unwrap_or_default();
+    let list = meta.finalizers.as_deref().unwrap_or_default();
+    let Some(patch) = remove_patch(uid, list, finalizer) else {
+        return Ok(());
+    };
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(|e| error(kube::Error::SerdeError(e)))?;
+    match api
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(updated) => {
+            let mut released = obj.clone();
+            *released.meta_mut() = updated.metadata;
+            cache.record_write(&released);
+            Ok(())
+        }
+        // Already gone: the finalizer was the last thing holding it.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        // A test failed: if the object is gone or another one took its name, this object's
+        // finalizer is no longer ours to remove; otherwise retry from the cache.
+        Err(failed) if is_invalid(&failed) => match api.get_metadata_opt(&name).await {
+            Ok(Some(live)) if live.metadata.uid.as_deref() == Some(uid) => Err(error(failed)),
+            Ok(_) => Ok(()),
+            Err(e) => Err(error(e)),
+        },
+        Err(e) => Err(error(e)),
+    }
 }
 
 #[cfg(test)]

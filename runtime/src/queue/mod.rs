@@ -94,6 +94,9 @@ struct Shared<T> {
     state: Mutex<State<T>>,
     /// Wakes workers waiting in `get` (and `shutdown_with_drain` waiting for `done`).
     notify: Notify,
+    /// Wakes everyone in `wait_idle` on any change (kept apart from `notify`, whose
+    /// `notify_one` must reach a worker).
+    activity: Notify,
     limiter: Box<dyn RateLimiter<T>>,
     metrics: Arc<dyn QueueMetrics>,
 }
@@ -140,6 +143,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                     shutting_down: false,
                 }),
                 notify: Notify::new(),
+                activity: Notify::new(),
                 limiter: Box::new(limiter),
                 metrics,
             }),
@@ -171,6 +175,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         state.added_at.insert(item.clone(), Instant::now());
         state.queue.push_back(item);
         self.shared.metrics.depth(state.queue.len());
+        self.shared.activity.notify_waiters();
         true
     }
 
@@ -200,6 +205,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         drop(state);
         // The new due time may be earlier than what sleeping workers wait for.
         self.shared.notify.notify_waiters();
+        self.shared.activity.notify_waiters();
     }
 
     /// Queues `item` after the delay its rate limiter gives (counting one more failure).
@@ -292,6 +298,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         drop(state);
         // Wakes a worker for the requeued item, and `shutdown_with_drain` waiting for the drain.
         self.shared.notify.notify_waiters();
+        self.shared.activity.notify_waiters();
         if requeue {
             self.shared.notify.notify_one();
         }
@@ -326,10 +333,40 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             })
     }
 
+    /// Whether nothing is queued, in flight or delayed.
+    pub fn is_idle(&self) -> bool {
+        let state = self.shared.lock();
+        state.queue.is_empty() && state.processing.is_empty() && state.delayed.is_empty()
+    }
+
+    /// Waits until the queue has been idle (nothing queued, in flight or delayed) for `quiet` in
+    /// a row: the work a burst of events caused, retries included, is done. For tests and
+    /// tools; a controller that requeues periodically is never idle.
+    pub async fn wait_idle(&self, quiet: Duration) {
+        loop {
+            let activity = self.shared.activity.notified();
+            tokio::pin!(activity);
+            activity.as_mut().enable();
+            if !self.is_idle() {
+                activity.await;
+                continue;
+            }
+            tokio::select! {
+                () = &mut activity => {}
+                () = tokio::time::sleep(quiet) => {
+                    if self.is_idle() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// Stops the queue at once: later adds are ignored and [`WorkQueue::get`] returns `None`.
     pub fn shutdown(&self) {
         self.shared.lock().shutting_down = true;
         self.shared.notify.notify_waiters();
+        self.shared.activity.notify_waiters();
     }
 
     /// Whether [`WorkQueue::shutdown`] was called.
@@ -619,5 +656,32 @@ mod tests {
         assert_eq!(metrics.max_depth.load(Ordering::SeqCst), 2);
         assert_eq!(*metrics.queued.lock().unwrap(), [Duration::from_millis(30)]);
         assert_eq!(*metrics.worked.lock().unwrap(), [Duration::from_millis(70)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_idle_should_return_after_the_last_retry_and_a_quiet_period() {
+        let queue: WorkQueue<&str> = WorkQueue::new();
+        queue.add("a");
+        let worker = {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                // Fails twice (retried after 5 ms, then 10 ms), then succeeds.
+                for _ in 0..2 {
+                    let item = queue.get().await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    queue.add_rate_limited(item);
+                    queue.done(&item);
+                }
+                let item = queue.get().await.unwrap();
+                queue.forget(&item);
+                queue.done(&item);
+            })
+        };
+        let start = Instant::now();
+        queue.wait_idle(Duration::from_millis(100)).await;
+        // 50 + 5 + 50 + 10 ms of work and retries, then 100 ms of quiet.
+        assert_eq!(start.elapsed(), Duration::from_millis(215));
+        assert!(queue.is_idle());
+        worker.await.unwrap();
     }
 }

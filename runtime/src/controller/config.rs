@@ -1,0 +1,128 @@
+//! The options of a controller.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::ObjectKey;
+use crate::queue::{NoMetrics, QueueMetrics, RateLimiter};
+
+use super::ControllerMetrics;
+
+/// Options of a [`Controller`].
+#[derive(Clone)]
+pub struct ControllerConfig {
+    pub(super) concurrency: usize,
+    pub(super) reconcile_timeout: Option<Duration>,
+    pub(super) shutdown_grace: Duration,
+    pub(super) finalizer: Option<String>,
+    pub(super) read_your_writes: Option<Duration>,
+    pub(super) rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
+    pub(super) metrics: Arc<dyn ControllerMetrics>,
+    pub(super) queue_metrics: Arc<dyn QueueMetrics>,
+    pub(super) metrics_set: bool,
+}
+
+impl Debug for ControllerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerConfig")
+            .field("concurrency", &self.concurrency)
+            .field("reconcile_timeout", &self.reconcile_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("finalizer", &self.finalizer)
+            .field("read_your_writes", &self.read_your_writes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 4,
+            reconcile_timeout: None,
+            shutdown_grace: Duration::from_secs(30),
+            finalizer: None,
+            read_your_writes: Some(Duration::from_secs(2)),
+            rate_limiter: None,
+            metrics: Arc::new(NoMetrics),
+            queue_metrics: Arc::new(NoMetrics),
+            metrics_set: false,
+        }
+    }
+}
+
+impl ControllerConfig {
+    /// Maximum number of concurrent reconciles (of different keys; default 4, at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, workers: usize) -> Self {
+        self.concurrency = workers.max(1);
+        self
+    }
+
+    /// Cancel a reconcile that runs longer than this (it is retried with backoff). The future is
+    /// dropped at its next await point: a reconcile stuck in blocking code is not interrupted.
+    #[must_use]
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// How long shutdown waits for running reconciles (default 30 s).
+    #[must_use]
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = grace;
+        self
+    }
+
+    /// Hold deleted objects with this finalizer until [`Reconciler::cleanup`] succeeds. The
+    /// finalizer is added before the first reconcile of each object.
+    #[must_use]
+    pub fn finalizer(mut self, name: impl Into<String>) -> Self {
+        self.finalizer = Some(name.into());
+        self
+    }
+
+    /// Before reconciling an object this controller (or anything recording through
+    /// [`Cache::record_write`]) wrote, wait up to `wait` for the informer to deliver that
+    /// version, so the reconcile never sees an older cached copy of its own write (default 2 s;
+    /// `None` turns it off).
+    #[must_use]
+    pub fn read_your_writes(mut self, wait: Option<Duration>) -> Self {
+        self.read_your_writes = wait;
+        self
+    }
+
+    /// Replace the per-key retry rate limiter (default: client-go's, 5 ms .. 1000 s per key
+    /// combined with 10 qps / 100 burst overall).
+    #[must_use]
+    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<ObjectKey>>) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    /// Report reconciles and queue activity to these hooks.
+    #[must_use]
+    pub fn metrics(
+        mut self,
+        controller: Arc<dyn ControllerMetrics>,
+        queue: Arc<dyn QueueMetrics>,
+    ) -> Self {
+        self.metrics = controller;
+        self.queue_metrics = queue;
+        self.metrics_set = true;
+        self
+    }
+}
+
+pub(super) struct SharedLimiter(pub(super) Arc<dyn RateLimiter<ObjectKey>>);
+impl RateLimiter<ObjectKey> for SharedLimiter {
+    fn when(&self, item: &ObjectKey) -> Duration {
+        self.0.when(item)
+    }
+    fn forget(&self, item: &ObjectKey) {
+        self.0.forget(item);
+    }
+    fn retries(&self, item: &ObjectKey) -> u32 {
+        self.0.retries(item)
+    }
+}

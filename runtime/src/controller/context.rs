@@ -1,0 +1,178 @@
+//! What a reconcile gets besides the object.
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::ObjectKey;
+use crate::cache::Cache;
+use crate::scope::Scoped;
+
+use super::precondition;
+
+/// What a reconcile gets besides the object: a client, the shared cache, and facts about the run.
+pub struct Context<K> {
+    pub(super) client: Client,
+    pub(super) cache: Cache,
+    pub(super) key: ObjectKey,
+    pub(super) retries: u32,
+    pub(super) controller: Arc<str>,
+    /// The object being reconciled: its UID guards status writes.
+    pub(super) object: Arc<K>,
+    pub(super) _kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Debug for Context<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("controller", &self.controller)
+            .field("key", &self.key)
+            .field("retries", &self.retries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Context<K> {
+    /// The API client. Under leader election its writes are fenced: once this replica's lease
+    /// is no longer valid, anything but a read fails with
+    /// [`NotLeader`](crate::leader::NotLeader) instead of reaching the apiserver.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The manager's shared cache (stores of every watched kind).
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The key being reconciled.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// How many times this key has failed in a row (0 on a first attempt or after a success).
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.controller
+    }
+
+    /// Patches the status of the object being reconciled and records the write for
+    /// read-your-writes (see [`ControllerConfig::read_your_writes`]).
+    ///
+    /// The patch can only land on the object being reconciled, never on another object created
+    /// under the same name since: it carries the object's UID as a precondition. A JSON merge
+    /// patch is sent as the equivalent JSON patch led by a `test` of the UID (the status
+    /// subresource of a custom resource ignores `metadata` in a merge patch); if the cached
+    /// object the reconcile started from is too stale to compute that equivalent safely, the
+    /// apiserver answers `422` and the reconcile is retried. A strategic merge patch carries
+    /// `metadata.uid`; an apply carries the reconciled object's `resourceVersion` as well (the
+    /// status of a custom resource ignores an apply's UID), so it fails with `409` if the object
+    /// changed since it was read.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error: `422 Invalid` (`409 Conflict` for an apply) when the object was
+    /// replaced by another of the same name.
+    pub async fn patch_status<P: serde::Serialize + Debug>(
+        &self,
+        patch: &Patch<P>,
+    ) -> Result<K, kube::Error>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        K::Scope: Scoped,
+    {
+        let api = self.api::<K>();
+        let params = PatchParams::default();
+        let written = match self.object.meta().uid.as_deref() {
+            Some(uid) => {
+                let base =
+                    serde_json::to_value(self.object.as_ref()).map_err(kube::Error::SerdeError)?;
+                let guarded =
+                    precondition::guard(patch, uid, &base).map_err(kube::Error::SerdeError)?;
+                api.patch_status(&self.key.name, &params, &guarded).await?
+            }
+            None => api.patch_status(&self.key.name, &params, patch).await?,
+        };
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
+    /// Replaces the status of the object being reconciled (optimistic concurrency: `obj` carries
+    /// the resourceVersion it was read at) and records the write for read-your-writes. Without
+    /// a UID of its own, `obj` gets the reconciled object's, which the apiserver checks.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error; `409 Conflict` if the object changed since `obj` was read or is
+    /// another object of the same name.
+    pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        K::Scope: Scoped,
+    {
+        let api = self.api::<K>();
+        let params = kube::api::PostParams::default();
+        let written = match (&obj.meta().uid, &self.object.meta().uid) {
+            (None, Some(uid)) => {
+                let mut with_uid = obj.clone();
+                with_uid.meta_mut().uid = Some(uid.clone());
+                api.replace_status(&self.key.name, &params, &with_uid)
+                    .await?
+            }
+            _ => api.replace_status(&self.key.name, &params, obj).await?,
+        };
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
+    /// Server-side-applies `child` with a controller owner reference to `owner` (see
+    /// [`apply_owned`](crate::client::apply_owned)) in the namespace of the object being
+    /// reconciled, as field manager `manager`, and records the write.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error, or an owner without a UID.
+    pub async fn apply_owned<C>(&self, owner: &K, manager: &str, child: C) -> Result<C, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        C::Scope: Scoped,
+    {
+        let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
+        self.cache.record_write(&written);
+        Ok(written)
+    }
+
+    /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces
+    /// for a cluster-scoped primary; the namespace is ignored for a cluster-scoped `C`).
+    pub fn api<C>(&self) -> Api<C>
+    where
+        C: Resource<DynamicType = ()>,
+        C::Scope: Scoped,
+    {
+        <C::Scope as Scoped>::api::<C>(self.client.clone(), self.key.namespace.as_deref())
+    }
+}

@@ -1,0 +1,77 @@
+//! Event → key: what a watch event of each source puts into the work queue.
+
+use futures::future::BoxFuture;
+use kube::Resource;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::ObjectKey;
+use crate::informer::Event;
+use crate::queue::WorkQueue;
+use crate::scope::Scoped;
+
+/// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
+/// reference marked `controller: true` if `controller_only`).
+pub(super) fn owner_keys<K, C>(
+    controller_only: bool,
+) -> impl Fn(&Event<C>) -> Vec<ObjectKey> + Send + 'static
+where
+    K: Resource<DynamicType = ()>,
+    K::Scope: Scoped,
+    C: Resource,
+{
+    let kind = K::kind(&()).into_owned();
+    let group = K::group(&()).into_owned();
+    move |event: &Event<C>| {
+        let mut keys = Vec::new();
+        for obj in event.versions() {
+            let meta = obj.meta();
+            for owner in meta.owner_references.iter().flatten() {
+                let owner_group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+                if owner.kind == kind
+                    && owner_group == group
+                    && (!controller_only || owner.controller == Some(true))
+                {
+                    let namespace = if <K::Scope as Scoped>::NAMESPACED {
+                        meta.namespace.clone()
+                    } else {
+                        None
+                    };
+                    let key = ObjectKey {
+                        namespace,
+                        name: owner.name.clone(),
+                    };
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+            }
+        }
+        keys
+    }
+}
+
+/// Feeds keys into the queue until cancelled.
+pub(super) type Source =
+    Box<dyn FnOnce(WorkQueue<ObjectKey>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// Drains a subscription, mapping each event to keys.
+pub(super) fn source<T: Send + Sync + 'static>(
+    mut events: mpsc::Receiver<Event<T>>,
+    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
+) -> Source {
+    Box::new(move |queue, shutdown| {
+        Box::pin(async move {
+            loop {
+                let event = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    event = events.recv() => event,
+                };
+                let Some(event) = event else { break };
+                for key in map(&event) {
+                    queue.add(key);
+                }
+            }
+        })
+    })
+}

@@ -1,0 +1,49 @@
+//! Hooks a controller reports its reconciles to (the manager's Prometheus metrics implement them).
+
+use std::time::Duration;
+
+use crate::ObjectKey;
+use crate::queue::{NoMetrics, WorkQueue};
+
+/// The outcome label of a reconcile, as controller-runtime's `result` metric label spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// `Ok(Action::Done)`.
+    Success,
+    /// `Ok(Action::Requeue)`.
+    Requeue,
+    /// `Ok(Action::RequeueAfter(_))`.
+    RequeueAfter,
+    /// An error, a panic or a timeout.
+    Error,
+}
+
+impl ReconcileResult {
+    /// The label value (`success`, `requeue`, `requeue_after`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Observes a controller's reconciles; every method has a no-op default.
+pub trait ControllerMetrics: Send + Sync {
+    /// A reconcile finished with `result` after `took`.
+    fn reconciled(&self, _controller: &str, _result: ReconcileResult, _took: Duration) {}
+    /// A reconcile panicked (also reported as an error result).
+    fn panicked(&self, _controller: &str) {}
+    /// A reconcile failed with a terminal error (not retried).
+    fn terminal_error(&self, _controller: &str) {}
+    /// The number of workers currently reconciling changed by `delta`.
+    fn active_workers(&self, _controller: &str, _delta: i64) {}
+    /// The controller started with this many workers.
+    fn max_concurrent_reconciles(&self, _controller: &str, _workers: usize) {}
+    /// The controller's work queue was created (metrics read unfinished work from it on demand).
+    fn queue_started(&self, _controller: &str, _queue: &WorkQueue<ObjectKey>) {}
+}
+
+impl ControllerMetrics for NoMetrics {}

@@ -1,0 +1,55 @@
+//! The user's side of a controller: the reconcile logic, and the wiring `#[controller]` generates.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::cache::Cache;
+
+use super::{Action, Context, Controller, ErrorPolicy, Kind};
+
+/// A controller declared with `#[kubeforge::controller(...)]`: how to build its [`Controller`]
+/// and which RBAC rules its wiring needs. Add it to a manager with
+/// [`Manager::controller`](crate::manager::Manager::controller).
+pub trait ControllerSpec: Reconciler<Self::Kind> + Sized {
+    /// The primary kind (`for = ...`).
+    type Kind: Kind;
+    /// The controller's name (metrics label, logs); defaults to the lowercased kind.
+    const NAME: &'static str;
+    /// The finalizer the controller holds deleted objects with, if any.
+    const FINALIZER: Option<&'static str>;
+    /// The wired controller over `cache`, watching `namespace` (or all namespaces).
+    fn controller(cache: &Cache, namespace: Option<&str>) -> Controller<Self::Kind>;
+    /// The RBAC rules the wiring needs.
+    fn rbac() -> crate::rbac::Rules;
+}
+
+/// The user's reconcile logic for kind `K`.
+pub trait Reconciler<K>: Send + Sync + 'static {
+    /// The reconcile error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Makes the world match `obj` (the latest cached version). Must be idempotent.
+    fn reconcile(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Cleans up what `obj` created outside Kubernetes before it is deleted. Called only when
+    /// the controller has a [`ControllerConfig::finalizer`]; the finalizer is removed once this
+    /// returns `Ok`. The default does nothing.
+    fn cleanup(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send {
+        let _ = (obj, ctx);
+        async { Ok(Action::Done) }
+    }
+
+    /// How to retry after `error`. The default retries with exponential backoff.
+    fn error_policy(&self, obj: &K, error: &Self::Error, ctx: &Context<K>) -> ErrorPolicy {
+        let _ = (obj, error, ctx);
+        ErrorPolicy::Backoff
+    }
+}

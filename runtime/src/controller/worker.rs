@@ -1,0 +1,230 @@
+//! A worker: takes a key, reads the cached object, runs reconcile or cleanup (catching panics,
+//! applying the timeout) and decides what happens to the key.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::{Api, Client, Resource};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::ObjectKey;
+use crate::cache::Cache;
+use crate::queue::WorkQueue;
+use crate::scope::Scoped;
+use crate::store::Store;
+
+use super::outcome::{self, Next, Outcome};
+use super::{Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, finalizer};
+
+pub(super) struct Worker<K: Resource, R> {
+    pub(super) name: Arc<str>,
+    pub(super) client: Client,
+    pub(super) cache: Cache,
+    pub(super) store: Arc<dyn Store<K>>,
+    pub(super) reconciler: R,
+    pub(super) queue: WorkQueue<ObjectKey>,
+    pub(super) config: ControllerConfig,
+    pub(super) ids: AtomicU64,
+    /// Cleanups by object UID: cleanup runs at most once per UID (see `finalizer.rs`).
+    pub(super) finalized: std::sync::Mutex<finalizer::Finalized>,
+}
+
+impl<K, R> Worker<K, R>
+where
+    K: Kind,
+    R: Reconciler<K>,
+{
+    pub(super) async fn process(&self, key: &ObjectKey) {
+        if let Some(wait) = self.config.read_your_writes
+            && !self
+                .cache
+                .writes()
+                .caught_up(std::any::TypeId::of::<K>(), key, wait, || {
+                    self.store.resource_version(key)
+                })
+                .await
+        {
+            tracing::debug!(%key, ?wait, "informer did not deliver our last write in time; reconciling the cached version");
+        }
+        if !self.cache.may_reconcile() {
+            // Leadership is not (or no longer) valid: do nothing, try again later. If it was
+            // lost, the manager is about to stop this controller anyway.
+            self.queue.add_after(key.clone(), Duration::from_secs(1));
+            return;
+        }
+        let Some(obj) = self.store.get(key) else {
+            // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
+            self.queue.forget(key);
+            return;
+        };
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "reconcile",
+            controller = %self.name,
+            namespace = key.namespace.as_deref().unwrap_or(""),
+            name = %key.name,
+            reconcile_id = %format_args!("{id:x}"),
+        );
+        self.process_object(key, obj).instrument(span).await;
+    }
+
+    async fn process_object(&self, key: &ObjectKey, obj: Arc<K>) {
+        let deleting = obj.meta().deletion_timestamp.is_some();
+        let finalizer = self.config.finalizer.as_deref();
+        let has_finalizer = |o: &K, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
+        let ctx = Context {
+            client: self.client.clone(),
+            cache: self.cache.clone(),
+            key: key.clone(),
+            retries: self.queue.num_requeues(key),
+            controller: self.name.clone(),
+            object: Arc::clone(&obj),
+            _kind: PhantomData,
+        };
+        let started = Instant::now();
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        let (outcome, cleanup) = match finalizer {
+            Some(f) if deleting && has_finalizer(&obj, f) => match self.stage(&uid) {
+                // The finalizer came off already; the cache still shows the object as it was.
+                finalizer::Stage::Released => {
+                    tracing::debug!(%uid, "cleanup already done and finalizer removed; waiting for the deletion to reach the cache");
+                    self.queue.forget(key);
+                    return;
+                }
+                // Cleanup succeeded before but removing the finalizer failed: only retry that.
+                finalizer::Stage::Cleaned => (Outcome::Finished(Ok(Action::Done)), true),
+                finalizer::Stage::Pending => (
+                    self.guarded(self.reconciler.cleanup(Arc::clone(&obj), &ctx))
+                        .await,
+                    true,
+                ),
+            },
+            _ if deleting => {
+                // Being deleted and not held by our finalizer: nothing left to reconcile.
+                self.queue.forget(key);
+                return;
+            }
+            Some(f) if !has_finalizer(&obj, f) => {
+                match finalizer::add(&self.api_for(&obj), &self.cache, &obj, f).await {
+                    Ok(Some(updated)) => (
+                        self.guarded(self.reconciler.reconcile(updated, &ctx)).await,
+                        false,
+                    ),
+                    Ok(None) => {
+                        tracing::debug!(
+                            "object deleted before its finalizer could be added; nothing to do"
+                        );
+                        self.queue.forget(key);
+                        return;
+                    }
+                    Err(error) => {
+                        if error.is_stale_cache() {
+                            // The object changed (finalizers) or was replaced (UID) since it was cached.
+                            tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
+                        } else {
+                            tracing::warn!(%error, "retrying");
+                        }
+                        self.metric(ReconcileResult::Error, started.elapsed());
+                        self.queue.add_rate_limited(key.clone());
+                        return;
+                    }
+                }
+            }
+            _ => (
+                self.guarded(self.reconciler.reconcile(Arc::clone(&obj), &ctx))
+                    .await,
+                false,
+            ),
+        };
+        let mut took = started.elapsed();
+        if cleanup && let (Outcome::Finished(Ok(_)), Some(f)) = (&outcome, finalizer) {
+            self.finalized().cleaned(&uid);
+            if let Err(error) = finalizer::remove(&self.api_for(&obj), &self.cache, &obj, f).await {
+                tracing::warn!(%error, "retrying");
+                self.metric(ReconcileResult::Error, started.elapsed());
+                self.queue.add_rate_limited(key.clone());
+                return;
+            }
+            self.finalized().released(&uid, std::time::Instant::now());
+            tracing::debug!("cleanup done; finalizer removed");
+            took = started.elapsed();
+        }
+        let (next, result) = outcome::decide(&outcome, |error| {
+            self.reconciler.error_policy(&obj, error, &ctx)
+        });
+        match (&outcome, next) {
+            (Outcome::Finished(Err(error)), Next::RateLimited) => {
+                tracing::warn!(%error, retries = ctx.retries, "reconcile failed; retrying with backoff");
+            }
+            (Outcome::Finished(Err(error)), Next::After(delay)) => {
+                tracing::warn!(%error, ?delay, "reconcile failed; retrying after the requested delay");
+            }
+            (Outcome::Finished(Err(error)), _) => {
+                tracing::error!(%error, "reconcile failed with a terminal error; not retrying until the object changes");
+                self.config.metrics.terminal_error(&self.name);
+            }
+            (Outcome::Panicked(message), _) => {
+                tracing::error!(panic = %message, "reconcile panicked; retrying with backoff");
+                self.config.metrics.panicked(&self.name);
+            }
+            (Outcome::TimedOut, _) => {
+                tracing::warn!(timeout = ?self.config.reconcile_timeout, "reconcile timed out; retrying with backoff");
+            }
+            (Outcome::Finished(Ok(_)), _) => {}
+        }
+        self.metric(result, took);
+        outcome::apply(next, &self.queue, key);
+    }
+
+    fn metric(&self, result: ReconcileResult, took: Duration) {
+        self.config.metrics.reconciled(&self.name, result, took);
+    }
+
+    /// Runs a reconcile or cleanup future, catching panics and applying the timeout.
+    async fn guarded<F>(&self, fut: F) -> Outcome<R::Error>
+    where
+        F: Future<Output = Result<Action, R::Error>>,
+    {
+        self.config.metrics.active_workers(&self.name, 1);
+        let caught = AssertUnwindSafe(fut).catch_unwind();
+        let outcome = match self.config.reconcile_timeout {
+            Some(limit) => match tokio::time::timeout(limit, caught).await {
+                Ok(result) => {
+                    result.map_or_else(|p| Outcome::Panicked(panic_message(&p)), Outcome::Finished)
+                }
+                Err(_) => Outcome::TimedOut,
+            },
+            None => caught
+                .await
+                .map_or_else(|p| Outcome::Panicked(panic_message(&p)), Outcome::Finished),
+        };
+        self.config.metrics.active_workers(&self.name, -1);
+        outcome
+    }
+
+    fn api_for(&self, obj: &K) -> Api<K> {
+        <K::Scope as Scoped>::api::<K>(self.client.clone(), obj.meta().namespace.as_deref())
+    }
+
+    fn finalized(&self) -> std::sync::MutexGuard<'_, finalizer::Finalized> {
+        self.finalized.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn stage(&self, uid: &str) -> finalizer::Stage {
+        self.finalized().stage(uid)
+    }
+}
+
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}
