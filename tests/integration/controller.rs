@@ -21,76 +21,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::widget::{
+    GROUP, QUIET, TestError, Widget, WidgetSpec, WidgetStatus, widget, widget_crd,
+};
 use crate::support::{configmap, eventually, is_not_found};
-
-const GROUP: &str = "ctrl-test.kubeforge.dev";
-
-/// How long a controller's queue must stay empty before a test takes it as settled.
-pub const QUIET: Duration = Duration::from_millis(300);
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Widget {
-    #[serde(rename = "apiVersion", default)]
-    pub api_version: String,
-    #[serde(default)]
-    pub kind: String,
-    pub metadata: ObjectMeta,
-    pub spec: WidgetSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<WidgetStatus>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WidgetSpec {
-    pub value: i64,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WidgetStatus {
-    #[serde(default)]
-    pub observed: i64,
-}
-
-crate::test_resource!(Widget, group = GROUP, kind = "Widget", plural = "widgets");
-
-pub fn widget(name: &str, value: i64) -> Widget {
-    Widget {
-        api_version: format!("{GROUP}/v1"),
-        kind: "Widget".into(),
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..ObjectMeta::default()
-        },
-        spec: WidgetSpec { value },
-        status: None,
-    }
-}
-
-pub fn widget_crd() -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "metadata": { "name": format!("widgets.{GROUP}") },
-        "spec": {
-            "group": GROUP, "scope": "Namespaced",
-            "names": { "plural": "widgets", "singular": "widget", "kind": "Widget" },
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": { "status": {} },
-                "schema": { "openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": { "type": "object", "properties": { "value": { "type": "integer" } } },
-                        "status": { "type": "object", "properties": {
-                            "observed": { "type": "integer" },
-                            // Written by other writers in fault tests (not by the controller).
-                            "noise": { "type": "integer" },
-                        } },
-                    }
-                }}
-            }]
-        }
-    }))
-    .unwrap()
-}
 
 /// Counts what the controller did, and can misbehave on purpose.
 #[derive(Default)]
@@ -99,10 +33,6 @@ pub struct Recorder {
     cleanups: AtomicU32,
     panic_on_first_attempt: bool,
 }
-
-#[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct TestError(#[from] kube::Error);
 
 pub struct WidgetReconciler(pub Arc<Recorder>);
 
@@ -463,49 +393,6 @@ async fn finalizer_should_run_cleanup_once_then_release_the_object() {
         "cleanup ran exactly once"
     );
     shutdown.cancel();
-}
-
-#[tokio::test]
-async fn update_object_should_not_lose_concurrent_increments() {
-    let ns = TestNamespace::new().await.unwrap();
-    let api = ns.api::<ConfigMap>();
-    api.create(&PostParams::default(), &configmap("counter", &[("n", "0")]))
-        .await
-        .unwrap();
-    let conflicts = Arc::new(AtomicU32::new(0));
-    let writers: Vec<_> = (0..50)
-        .map(|_| {
-            let (api, conflicts) = (api.clone(), conflicts.clone());
-            tokio::spawn(async move {
-                update_object(
-                    &api,
-                    "counter",
-                    Target::Main,
-                    100,
-                    |cm: &mut ConfigMap, retry| {
-                        if retry {
-                            conflicts.fetch_add(1, Ordering::SeqCst);
-                        }
-                        let data = cm.data.get_or_insert_default();
-                        let n: i64 = data["n"].parse().unwrap();
-                        data.insert("n".into(), (n + 1).to_string());
-                        Ok::<_, std::convert::Infallible>(())
-                    },
-                )
-                .await
-                .unwrap();
-            })
-        })
-        .collect();
-    for w in writers {
-        w.await.unwrap();
-    }
-    let n = api.get("counter").await.unwrap().data.unwrap()["n"].clone();
-    assert_eq!(n, "50");
-    eprintln!(
-        "50 concurrent increments, {} conflicts retried",
-        conflicts.load(Ordering::SeqCst)
-    );
 }
 
 #[tokio::test]
@@ -1090,30 +977,4 @@ impl Reconciler<ConfigMap> for ConfigMapNames {
             .push(cm.metadata.name.clone().unwrap_or_default());
         Ok(Action::Done)
     }
-}
-
-#[tokio::test]
-async fn list_paged_should_return_every_object_across_pages() {
-    let ns = TestNamespace::new().await.unwrap();
-    let api = ns.api::<ConfigMap>();
-    for i in 0..25 {
-        api.create(
-            &PostParams::default(),
-            &configmap(&format!("page-{i}"), &[]),
-        )
-        .await
-        .unwrap();
-    }
-    let params = ListParams::default().labels("!kubernetes.io/none");
-    let all = kubeforge::client::list_paged(&api, &params, 7)
-        .await
-        .unwrap();
-    let mut names: Vec<_> = all
-        .iter()
-        .filter_map(|c| c.metadata.name.clone())
-        .filter(|n| n.starts_with("page-"))
-        .collect();
-    names.sort();
-    names.dedup();
-    assert_eq!(names.len(), 25);
 }

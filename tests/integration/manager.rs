@@ -12,8 +12,9 @@ use kubeforge::testing::{TestNamespace, apply_crds};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Recorder, Widget, WidgetReconciler, converged, widget, widget_crd};
+use crate::controller::{Recorder, WidgetReconciler, converged};
 use crate::support::eventually;
+use crate::support::widget::{QUIET, Widget, widget, widget_crd};
 
 /// A plain HTTP/1.0 GET: (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
@@ -123,7 +124,7 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
     })
     .await;
     // Let the reconciles triggered by our own writes finish, then compare counts.
-    widgets_idle.wait(crate::controller::QUIET).await;
+    widgets_idle.wait(QUIET).await;
     let counted: u32 = recorder.reconciles.lock().unwrap().values().sum();
     let (status, scrape) = http_get(metrics, "/metrics").await;
     assert_eq!(status, 200);

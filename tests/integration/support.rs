@@ -1,4 +1,6 @@
-//! Small helpers shared by the integration tests.
+//! Small helpers and fixtures shared by the integration tests.
+
+pub mod widget;
 
 use std::time::Duration;
 

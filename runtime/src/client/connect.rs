@@ -321,10 +321,14 @@ where
 }
 
 /// A response body that fails when no frame arrives for `idle`.
+///
+/// A frame only records when it arrived; the timer, armed once, is moved on lazily when it
+/// fires early, so a busy stream costs no timer operation per frame.
 pub struct IdleTimeout<B> {
     inner: Pin<Box<B>>,
     idle: Option<Duration>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    last_frame: tokio::time::Instant,
 }
 
 impl<B> std::fmt::Debug for IdleTimeout<B> {
@@ -341,6 +345,7 @@ impl<B> IdleTimeout<B> {
             inner: Box::pin(inner),
             idle,
             timer: None,
+            last_frame: tokio::time::Instant::now(),
         }
     }
 }
@@ -359,22 +364,29 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.inner.as_mut().poll_frame(cx) {
             Poll::Ready(frame) => {
-                self.timer = None;
+                if self.idle.is_some() {
+                    self.last_frame = tokio::time::Instant::now();
+                }
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
             Poll::Pending => {
                 let Some(idle) = self.idle else {
                     return Poll::Pending;
                 };
-                let timer = self
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
-                match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) => {
-                        self.timer = None;
-                        Poll::Ready(Some(Err(DeadlineError::Idle(idle).into())))
+                loop {
+                    let deadline = self.last_frame + idle;
+                    let timer = self
+                        .timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                    if timer.as_mut().poll(cx).is_pending() {
+                        return Poll::Pending;
                     }
-                    Poll::Pending => Poll::Pending,
+                    if timer.deadline() >= deadline {
+                        self.timer = None;
+                        return Poll::Ready(Some(Err(DeadlineError::Idle(idle).into())));
+                    }
+                    // Frames came since the timer was armed: move it to the new deadline.
+                    timer.as_mut().reset(deadline);
                 }
             }
         }
@@ -435,6 +447,32 @@ mod tests {
         let error = body.frame().await.unwrap().unwrap_err();
         assert_eq!(started.elapsed(), Duration::from_secs(90));
         assert!(error.to_string().contains("presumed dead"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn frames_should_keep_a_body_alive_and_the_silence_after_the_last_one_should_count() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(4);
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|frame| (frame, rx))
+        });
+        let mut body = IdleTimeout::new(
+            http_body_util::StreamBody::new(stream),
+            Some(Duration::from_secs(90)),
+        );
+        let started = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let _ = tx.send(Ok(Frame::data(Bytes::from_static(b"{}\n")))).await;
+            }
+            std::future::pending::<()>().await; // keep the channel open, silent
+        });
+        for _ in 0..3 {
+            assert!(body.frame().await.unwrap().is_ok());
+        }
+        assert!(body.frame().await.unwrap().is_err());
+        // Three frames 60 s apart kept it alive; it failed 90 s after the last one.
+        assert_eq!(started.elapsed(), Duration::from_secs(180 + 90));
     }
 
     #[tokio::test(start_paused = true)]

@@ -19,7 +19,7 @@ use kubeforge::testing::{TestNamespace, apply_crds};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{TestError, Widget, widget, widget_crd};
+use crate::support::widget::{TestError, Widget, widget, widget_crd};
 use crate::support::{eventually, is_not_found};
 
 const FINALIZER: &str = "ctrl-test.kubeforge.dev/cleanup";

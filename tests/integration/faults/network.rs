@@ -22,8 +22,8 @@ use kubeforge::testing::{ControlPlane, FaultProxy, TestNamespace, apply_crds};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{TestError, Widget, widget, widget_crd};
 use crate::support::eventually;
+use crate::support::widget::{TestError, Widget, widget, widget_crd};
 
 /// Writes `status.observed = spec.value` and an owned ConfigMap; on its first attempt a widget
 /// named `slow-*` reads itself, notes that it started and waits for `hold` before its writes.
