@@ -6,16 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kubeforge::ObjectKey;
-use kubeforge::cache::Cache;
-use kubeforge::controller::{Action, Context};
 use kubeforge::crd::{Conditions, READY};
 use kubeforge::k8s_openapi::api::core::v1::{Namespace, Secret};
-use kubeforge::kube::api::{DeleteParams, Patch};
+use kubeforge::kube::api::DeleteParams;
 use kubeforge::kube::core::Selector;
-use kubeforge::kube::{Api, Resource, ResourceExt};
-use kubeforge::store::Store;
-use serde_json::json;
+use kubeforge::prelude::*;
+use kubeforge::serde_json::{self, json};
+use kubeforge::{kube, tracing};
 
 /// Copies `source` into every namespace whose labels include all of `namespaceSelector`.
 #[kubeforge::custom_resource(
@@ -71,7 +68,7 @@ pub struct SecretMirrorStatus {
 pub enum MirrorError {
     /// A request to the apiserver failed.
     #[error(transparent)]
-    Kube(#[from] kubeforge::kube::Error),
+    Kube(#[from] kube::Error),
     /// A copy could not be built.
     #[error("building a copy: {0}")]
     Build(#[from] serde_json::Error),
@@ -153,7 +150,7 @@ impl SecretMirrorController {
                     .await
                 {
                     Ok(_) => {}
-                    Err(kubeforge::kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -118,6 +118,7 @@ pub struct WebAppStatus {
 #[cfg(test)]
 mod tests {
     use kubeforge::crd::CustomResource;
+    use kubeforge::serde_json;
 
     use super::*;
 

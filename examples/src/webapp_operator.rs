@@ -7,37 +7,19 @@
 //! the Deployment controller created every requested pod for the current spec
 //! (`readyReplicas` is reported as the cluster says, 0 locally).
 
+// [readme-quick-start]
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kubeforge::controller::{Action, Context};
 use kubeforge::crd::{PROGRESSING, READY};
-use kubeforge::events::{EventType, Recorder};
 use kubeforge::k8s_openapi::api::apps::v1::Deployment;
 use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kubeforge::kube::api::{Patch, PatchParams};
-use kubeforge::kube::{Api, Resource, ResourceExt};
-use serde_json::json;
+use kubeforge::prelude::*;
+use kubeforge::serde_json::{self, json};
+use kubeforge::{kube, tracing};
 
 use crate::webapp::{Exposure, WebApp};
 
-/// Field manager of everything the operator writes.
-pub const MANAGER: &str = "webapp-operator";
-/// Name of the registry ConfigMap (one per namespace): a row per WebApp, `name: image`.
-pub const REGISTRY: &str = "webapp-registry";
-
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A request to the apiserver failed.
-    #[error(transparent)]
-    Kube(#[from] kubeforge::kube::Error),
-    /// A child object could not be built.
-    #[error("building a child object: {0}")]
-    Build(#[from] serde_json::Error),
-}
-
-// [readme-quick-start]
 /// The WebApp controller.
 pub struct WebAppController {
     /// Publishes events about WebApps.
@@ -124,7 +106,7 @@ impl WebAppController {
             .await
         {
             Ok(_) => {}
-            Err(kubeforge::kube::Error::Api(status)) if status.code == 404 => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
         self.event(
@@ -139,6 +121,22 @@ impl WebAppController {
     }
 }
 // [readme-quick-start-end]
+
+/// Field manager of everything the operator writes.
+pub const MANAGER: &str = "webapp-operator";
+/// Name of the registry ConfigMap (one per namespace): a row per WebApp, `name: image`.
+pub const REGISTRY: &str = "webapp-registry";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request to the apiserver failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// A child object could not be built.
+    #[error("building a child object: {0}")]
+    Build(#[from] serde_json::Error),
+}
 
 impl WebAppController {
     /// Records `name: image` in the namespace's registry (the "outside system").

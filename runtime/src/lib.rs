@@ -4,11 +4,53 @@
 //! becomes a complete CRD kind; an impl block annotated with `#[controller]` becomes a controller
 //! that runs through shared informers, a deduplicating work queue and a retry processor.
 //!
-//! This is the only crate an operator depends on: it re-exports the macros and the Kubernetes crates
-//! it is built on ([`kube`], [`k8s_openapi`]) so that versions always match.
+//! This is the only crate an operator depends on: it re-exports the macros and the crates operator
+//! code names ([`kube`], [`k8s_openapi`], [`tokio`], [`serde`], [`serde_json`], [`tracing`],
+//! [`schemars`]; `clap` as [`cli::clap`]) so that versions always match, and [`prelude`] holds
+//! the names an operator uses all the time. Differences from depending on those crates directly:
+//! the entry point is `#[kubeforge::tokio::main(crate = "kubeforge::tokio")]`, and serde derives
+//! on your own types (not kinds: `#[custom_resource]` and `#[schema]` derive serde themselves)
+//! need `#[serde(crate = "kubeforge::serde")]`.
+//!
+//! ```no_run
+//! use kubeforge::k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeforge::prelude::*;
+//! use kubeforge::{kube, tracing};
+//! use std::sync::Arc;
+//!
+//! struct Audit;
+//!
+//! impl Reconciler<ConfigMap> for Audit {
+//!     type Error = kube::Error;
+//!
+//!     async fn reconcile(
+//!         &self,
+//!         cm: Arc<ConfigMap>,
+//!         _: &Context<ConfigMap>,
+//!     ) -> Result<Action, kube::Error> {
+//!         tracing::info!(name = %cm.name_any(), "seen");
+//!         Ok(Action::Done)
+//!     }
+//! }
+//!
+//! #[kubeforge::tokio::main(crate = "kubeforge::tokio")]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = kubeforge::client::connect(kube::Config::infer().await?)?;
+//!     let manager = Manager::new(client.clone());
+//!     let controller = Controller::new(
+//!         "audit",
+//!         manager.cache(),
+//!         Api::<ConfigMap>::all(client),
+//!         InformerConfig::default(),
+//!     );
+//!     manager.add_controller(controller, Audit).run().await?;
+//!     Ok(())
+//! }
+//! ```
 //!
 //! ## Modules
 //!
+//! - [`prelude`]: `use kubeforge::prelude::*;`, the names an operator uses all the time.
 //! - [`store`]: the cache store (`Store` trait, indexed in-memory `MemoryStore`).
 //! - [`queue`]: the deduplicating, rate-limited work queue.
 //! - [`retry`]: the sharded retry processor with retry and dequeue policies.
@@ -47,6 +89,11 @@ extern crate self as kubeforge;
 pub use k8s_openapi;
 pub use kube;
 pub use kubeforge_macros::{controller, custom_resource, schema};
+pub use schemars;
+pub use serde;
+pub use serde_json;
+pub use tokio;
+pub use tracing;
 
 pub mod crd;
 pub mod crdgen;
@@ -76,6 +123,32 @@ pub use scope::Scoped;
 
 #[cfg(feature = "testing")]
 pub mod testing;
+
+pub mod prelude {
+    //! The names an operator uses all the time: `use kubeforge::prelude::*;`.
+    //!
+    //! The controller vocabulary ([`Controller`], [`Reconciler`], [`Context`], [`Action`],
+    //! [`ControllerConfig`], [`InformerConfig`]), the [`Manager`], the shared [`Cache`] and its
+    //! [`Store`]s (`watches` mappers get the cache, reconcilers read it), [`ObjectKey`], events
+    //! ([`Recorder`], [`EventType`]), kube's client types and traits ([`Api`], [`Client`],
+    //! [`Resource`], [`ResourceExt`], [`Patch`], [`PatchParams`]) and the macros.
+    //!
+    //! Crates are not in it: import the ones you use by name
+    //! (`use kubeforge::{serde_json, tracing};`). A crate name brought in by a glob would be
+    //! ambiguous with a dependency of the same name in every `use` path that starts with it.
+
+    pub use crate::ObjectKey;
+    pub use crate::cache::Cache;
+    pub use crate::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+    pub use crate::events::{EventType, Recorder};
+    pub use crate::informer::InformerConfig;
+    pub use crate::manager::Manager;
+    pub use crate::store::Store;
+    pub use kube::api::{Patch, PatchParams};
+    pub use kube::{Api, Client, Resource, ResourceExt};
+    // The macros only: `crate::controller` would bring the module `controller` along.
+    pub use kubeforge_macros::{controller, custom_resource, schema};
+}
 
 /// What generated code needs, re-exported so that users do not depend on these crates directly.
 /// Not public API.

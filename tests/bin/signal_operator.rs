@@ -10,11 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kubeforge::cli::{Options, or_exit};
+use kubeforge::cli::or_exit;
 use kubeforge::controller::{Action, Context, Controller, Reconciler};
 use kubeforge::informer::InformerConfig;
 
@@ -62,7 +61,7 @@ impl Reconciler<ConfigMap> for SlowWork {
 
 #[tokio::main]
 async fn main() {
-    let options = Options::parse();
+    let options = kubeforge::cli::parse!();
     options.init_tracing();
     let client = or_exit(options.client().await);
     let namespace = options

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
 use kubeforge::client::{Target, update_object};
 use kubeforge::testing::TestNamespace;
 

@@ -13,7 +13,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kubeforge::ObjectKey;
 use kubeforge::cache::Cache;
-use kubeforge::client::{Target, apply_owned, update_object};
+use kubeforge::client::apply_owned;
 use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};

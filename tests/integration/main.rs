@@ -7,6 +7,8 @@
 
 mod support;
 
+mod cli;
+mod client;
 mod controller;
 mod controlplane;
 mod crd;

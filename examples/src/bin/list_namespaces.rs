@@ -1,10 +1,11 @@
 //! Connects to the cluster of the current kubeconfig (or the in-cluster configuration) and lists
 //! its namespaces with their phase: the smallest proof that the local control plane answers.
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, Client, api::ListParams};
+use kubeforge::k8s_openapi::api::core::v1::Namespace;
+use kubeforge::kube::api::ListParams;
+use kubeforge::prelude::*;
 
-#[tokio::main]
+#[kubeforge::tokio::main(crate = "kubeforge::tokio")]
 async fn main() -> anyhow::Result<()> {
     let client = Client::try_default().await?;
     let version = client.apiserver_version().await?;

@@ -1,11 +1,9 @@
 //! Copies the data of every ConfigMap labelled `copy=true` into an owned Secret `<name>-copy`:
 //! the runtime used by hand, without macros (this is the README's "runtime by hand" code).
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Api;
-use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
-use kubeforge::informer::InformerConfig;
-use kubeforge::manager::Manager;
+use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kubeforge::prelude::*;
+use kubeforge::{kube, serde_json};
 use std::sync::Arc;
 
 struct Settings;
@@ -30,7 +28,7 @@ impl Reconciler<ConfigMap> for Settings {
     }
 }
 
-#[tokio::main]
+#[kubeforge::tokio::main(crate = "kubeforge::tokio")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // kube's config inference; kubeforge's client notices dead connections in seconds.
     let client = kubeforge::client::connect(kube::Config::infer().await?)?;

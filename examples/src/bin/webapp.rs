@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use clap::Parser;
-use kubeforge::cli::{Options, or_exit};
-use kubeforge::events::Recorder;
+use kubeforge::cli::{self, or_exit};
+use kubeforge::prelude::*;
 use kubeforge_examples::webapp_operator::WebAppController;
 
-#[tokio::main]
+#[kubeforge::tokio::main(crate = "kubeforge::tokio")]
 async fn main() {
-    let options = Options::parse();
+    let options = cli::parse!();
     options.init_tracing();
     let client = or_exit(options.client().await);
     let recorder = Arc::new(Recorder::new(client.clone(), "webapp-operator"));

@@ -14,33 +14,73 @@
 //! | `--kube-api-qps N`, `--kube-api-burst N` | `KUBE_API_QPS`, `KUBE_API_BURST` | no client-side limit |
 //! | `--log-format text\|json` | `LOG_FORMAT` | `text` (level from `RUST_LOG`, default `info`) |
 //!
+//! [`parse!`] parses them under the binary's own name, version and description: `--version`
+//! prints `<binary> <version of its package>` and `--help` starts with the package's
+//! `description`. The macro reads `CARGO_BIN_NAME`, `CARGO_PKG_VERSION` and
+//! `CARGO_PKG_DESCRIPTION` where it expands, in the operator's crate; a derive inside kubeforge
+//! would read kubeforge's.
+//!
 //! # Examples
 //!
 //! ```no_run
-//! use clap::Parser;
-//! use kubeforge::cli::Options;
+//! use kubeforge::cli::{self, or_exit};
 //!
-//! #[tokio::main]
+//! #[kubeforge::tokio::main(crate = "kubeforge::tokio")]
 //! async fn main() {
-//!     let options = Options::parse();
+//!     let options = cli::parse!();
 //!     options.init_tracing();
-//!     let client = kubeforge::cli::or_exit(options.client().await);
-//!     let manager = kubeforge::cli::or_exit(options.manager(client));
+//!     let client = or_exit(options.client().await);
+//!     let manager = or_exit(options.manager(client));
 //!     // ... add controllers, then:
-//!     kubeforge::cli::or_exit(manager.run().await);
+//!     or_exit(manager.run().await);
+//! }
+//! ```
+//!
+//! Flags of your own: flatten [`Options`] into your parser. [`clap`] is re-exported here, so
+//! this needs no dependency on clap either; `#[command(version, about)]` expands in your crate
+//! and shows your package's version and description.
+//!
+//! ```no_run
+//! use kubeforge::cli::clap::{self, Parser};
+//! use kubeforge::cli::{Options, or_exit};
+//!
+//! /// The sidecar injector.
+//! #[derive(Parser)]
+//! #[command(version, about)]
+//! struct Flags {
+//!     #[command(flatten)]
+//!     kubeforge: Options,
+//!     /// Image of the injected sidecar.
+//!     #[arg(long, env = "SIDECAR_IMAGE", default_value = "sidecar:1")]
+//!     sidecar_image: String,
+//! }
+//!
+//! #[kubeforge::tokio::main(crate = "kubeforge::tokio")]
+//! async fn main() {
+//!     let flags = Flags::parse();
+//!     flags.kubeforge.init_tracing();
+//!     let client = or_exit(flags.kubeforge.client().await);
+//!     let manager = or_exit(flags.kubeforge.manager(client));
+//!     // ... add controllers that use `flags.sidecar_image`, then:
+//!     or_exit(manager.run().await);
 //! }
 //! ```
 
+use std::ffi::OsString;
 use std::fmt::Display;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::ValueEnum;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::leader::LeaderElectionConfig;
 use crate::manager::Manager;
+
+/// clap, which [`Options`] is built with: flatten `Options` into your own `#[derive(Parser)]`
+/// (see the [module docs](self)) without a dependency of your own.
+pub use clap;
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -52,9 +92,68 @@ pub enum LogFormat {
     Json,
 }
 
-/// The common options of an operator binary; see the [module docs](self).
-#[derive(Clone, Debug, Parser)]
-#[command(version, about)]
+/// Who an operator binary is, for `--version` and `--help`; [`about!`] captures it in the
+/// operator's crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct About {
+    /// The command's name (`--version` prints `<name> <version>`).
+    pub name: &'static str,
+    /// The version `--version` prints.
+    pub version: &'static str,
+    /// The first paragraph of `--help`; none when empty.
+    pub description: &'static str,
+}
+
+/// The [`About`] of the crate where it expands: the binary's name (`CARGO_BIN_NAME`, or the
+/// package's name outside a binary), the package's version and description.
+///
+/// # Examples
+///
+/// ```
+/// let about = kubeforge::cli::about!();
+/// assert_eq!(about.version, env!("CARGO_PKG_VERSION"));
+/// ```
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubeforge_cli_about {
+    () => {
+        $crate::cli::About {
+            name: match ::core::option_env!("CARGO_BIN_NAME") {
+                ::core::option::Option::Some(name) => name,
+                ::core::option::Option::None => ::core::env!("CARGO_PKG_NAME"),
+            },
+            version: ::core::env!("CARGO_PKG_VERSION"),
+            description: ::core::env!("CARGO_PKG_DESCRIPTION"),
+        }
+    };
+}
+
+/// Parses the process's command line into [`Options`] under the binary's own name, version and
+/// description ([`about!`]); `--help`, `--version` and bad flags print what clap prints and exit.
+///
+/// # Examples
+///
+/// ```no_run
+/// let options: kubeforge::cli::Options = kubeforge::cli::parse!();
+/// ```
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubeforge_cli_parse {
+    () => {
+        $crate::cli::Options::parse_with($crate::cli::about!())
+    };
+}
+
+#[doc(inline)]
+pub use crate::__kubeforge_cli_about as about;
+#[doc(inline)]
+pub use crate::__kubeforge_cli_parse as parse;
+
+/// The common options of an operator binary; see the [module docs](self). Parse them with
+/// [`parse!`], or flatten them into a parser of your own (`#[command(flatten)]`).
+#[derive(Clone, Debug, clap::Args)]
+// Not this doc comment: the description of `--help` is the operator's.
+#[command(about = None, long_about = None)]
 pub struct Options {
     /// Path of a kubeconfig file (default: inferred, or the in-cluster configuration).
     #[arg(long, env = "KUBECONFIG")]
@@ -162,6 +261,43 @@ pub enum StartError {
 }
 
 impl Options {
+    /// The command line of an operator: these flags under `about`'s name, version and
+    /// description.
+    #[must_use]
+    pub fn command(about: About) -> clap::Command {
+        let command = <Self as clap::Args>::augment_args(clap::Command::new(about.name))
+            .version(about.version);
+        if about.description.is_empty() {
+            command
+        } else {
+            command.about(about.description)
+        }
+    }
+
+    /// Parses `args` (the first is the program's path) with [`Options::command`].
+    ///
+    /// # Errors
+    ///
+    /// clap's error for a bad flag, and for `--help` and `--version` (`error.exit()` prints it
+    /// and exits with clap's status).
+    pub fn try_parse_from<I, T>(about: About, args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let mut command = Self::command(about);
+        let matches = command.try_get_matches_from_mut(args)?;
+        <Self as clap::FromArgMatches>::from_arg_matches(&matches)
+            .map_err(|error| error.format(&mut command))
+    }
+
+    /// Parses the process's arguments; on `--help`, `--version` or a bad flag prints what clap
+    /// prints and exits. [`parse!`] calls this with the operator's [`About`].
+    #[must_use]
+    pub fn parse_with(about: About) -> Self {
+        Self::try_parse_from(about, std::env::args_os()).unwrap_or_else(|error| error.exit())
+    }
+
     /// Initializes `tracing` output in the chosen format (level filter from `RUST_LOG`, default
     /// `info`). Call once, first.
     pub fn init_tracing(&self) {
@@ -292,16 +428,25 @@ mod tests {
         assert!(parse_duration("fast").is_err());
     }
 
+    const OPERATOR: About = About {
+        name: "shop-operator",
+        version: "1.2.3",
+        description: "Runs the shop.",
+    };
+
     #[test]
     fn options_should_parse_flags_and_reject_bad_ones() {
-        let o = Options::try_parse_from([
-            "op",
-            "--leader-elect",
-            "--metrics-bind-address",
-            ":9090",
-            "--log-format",
-            "json",
-        ])
+        let o = Options::try_parse_from(
+            OPERATOR,
+            [
+                "op",
+                "--leader-elect",
+                "--metrics-bind-address",
+                ":9090",
+                "--log-format",
+                "json",
+            ],
+        )
         .unwrap();
         assert!(o.leader_elect);
         assert_eq!(
@@ -310,8 +455,76 @@ mod tests {
         );
         assert_eq!(o.log_format, LogFormat::Json);
         assert_eq!(o.leader_election_lease_duration, Duration::from_secs(15));
-        let err = Options::try_parse_from(["op", "--metrics-bind-address", "nowhere"]).unwrap_err();
+        let err = Options::try_parse_from(OPERATOR, ["op", "--metrics-bind-address", "nowhere"])
+            .unwrap_err();
         assert!(err.to_string().contains("nowhere"), "{err}");
-        assert!(Options::try_parse_from(["op", "--no-such-flag"]).is_err());
+        assert!(Options::try_parse_from(OPERATOR, ["op", "--no-such-flag"]).is_err());
+    }
+
+    /// Issue 12, item 10: `--version` and `--help` showed kubeforge's version and description.
+    #[test]
+    fn version_and_help_should_present_the_operator_not_kubeforge() {
+        let version = Options::try_parse_from(OPERATOR, ["op", "--version"]).unwrap_err();
+        assert_eq!(version.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert_eq!(version.to_string(), "shop-operator 1.2.3\n");
+
+        let help = Options::try_parse_from(OPERATOR, ["/usr/bin/shop", "--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        let help = help.to_string();
+        assert!(
+            help.starts_with("Runs the shop.\n\nUsage: shop [OPTIONS]"),
+            "{help}"
+        );
+        assert!(help.contains("--leader-elect"), "{help}");
+        assert!(!help.contains(env!("CARGO_PKG_DESCRIPTION")), "{help}");
+
+        let quiet = About {
+            description: "",
+            ..OPERATOR
+        };
+        let help = Options::try_parse_from(quiet, ["shop", "--help"]).unwrap_err();
+        assert!(help.to_string().starts_with("Usage: shop"), "{help}");
+    }
+
+    #[test]
+    fn options_flattened_into_an_operator_parser_should_keep_its_description() {
+        /// Not shown: `about` below wins.
+        #[derive(Debug, clap::Parser)]
+        #[command(name = "shop-operator", version = "1.2.3", about = "Runs the shop.")]
+        struct Flags {
+            #[command(flatten)]
+            kubeforge: Options,
+            /// Image of the injected sidecar.
+            #[arg(long, default_value = "sidecar:1")]
+            sidecar_image: String,
+        }
+        use clap::Parser;
+
+        let flags =
+            Flags::try_parse_from(["shop", "--leader-elect", "--sidecar-image", "s:2"]).unwrap();
+        assert!(flags.kubeforge.leader_elect);
+        assert_eq!(flags.sidecar_image, "s:2");
+        let help = Flags::try_parse_from(["shop", "--help"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            help.starts_with("Runs the shop.\n\nUsage: shop [OPTIONS]"),
+            "{help}"
+        );
+        assert!(help.contains("--sidecar-image"), "{help}");
+        assert!(!help.contains("The common options"), "{help}");
+    }
+
+    #[test]
+    fn about_should_describe_the_crate_where_it_expands() {
+        // Here that is kubeforge's library: no binary, so the package's name.
+        assert_eq!(
+            about!(),
+            About {
+                name: "kubeforge",
+                version: env!("CARGO_PKG_VERSION"),
+                description: env!("CARGO_PKG_DESCRIPTION"),
+            }
+        );
     }
 }

@@ -9,7 +9,7 @@ use crate::queue::{NoMetrics, QueueMetrics, RateLimiter};
 
 use super::ControllerMetrics;
 
-/// Options of a [`Controller`].
+/// Options of a [`Controller`](super::Controller).
 #[derive(Clone)]
 pub struct ControllerConfig {
     pub(super) concurrency: usize,
@@ -74,7 +74,7 @@ impl ControllerConfig {
         self
     }
 
-    /// Hold deleted objects with this finalizer until [`Reconciler::cleanup`] succeeds. The
+    /// Hold deleted objects with this finalizer until [`Reconciler::cleanup`](super::Reconciler::cleanup) succeeds. The
     /// finalizer is added before the first reconcile of each object.
     #[must_use]
     pub fn finalizer(mut self, name: impl Into<String>) -> Self {
@@ -83,7 +83,7 @@ impl ControllerConfig {
     }
 
     /// Before reconciling an object this controller (or anything recording through
-    /// [`Cache::record_write`]) wrote, wait up to `wait` for the informer to deliver that
+    /// [`Cache::record_write`](crate::cache::Cache::record_write)) wrote, wait up to `wait` for the informer to deliver that
     /// version, so the reconcile never sees an older cached copy of its own write (default 2 s;
     /// `None` turns it off).
     #[must_use]

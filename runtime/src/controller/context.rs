@@ -65,7 +65,7 @@ impl<K> Context<K> {
     }
 
     /// Patches the status of the object being reconciled and records the write for
-    /// read-your-writes (see [`ControllerConfig::read_your_writes`]).
+    /// read-your-writes (see [`ControllerConfig::read_your_writes`](super::ControllerConfig::read_your_writes)).
     ///
     /// The patch can only land on the object being reconciled, never on another object created
     /// under the same name since: it carries the object's UID as a precondition. A JSON merge

@@ -3,7 +3,7 @@
 //! A [`Controller`] watches a primary kind (`for`), optionally kinds it owns (`owns`: an owned
 //! object's controller owner reference leads back to the primary) and any other kind
 //! (`watches`, with a mapper from the watched object to primary keys). Every event becomes an
-//! [`ObjectKey`] in a [`WorkQueue`]; workers take keys and call the [`Reconciler`] with the
+//! [`ObjectKey`](crate::ObjectKey) in a [`WorkQueue`](crate::queue::WorkQueue); workers take keys and call the [`Reconciler`] with the
 //! *latest cached* primary object — level-triggered: the reconciler is not told what changed.
 //!
 //! # Retry semantics

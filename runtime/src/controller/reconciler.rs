@@ -36,7 +36,7 @@ pub trait Reconciler<K>: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
     /// Cleans up what `obj` created outside Kubernetes before it is deleted. Called only when
-    /// the controller has a [`ControllerConfig::finalizer`]; the finalizer is removed once this
+    /// the controller has a [`ControllerConfig::finalizer`](super::ControllerConfig::finalizer); the finalizer is removed once this
     /// returns `Ok`. The default does nothing.
     fn cleanup(
         &self,
