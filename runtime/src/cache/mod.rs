@@ -71,6 +71,8 @@ pub struct InformerStatus {
     pub watch_errors: u64,
     /// Objects skipped because they could not be decoded.
     pub undecodable: u64,
+    /// Events that waited in a subscriber's backlog because its channel was full.
+    pub late_events: u64,
 }
 
 trait ErasedInformer: Send + Sync {
@@ -106,6 +108,7 @@ where
             lists: stats.lists.load(Relaxed),
             watch_errors: stats.watch_errors.load(Relaxed),
             undecodable: stats.undecodable.load(Relaxed),
+            late_events: self.0.late_events(),
         }
     }
     fn wait_for_sync(&self) -> futures::future::BoxFuture<'static, ()> {

@@ -2,8 +2,10 @@
 //!
 //! An [`Informer`] runs kube's `watcher` stream (which relists after `410 Gone`, uses bookmarks,
 //! and can use streaming lists), applies each change to its store and then tells every
-//! subscriber. Subscribers get [`Event`]s through bounded channels: a slow subscriber slows the
-//! informer down (backpressure) instead of growing a buffer without limit.
+//! subscriber. Subscribers get [`Event`]s through bounded channels; the informer never waits for
+//! one: a subscriber whose channel is full gets the next events from a backlog of its own (in
+//! order), so one slow controller does not stall the others sharing the informer (client-go's
+//! policy). Events that had to wait are counted ([`Informer::late_events`]).
 //!
 //! One informer serves every controller of a manager that watches the same kind with the same
 //! namespace and selectors: see [`crate::cache::Cache`].
@@ -36,6 +38,7 @@
 //! ```
 
 mod backoff;
+mod fanout;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -313,8 +316,8 @@ pub struct Informer<K: Resource> {
     config: InformerConfig,
     store: Arc<dyn Store<K>>,
     transform: Option<Transform<K>>,
-    /// Replaced as a whole on (un)subscribe, so publishing only clones the `Arc`.
-    subscribers: Mutex<Arc<Vec<mpsc::Sender<Event<K>>>>>,
+    /// The subscribers (a slow one does not hold up the others).
+    fanout: fanout::Fanout<Event<K>>,
     synced: watch::Sender<bool>,
     stats: InformerStats,
     writes: Option<Arc<WriteTracker>>,
@@ -361,7 +364,7 @@ where
             config,
             store,
             transform,
-            subscribers: Mutex::new(Arc::new(Vec::new())),
+            fanout: fanout::Fanout::new(),
             synced: watch::channel(false).0,
             stats: InformerStats::default(),
             writes: None,
@@ -407,27 +410,25 @@ where
     }
 
     /// A new subscription. When the informer has already synced, the subscriber first receives
-    /// an `Applied` event (with `old: None`) for every cached object.
+    /// an `Applied` event (with `old: None`) for every cached object. A subscriber that falls
+    /// behind (its channel of [`InformerConfig::buffer`] events full) gets later events from a
+    /// backlog of its own: it never holds up the informer or the other subscribers.
     pub fn subscribe(&self) -> mpsc::Receiver<Event<K>> {
-        let (tx, rx) = mpsc::channel(self.config.buffer);
-        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        if *self.synced.borrow() {
-            let existing = self.store.list();
-            let replay = tx.clone();
-            tokio::spawn(async move {
-                for new in existing {
-                    if replay
-                        .send(Event::Applied { old: None, new })
-                        .await
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-        }
-        Arc::make_mut(&mut subscribers).push(tx);
-        rx
+        let replay = if *self.synced.borrow() {
+            self.store
+                .list()
+                .into_iter()
+                .map(|new| Event::Applied { old: None, new })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        self.fanout.subscribe(self.config.buffer, replay)
+    }
+
+    /// Events that waited in a subscriber's backlog because its channel was full.
+    pub fn late_events(&self) -> u64 {
+        self.fanout.late()
     }
 
     /// Whether the first complete list has been applied.
@@ -442,18 +443,8 @@ where
         let _ = rx.wait_for(|synced| *synced).await;
     }
 
-    async fn publish(&self, event: Event<K>) {
-        let subscribers = Arc::clone(&self.subscribers.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut closed = false;
-        for tx in subscribers.iter() {
-            if tx.send(event.clone()).await.is_err() {
-                closed = true;
-            }
-        }
-        if closed {
-            let mut current = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::make_mut(&mut current).retain(|tx| !tx.is_closed());
-        }
+    fn publish(&self, event: Event<K>) {
+        self.fanout.publish(&event);
     }
 
     fn prepare(&self, mut obj: K) -> Arc<K> {
@@ -493,7 +484,7 @@ where
                 () = tick => {
                     if self.has_synced() {
                         for obj in self.store.list() {
-                            self.publish(Event::Resync(obj)).await;
+                            self.publish(Event::Resync(obj));
                         }
                     }
                     continue;
@@ -528,7 +519,7 @@ where
                             .retain(|k, _| listed_bad.contains(k));
                     }
                     let listed = std::mem::take(&mut initial);
-                    self.apply_list(listed).await;
+                    self.apply_list(listed);
                     if let Some(writes) = &self.writes {
                         writes.relisted(std::any::TypeId::of::<K>());
                     }
@@ -546,7 +537,7 @@ where
                         .map(|new| (self.store.apply(Arc::clone(&new)), new));
                     self.observed(&key, invalid.metadata.resource_version.as_deref());
                     if let Some((old, new)) = announce {
-                        self.publish(Event::Applied { old, new }).await;
+                        self.publish(Event::Applied { old, new });
                     }
                 }
                 Ok(watcher::Event::Apply(Ok(obj))) => {
@@ -561,7 +552,7 @@ where
                         new.meta().resource_version.as_deref(),
                     );
                     self.stats.events.fetch_add(1, Ordering::Relaxed);
-                    self.publish(Event::Applied { old, new }).await;
+                    self.publish(Event::Applied { old, new });
                 }
                 Ok(watcher::Event::Delete(obj)) => {
                     let key = match &obj {
@@ -575,7 +566,7 @@ where
                     // The last state the watch sent, or else the last one we could decode.
                     let gone = obj.ok().map(|o| self.prepare(o)).or(cached);
                     if let Some(gone) = gone {
-                        self.publish(Event::Deleted(gone)).await;
+                        self.publish(Event::Deleted(gone));
                     }
                 }
                 Err(error) => {
@@ -708,7 +699,7 @@ where
     }
 
     /// Replaces the store with a complete list and announces the differences.
-    async fn apply_list(&self, listed: Vec<Arc<K>>) {
+    fn apply_list(&self, listed: Vec<Arc<K>>) {
         let mut changes = Vec::new();
         for new in &listed {
             let key = ObjectKey::of(new.as_ref());
@@ -726,10 +717,10 @@ where
             .events
             .fetch_add((changes.len() + removed.len()) as u64, Ordering::Relaxed);
         for event in changes {
-            self.publish(event).await;
+            self.publish(event);
         }
         for gone in removed {
-            self.publish(Event::Deleted(gone)).await;
+            self.publish(Event::Deleted(gone));
         }
     }
 }

@@ -18,7 +18,7 @@
 //! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | `name`, `controller` |
 //! | `leader_election_master_status` | `name` |
 //! | `kubeforge_informer_cached_objects`, `kubeforge_informer_synced` | `resource` |
-//! | `kubeforge_informer_lists_total`, `kubeforge_informer_watch_errors_total`, `kubeforge_informer_undecodable_objects_total` | `resource` |
+//! | `kubeforge_informer_lists_total`, `kubeforge_informer_watch_errors_total`, `kubeforge_informer_undecodable_objects_total`, `kubeforge_informer_late_events_total` (events that waited in a slow subscriber's backlog) | `resource` |
 //!
 //! # Examples
 //!
@@ -77,6 +77,7 @@ pub struct Metrics {
     informer_lists: IntGaugeVec,
     informer_errors: IntGaugeVec,
     informer_undecodable: IntGaugeVec,
+    informer_late: IntGaugeVec,
     queues: Mutex<Vec<(String, WorkQueue<ObjectKey>)>>,
 }
 
@@ -267,6 +268,12 @@ impl Metrics {
                 "Objects the informer skipped because they did not decode",
                 res,
             ),
+            informer_late: gauge(
+                &r,
+                "kubeforge_informer_late_events_total",
+                "Events that waited in a subscriber's backlog because its channel was full",
+                res,
+            ),
             registry: r,
             queues: Mutex::new(Vec::new()),
         }
@@ -327,6 +334,9 @@ impl Metrics {
                 self.informer_undecodable
                     .with_label_values(&label)
                     .set(to_i64(informer.undecodable));
+                self.informer_late
+                    .with_label_values(&label)
+                    .set(to_i64(informer.late_events));
             }
         }
         let mut out = Vec::new();

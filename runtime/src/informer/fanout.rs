@@ -1,0 +1,184 @@
+//! Fan-out of an informer's events to its subscribers, without letting a slow one stall the rest.
+//!
+//! Each subscriber reads a bounded channel. The informer never waits for a subscriber: when a
+//! channel is full, the event goes into that subscriber's backlog, and a task of the subscriber's
+//! own forwards the backlog (in order, waiting on that channel only). So the back-pressure of a
+//! slow controller stays on that controller, as in client-go's shared informer (a growing buffer
+//! per listener); the events that had to wait are counted ([`Fanout::late`], exported as
+//! `kubeforge_informer_late_events_total`).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{Notify, mpsc};
+
+/// One subscriber: its channel, and the events waiting for room in it.
+struct Subscriber<E> {
+    tx: mpsc::Sender<E>,
+    backlog: Arc<Backlog<E>>,
+}
+
+struct Backlog<E> {
+    queue: Mutex<VecDeque<E>>,
+    wake: Notify,
+}
+
+impl<E> Backlog<E> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<E>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The subscribers of one informer.
+pub(super) struct Fanout<E> {
+    /// Replaced as a whole on (un)subscribe, so publishing only clones the `Arc`.
+    subscribers: Mutex<Arc<Vec<Subscriber<E>>>>,
+    late: AtomicU64,
+}
+
+impl<E: Clone + Send + 'static> Fanout<E> {
+    pub(super) fn new() -> Self {
+        Self {
+            subscribers: Mutex::new(Arc::new(Vec::new())),
+            late: AtomicU64::new(0),
+        }
+    }
+
+    /// A new subscriber with a channel of `capacity`, first handed `replay` (in order, before
+    /// any event published after this call). Must be called within a Tokio runtime.
+    pub(super) fn subscribe(&self, capacity: usize, replay: Vec<E>) -> mpsc::Receiver<E> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let backlog = Arc::new(Backlog {
+            queue: Mutex::new(replay.into()),
+            wake: Notify::new(),
+        });
+        tokio::spawn(forward(tx.clone(), Arc::clone(&backlog)));
+        backlog.wake.notify_one();
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        unique(&mut subscribers).push(Subscriber { tx, backlog });
+        rx
+    }
+
+    /// Hands `event` to every subscriber without waiting; forgets subscribers that are gone.
+    pub(super) fn publish(&self, event: &E) {
+        let subscribers = Arc::clone(&self.subscribers.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut closed = false;
+        for subscriber in subscribers.iter() {
+            let mut backlog = subscriber.backlog.lock();
+            if !backlog.is_empty() {
+                // Behind already: keep the order.
+                backlog.push_back(event.clone());
+                self.late.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            match subscriber.tx.try_send(event.clone()) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(event)) => {
+                    backlog.push_back(event);
+                    self.late.fetch_add(1, Ordering::Relaxed);
+                    drop(backlog);
+                    subscriber.backlog.wake.notify_one();
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => closed = true,
+            }
+        }
+        if closed {
+            let mut current = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+            unique(&mut current).retain(|s| !s.tx.is_closed());
+        }
+    }
+
+    /// Events that waited in a backlog because their subscriber's channel was full.
+    pub(super) fn late(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
+    }
+}
+
+/// Moves a subscriber's backlog into its channel, oldest first, waiting for room.
+async fn forward<E: Clone>(tx: mpsc::Sender<E>, backlog: Arc<Backlog<E>>) {
+    loop {
+        backlog.wake.notified().await;
+        loop {
+            // The front stays queued while it is being sent, so `publish` keeps appending
+            // behind it instead of overtaking it.
+            let Some(next) = backlog.lock().front().cloned() else {
+                break;
+            };
+            if tx.send(next).await.is_err() {
+                return; // the subscriber is gone
+            }
+            backlog.lock().pop_front();
+        }
+    }
+}
+
+/// `Arc::make_mut` for the subscriber list (whose elements are not `Clone`): copies the list of
+/// handles (a sender and an `Arc` each) if a `publish` still holds the old one.
+fn unique<E>(this: &mut Arc<Vec<Subscriber<E>>>) -> &mut Vec<Subscriber<E>> {
+    if Arc::get_mut(this).is_none() {
+        let copy: Vec<Subscriber<E>> = this
+            .iter()
+            .map(|s| Subscriber {
+                tx: s.tx.clone(),
+                backlog: Arc::clone(&s.backlog),
+            })
+            .collect();
+        *this = Arc::new(copy);
+    }
+    Arc::get_mut(this).expect("invariant: just made unique")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_slow_subscriber_should_not_hold_up_the_others_or_lose_order() {
+        let fanout = Fanout::<u32>::new();
+        let mut slow = fanout.subscribe(4, vec![]);
+        let mut fast = fanout.subscribe(4, vec![]);
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while got.len() < 100 {
+                got.push(fast.recv().await.unwrap());
+            }
+            got
+        });
+        // Publishing never waits, though `slow` reads nothing.
+        for i in 0..100 {
+            fanout.publish(&i);
+            tokio::task::yield_now().await;
+        }
+        let fast_got = tokio::time::timeout(Duration::from_secs(5), reader)
+            .await
+            .expect("the fast subscriber got every event while the slow one read none")
+            .unwrap();
+        assert_eq!(fast_got, (0..100).collect::<Vec<_>>());
+        assert!(fanout.late() >= 96, "late: {}", fanout.late());
+        // The slow subscriber gets everything, in order, when it reads.
+        let mut slow_got = Vec::new();
+        while slow_got.len() < 100 {
+            slow_got.push(slow.recv().await.unwrap());
+        }
+        assert_eq!(slow_got, (0..100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn replay_should_come_before_later_events_and_closed_subscribers_should_be_dropped() {
+        let fanout = Fanout::<u32>::new();
+        let mut rx = fanout.subscribe(2, vec![1, 2, 3, 4, 5]);
+        fanout.publish(&6);
+        let mut got = Vec::new();
+        while got.len() < 6 {
+            got.push(rx.recv().await.unwrap());
+        }
+        assert_eq!(got, [1, 2, 3, 4, 5, 6]);
+        drop(rx);
+        fanout.publish(&7);
+        fanout.publish(&8);
+        assert!(fanout.subscribers.lock().unwrap().is_empty());
+    }
+}
