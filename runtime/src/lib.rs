@@ -48,31 +48,35 @@
 //! }
 //! ```
 //!
-//! ## Modules
+//! ## The main path
+//!
+//! An event travels through these, in this order (the guide of each is in its module docs):
+//!
+//! 1. [`informer`]: list+watch of one kind (a client from [`client::connect`] notices dead
+//!    connections), decoded leniently when needed, fanned out to subscribers;
+//! 2. [`store`]: the cached objects the informer writes (`Store`, indexed `MemoryStore`,
+//!    `SkeletonStore` for uncached owned kinds);
+//! 3. [`cache`]: the manager's registry of shared informers, one per kind, namespace and selectors;
+//! 4. [`controller`](mod@controller): `for` / `owns` / `watches` turn events into keys; workers
+//!    reconcile the latest cached object, with finalizers, and decide the key's next step;
+//! 5. [`queue`]: the deduplicating, rate-limited, delaying work queue between the two;
+//! 6. [`manager`]: the shared cache, the controllers, leader election ([`leader`]), metrics
+//!    ([`metrics`]), probes ([`health`]) and the process lifecycle.
+//!
+//! ## Around it
 //!
 //! - [`prelude`]: `use kubeforge::prelude::*;`, the names an operator uses all the time.
-//! - [`store`]: the cache store (`Store` trait, indexed in-memory `MemoryStore`).
-//! - [`queue`]: the deduplicating, rate-limited work queue.
-//! - [`retry`]: the sharded retry processor with retry and dequeue policies.
-//! - [`dispatch`]: concurrent per-object-ordered event dispatch.
+//! - [`client`]: `connect`; conflict-safe `update_object` and `apply_owned` for children.
 //! - [`events`]: an events.k8s.io/v1 recorder that aggregates repeats.
-//! - [`leader`]: leader election on a coordination.k8s.io/v1 Lease.
-//! - [`health`]: `/healthz` and `/readyz` probes.
-//! - [`manager`]: the shared cache, the controllers and the process lifecycle.
-//! - [`metrics`]: Prometheus metrics with controller-runtime's names.
-//! - [`rbac`]: RBAC rules derived from controller wiring (`crdgen --rbac`).
-//! - [`runner`]: MultiRunner, SingletonRunner and DynamicMultiRunner lifecycles.
-//! - [`informer`]: list+watch of one kind into a store, with events for subscribers.
-//! - [`cache`]: the shared informer registry of a manager.
-//! - [`client`]: `connect`, a client that notices dead connections in seconds; conflict-safe
-//!   `update_object` and `apply_owned` for children.
-//! - [`controller`](mod@controller): `for` / `owns` / `watches` wiring, the reconcile loop and its retry rules.
-//! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`crd`]: CustomResourceDefinitions from Rust types — the structural schema pass, the
-//!   registry of kinds, the ready [`crd::Condition`] type for status structs.
-//! - [`crdgen`]: the `crdgen` binary's logic (`kubeforge::crdgen::main()`).
+//!   registry of kinds, the ready [`crd::Condition`] type for status structs; [`crdgen`], the
+//!   `crdgen` binary's logic; [`rbac`], RBAC rules derived from controller wiring.
+//! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
-//!   namespace per test, and CRD installation helpers.
+//!   namespace per test, CRD installation, a fault proxy.
+//! - Not on the controller's path yet: [`retry`] (the sharded retry processor), [`dispatch`]
+//!   (per-object-ordered concurrent dispatch), [`runner`] (`MultiRunner`, `SingletonRunner`,
+//!   `DynamicMultiRunner`; the manager uses `MultiRunner`).
 //!
 //! ## Macros
 //!
@@ -120,6 +124,10 @@ pub mod store;
 
 pub use key::ObjectKey;
 pub use scope::Scoped;
+
+/// A boxed error that can cross tasks (what runnables, retry callbacks and the client's
+/// middleware return).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[cfg(feature = "testing")]
 pub mod testing;

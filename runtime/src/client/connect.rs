@@ -47,7 +47,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
-use tower::{BoxError, Layer, Service, ServiceBuilder};
+use tower::{Layer, Service, ServiceBuilder};
+
+use crate::BoxError;
 
 use super::rate_limit::RateLimitLayer;
 

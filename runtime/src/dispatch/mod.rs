@@ -21,7 +21,7 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kubeforge::dispatch::{Dispatcher, EventHandler};
 //! use kubeforge::informer::{Event, Informer};
-//! use kubeforge::retry::BoxError;
+//! use kubeforge::BoxError;
 //!
 //! struct Audit;
 //! impl EventHandler<ConfigMap> for Audit {
@@ -46,9 +46,10 @@ use kube::Resource;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::BoxError;
 use crate::ObjectKey;
 use crate::informer::Event;
-use crate::retry::{BoxError, ResourceAction, RetryProcessor, RetryRequest};
+use crate::retry::{ResourceAction, RetryProcessor, RetryRequest};
 
 /// Handles informer events; see [`Dispatcher`].
 pub trait EventHandler<K>: Send + Sync + 'static {

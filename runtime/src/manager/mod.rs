@@ -42,12 +42,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::net::SocketAddr;
 
+use crate::BoxError;
 use crate::cache::Cache;
 use crate::controller::{Controller, ControllerSpec, Kind, Reconciler};
 use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
-use crate::retry::BoxError;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
 
 /// Runs controllers over a shared cache; see the [module docs](self).

@@ -48,8 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::queue::exponential;
 
-/// The error type of retried work.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+use crate::BoxError;
 
 /// The work of a [`RetryRequest`]: `Ok(None)` is done, `Ok(Some(d))` asks to run again after
 /// `d`, `Err` is a failure for the [`RetryPolicy`] to judge.

@@ -37,7 +37,7 @@ use futures::future::{BoxFuture, Shared};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::retry::BoxError;
+use crate::BoxError;
 
 /// A long-running component.
 pub trait Runnable: Send + Sync + 'static {
