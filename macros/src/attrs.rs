@@ -69,6 +69,25 @@ fn lit_str(meta: &ParseNestedMeta<'_>) -> syn::Result<LitStr> {
     meta.value()?.parse()
 }
 
+/// The value of `crate = "path"` (every macro accepts it): the path generated code names kubeforge
+/// by instead of `::kubeforge`, for crates that re-export or rename it. `None` (and an error at
+/// the literal) when it is not a path.
+pub fn crate_path(lit: &LitStr, errors: &mut Errors) -> Option<syn::Path> {
+    match lit.parse::<syn::Path>() {
+        Ok(path) => Some(path),
+        Err(_) => {
+            errors.spanned(
+                lit,
+                format!(
+                    "`crate` must be the path of the kubeforge crate, such as \"::kubeforge\" or \"kf\"; `{}` is not a path",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    }
+}
+
 /// `flag` or `flag = true|false`.
 fn flag(meta: &ParseNestedMeta<'_>) -> syn::Result<bool> {
     if meta.input.peek(syn::Token![=]) {
@@ -395,10 +414,9 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
                 }
             }
             "crate" => {
-                let path: LitStr = lit_str(&meta)?;
-                let path: syn::Path = path.parse()?;
+                let path = crate_path(&lit_str(&meta)?, errors);
                 if first {
-                    raw.crate_path = Some(path);
+                    raw.crate_path = path;
                 }
             }
             "shortname" => raw.shortnames.push(lit_str(&meta)?),
@@ -575,7 +593,7 @@ pub fn parse_schema(args: TokenStream, errors: &mut Errors) -> RawSchema {
         let name = key_name(&meta);
         match name.as_str() {
             "rule" => raw.rules.push(rule(&meta, errors)?),
-            "crate" => raw.crate_path = Some(lit_str(&meta)?.parse()?),
+            "crate" => raw.crate_path = crate_path(&lit_str(&meta)?, errors),
             _ => {
                 errors.push(unknown(&meta, &name, SCHEMA_KEYS, "`schema`"));
                 return skip_value(&meta);
@@ -844,7 +862,8 @@ mod tests {
                 label(key = "a/b", value = "c"), deprecated(warning = "old"), storage = false),
             &mut errors,
         );
-        assert!(errors.is_empty(), "{:?}", errors.messages());
+        let messages = errors.messages();
+        assert!(messages.is_empty(), "{messages:?}");
         assert_eq!(raw.group.map(|g| g.value()).as_deref(), Some("g.dev"));
         assert_eq!(raw.shortnames.len(), 2);
         assert_eq!(
@@ -888,7 +907,8 @@ mod tests {
         let mut markers = RawMarkers::default();
         let mut errors = Errors::default();
         parse_markers(&attr, &mut markers, &mut errors);
-        assert!(errors.is_empty(), "{:?}", errors.messages());
+        let messages = errors.messages();
+        assert!(messages.is_empty(), "{messages:?}");
         assert_eq!(
             markers.minimum.map(|n| n.value.to_string()).as_deref(),
             Some("-5")

@@ -1001,6 +1001,7 @@ mod tests {
         let mut m = RawMarkers::default();
         let mut errors = crate::errors::Errors::default();
         crate::attrs::parse_markers(&attr, &mut m, &mut errors);
+        assert_eq!(errors.messages(), Vec::<String>::new());
         assert_eq!(
             Value::Object(marker_schema(&m)),
             json!({

@@ -131,13 +131,17 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
 /// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool` |
 /// | `name = "..."` | the controller's name (default: the lowercased kind) |
+/// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->
 /// Result<Action, Error>`; `cleanup` has the same shape; an optional `fn error_policy(&self, obj:
 /// &Kind, error: &Error, ctx: &Context<Kind>) -> ErrorPolicy` chooses how errors are retried. The
 /// macro implements `Reconciler` and `ControllerSpec` (add the controller with
 /// `Manager::controller(MyController { .. })`) and registers the RBAC rules the wiring needs for
-/// `crdgen --rbac`.
+/// `crdgen --rbac`. Every kind named in the attribute must be a Kubernetes kind (a
+/// `#[custom_resource]` kind or a k8s-openapi resource); one that is not is reported once, where
+/// it is named. When the attribute or the impl block is wrong, the impl block is kept and the
+/// traits get placeholder impls, so the macro's errors are the only ones reported.
 #[proc_macro_attribute]
 pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     controller::controller(args.into(), input.into()).into()

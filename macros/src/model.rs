@@ -637,7 +637,8 @@ mod tests {
             }
         };
         let model = enumeration(&mut item, &mut errors);
-        assert!(errors.is_empty());
+        let messages = errors.messages();
+        assert!(messages.is_empty(), "{messages:?}");
         assert!(matches!(&model.tagging, Tagging::Adjacent { content } if content == "spec"));
         assert_eq!(model.variants[0].json_name, "git");
         assert_eq!(model.variants[0].fields[0].json_name, "repo_url");

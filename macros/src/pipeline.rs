@@ -93,7 +93,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut spec = match named_struct(item, "custom_resource", &mut errors) {
         Ok(s) => s,
         Err(item) => {
-            let errs = errors.to_compile_errors();
+            let errs = errors.check().err().map(|e| e.to_compile_error());
             return quote!(#item #errs);
         }
     };
@@ -120,20 +120,20 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
     validate::rule_fields(&rules, &fields, &spec.ident, &mut errors);
     let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
-    match kind {
-        Some(kind) if errors.is_empty() => {
+    match (kind, errors.check()) {
+        (Some(kind), Ok(())) => {
             let root = expand::kind(&kind, &spec, true);
             quote!(#spec_tokens #root)
         }
-        Some(kind) if spec.ident != kind.kind.value() => {
+        (Some(kind), Err(errs)) if spec.ident != kind.kind.value() => {
             // The root type as a dummy (no JSONPath checks): code using it keeps compiling, only
             // the reported errors remain.
             let root = expand::kind(&kind, &spec, false);
-            let errs = errors.to_compile_errors();
+            let errs = errs.to_compile_error();
             quote!(#spec_tokens #root #errs)
         }
-        _ => {
-            let errs = errors.to_compile_errors();
+        (_, result) => {
+            let errs = result.err().map(|e| e.to_compile_error());
             quote!(#spec_tokens #errs)
         }
     }
@@ -200,22 +200,22 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
             Err(item) => item,
         },
     };
-    let errs = errors.to_compile_errors();
+    let errs = errors.check().err().map(|e| e.to_compile_error());
     quote!(#tokens #errs)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use quote::quote;
 
     use super::*;
 
-    fn pretty(tokens: TokenStream) -> String {
+    pub(crate) fn pretty(tokens: TokenStream) -> String {
         prettyplease::unparse(&syn::parse2(tokens).expect("the expansion parses as a file"))
     }
 
     /// Compares with `macros/snapshots/<name>`; `KUBEFORGE_BLESS=1` rewrites the file.
-    fn snapshot(name: &str, actual: &str) {
+    pub(crate) fn snapshot(name: &str, actual: &str) {
         let path = format!("{}/snapshots/{name}", env!("CARGO_MANIFEST_DIR"));
         if std::env::var_os("KUBEFORGE_BLESS").is_some() {
             std::fs::write(&path, actual).expect("write snapshot");

@@ -7,6 +7,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::{Ident, LitInt, LitStr, Path, Token, Type};
 
+use crate::attrs::crate_path;
 use crate::errors::{Errors, did_you_mean};
 
 /// A `watches(Kind, map = path)` entry.
@@ -35,6 +36,8 @@ pub struct ControllerArgs {
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     pub name: Option<LitStr>,
+    /// `crate = "path"`: how generated code names kubeforge.
+    pub crate_path: Option<Path>,
 }
 
 const KEYS: &[&str] = &[
@@ -47,6 +50,7 @@ const KEYS: &[&str] = &[
     "finalizer",
     "predicates",
     "name",
+    "crate",
 ];
 
 pub const BUILTIN_PREDICATES: &[&str] = &[
@@ -164,6 +168,11 @@ impl ControllerArgs {
                         }
                         parsed.name = Some(lit);
                     }
+                    "crate" => {
+                        input.parse::<Token![=]>()?;
+                        let lit: LitStr = input.parse()?;
+                        parsed.crate_path = crate_path(&lit, errors);
+                    }
                     other => {
                         errors.at(
                             key.span(),
@@ -235,7 +244,7 @@ mod tests {
             for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::by_secret),
             owns_metadata(Pod), owns_uncached(ConfigMap, Job), owns_uncached(CronJob),
             concurrency = 4, finalizer = "apps.example.com/cleanup",
-            predicates(generation_changed, Self::custom), name = "webapp"
+            predicates(generation_changed, Self::custom), name = "webapp", crate = "kf"
         ));
         assert!(errors.is_empty(), "{errors:?}");
         assert!(args.for_kind.is_some());
@@ -245,6 +254,7 @@ mod tests {
         assert_eq!(args.watches.len(), 1);
         assert_eq!(args.predicates.len(), 2);
         assert_eq!(args.finalizer.unwrap().value(), "apps.example.com/cleanup");
+        assert!(args.crate_path.is_some_and(|p| p.is_ident("kf")));
     }
 
     #[test]

@@ -6,13 +6,16 @@ mod expand;
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
-use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitInt, LitStr, ReturnType, Type};
+use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitInt, LitStr, Path, ReturnType, Type};
 
-use crate::errors::Errors;
+use crate::errors::{Errors, did_you_mean, misspelling_of};
+use crate::model::default_crate;
 use attrs::{ControllerArgs, PredicateArg, Watch};
 
 /// The checked model the expansion works from.
 pub struct Model {
+    /// The path generated code names kubeforge by (`::kubeforge` unless `crate = "..."`).
+    pub krate: Path,
     pub self_ty: Type,
     pub kind: Type,
     pub name: String,
@@ -29,7 +32,11 @@ pub struct Model {
     pub has_error_policy: bool,
 }
 
-/// Entry point: the user's impl block, plus the generated impls (or the errors).
+/// The methods `#[controller]` forwards to; a method whose name misspells one of them is reported.
+const HOOKS: &[&str] = &["reconcile", "cleanup", "error_policy"];
+
+/// Entry point: the user's impl block, plus the generated impls — or, on errors, dummy impls of
+/// the traits next to the `compile_error!`s, so code using the controller reports nothing more.
 pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let item: ItemImpl = match syn::parse2(input.clone()) {
@@ -42,11 +49,25 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
         }
     };
     let args = ControllerArgs::parse(args, &mut errors);
+    let krate = args.crate_path.clone().unwrap_or_else(default_crate);
+    let kind = args.for_kind.as_ref().map(|(_, kind)| kind.clone());
     let model = check(args, &item, &mut errors);
     let mut out = item.to_token_stream();
-    match model {
-        Some(model) if errors.is_empty() => out.extend(expand::expand(&model)),
-        _ => out.extend(errors.to_compile_errors()),
+    match (model, errors.check()) {
+        (Some(model), Ok(())) => out.extend(expand::expand(&model)),
+        (_, result) => {
+            // Trait impls are rejected, and a dummy could collide with the user's own impl.
+            if item.trait_.is_none() {
+                out.extend(expand::dummy(&krate, &item, kind.as_ref()));
+            }
+            let error = result.err().unwrap_or_else(|| {
+                syn::Error::new(
+                    Span::call_site(),
+                    "#[controller] could not read this impl block",
+                )
+            });
+            out.extend(error.to_compile_error());
+        }
     }
     out
 }
@@ -65,6 +86,29 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
             "#[controller] does not support generic controllers",
         );
     }
+    let find = |name: &str| {
+        item.items.iter().find_map(|i| match i {
+            ImplItem::Fn(f) if f.sig.ident == name => Some(f.clone()),
+            _ => None,
+        })
+    };
+    // `async fn reconsile(&self, ..)` is a typo, not a helper: say so instead of "missing".
+    let mut misspelled = Vec::new();
+    for f in item.items.iter().filter_map(|i| match i {
+        ImplItem::Fn(f) if f.sig.receiver().is_some() => Some(f),
+        _ => None,
+    }) {
+        let name = f.sig.ident.to_string();
+        if let Some(hook) = misspelling_of(&name, HOOKS)
+            && find(hook).is_none()
+        {
+            errors.at(
+                f.sig.ident.span(),
+                format!("unknown method `{name}`{}", did_you_mean(&name, &[hook])),
+            );
+            misspelled.push(hook);
+        }
+    }
     let Some((_, kind)) = args.for_kind else {
         errors.at(
             Span::call_site(),
@@ -72,17 +116,13 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         );
         return None;
     };
-    let find = |name: &str| {
-        item.items.iter().find_map(|i| match i {
-            ImplItem::Fn(f) if f.sig.ident == name => Some(f.clone()),
-            _ => None,
-        })
-    };
     let Some(reconcile) = find("reconcile") else {
-        errors.spanned(
-            &item.self_ty,
-            "#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block",
-        );
+        if !misspelled.contains(&"reconcile") {
+            errors.spanned(
+                &item.self_ty,
+                "#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block",
+            );
+        }
         return None;
     };
     let error_ty = check_method(&reconcile, errors);
@@ -103,7 +143,9 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
                 "`cleanup` only runs with a finalizer: add `finalizer = \"example.com/cleanup\"` to #[controller(...)]",
             );
         }
-    } else if let Some(finalizer) = &args.finalizer {
+    } else if let Some(finalizer) = &args.finalizer
+        && !misspelled.contains(&"cleanup")
+    {
         errors.at(
             finalizer.span(),
             "a finalizer needs `async fn cleanup(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block to run before deletion",
@@ -114,6 +156,7 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         .as_ref()
         .map_or_else(|| default_name(&kind), LitStr::value);
     Some(Model {
+        krate: args.crate_path.unwrap_or_else(default_crate),
         self_ty: (*item.self_ty).clone(),
         kind,
         name,
@@ -250,6 +293,85 @@ mod tests {
         assert!(
             orphan_cleanup[0].contains("only runs with a finalizer"),
             "{orphan_cleanup:?}"
+        );
+    }
+
+    #[test]
+    fn check_should_name_misspelled_methods_instead_of_missing_ones() {
+        let reconcile = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C {
+                async fn reconsile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
+                fn reconcile_children(&self) {}
+            }),
+        );
+        assert_eq!(
+            reconcile,
+            ["unknown method `reconsile`; did you mean `reconcile`?"]
+        );
+
+        let cleanup = errors_of(
+            quote!(for = WebApp, finalizer = "apps.example.com/cleanup"),
+            quote!(impl C {
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
+                async fn cleaup(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
+            }),
+        );
+        assert_eq!(
+            cleanup,
+            ["unknown method `cleaup`; did you mean `cleanup`?"]
+        );
+
+        let helper = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C {
+                async fn reconcile(&self, a: Arc<WebApp>, c: &Context<WebApp>) -> Result<Action, E> { Ok(Action::Done) }
+                fn cleanup_all(&self) {}
+                fn reconciler(cache: &Cache) {}
+            }),
+        );
+        assert!(helper.is_empty(), "{helper:?}");
+    }
+
+    #[test]
+    fn controller_should_expand_like_the_snapshot() {
+        let out = controller(
+            quote!(for = WebApp, owns(Deployment, Service), owns_metadata(Pod), owns_uncached(ConfigMap),
+                watches(Secret, map = Self::apps_for_secret), watches(Service, map = Self::apps_for_service),
+                concurrency = 2, finalizer = "apps.example.com/cleanup",
+                predicates(generation_changed, Self::changed), crate = "kf"),
+            quote!(impl WebAppController {
+                async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
+                async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
+                fn error_policy(&self, app: &WebApp, error: &Error, ctx: &Context<WebApp>) -> ErrorPolicy { ErrorPolicy::Backoff }
+            }),
+        );
+        crate::pipeline::tests::snapshot("controller.rs", &crate::pipeline::tests::pretty(out));
+    }
+
+    #[test]
+    fn controller_should_emit_the_item_and_dummies_next_to_the_errors() {
+        let out = controller(
+            quote!(for = WebApp),
+            quote!(impl WebAppController {
+                async fn reconsile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        assert!(out.contains("impl WebAppController {"), "{out}");
+        assert!(
+            out.contains("impl ::kubeforge::controller::Reconciler<WebApp> for WebAppController"),
+            "{out}"
+        );
+        assert!(
+            out.contains("impl ::kubeforge::controller::ControllerSpec for WebAppController"),
+            "{out}"
+        );
+        assert!(out.contains("did you mean `reconcile`"), "{out}");
+        assert!(!out.contains("unwrap"), "{out}");
+        assert!(
+            !out.contains("inventory"),
+            "no registration of a broken controller: {out}"
         );
     }
 

@@ -88,6 +88,12 @@ pub use reconciler::{ControllerSpec, Reconciler};
 /// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
 /// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,
 /// `PartialObjectMeta<K>`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
+    label = "not a Kubernetes kind",
+    note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
+    note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+)]
 pub trait Kind:
     Resource<DynamicType = (), Scope: Scoped>
     + Clone
@@ -100,6 +106,7 @@ pub trait Kind:
 {
 }
 
+#[diagnostic::do_not_recommend]
 impl<K> Kind for K where
     K: Resource<DynamicType = (), Scope: Scoped>
         + Clone

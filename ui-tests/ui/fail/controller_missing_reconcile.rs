@@ -16,7 +16,7 @@ pub struct Copier;
 
 #[kubeforge::controller(for = ConfigMap)]
 impl Copier {
-    async fn reconsile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn copy(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
         Ok(Action::Done)
     }
 }

@@ -23,6 +23,37 @@ pub struct QuietSpec {
     pub tags: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
 }
 
+#[derive(::core::fmt::Debug)]
+pub struct QuietError;
+impl ::core::fmt::Display for QuietError {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        f.write_str("quiet")
+    }
+}
+impl ::std::error::Error for QuietError {}
+
+pub struct QuietController;
+
+#[kubeforge::controller(for = Quiet, owns(::kubeforge::k8s_openapi::api::core::v1::ConfigMap),
+    finalizer = "ui.kubeforge.dev/quiet", predicates(generation_changed))]
+impl QuietController {
+    async fn reconcile(
+        &self,
+        _obj: ::std::sync::Arc<Quiet>,
+        _ctx: &::kubeforge::controller::Context<Quiet>,
+    ) -> ::core::result::Result<::kubeforge::controller::Action, QuietError> {
+        ::core::result::Result::Ok(::kubeforge::controller::Action::Done)
+    }
+    async fn cleanup(
+        &self,
+        _obj: ::std::sync::Arc<Quiet>,
+        _ctx: &::kubeforge::controller::Context<Quiet>,
+    ) -> ::core::result::Result<::kubeforge::controller::Action, QuietError> {
+        ::core::result::Result::Ok(::kubeforge::controller::Action::Done)
+    }
+}
+
 fn main() {
     let _ = Quiet::crd();
+    let _ = <QuietController as ::kubeforge::controller::ControllerSpec>::rbac();
 }

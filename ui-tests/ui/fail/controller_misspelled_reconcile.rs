@@ -1,0 +1,28 @@
+use std::sync::Arc;
+
+use kubeforge::controller::{Action, Context};
+use kubeforge::k8s_openapi::api::core::v1::ConfigMap;
+
+#[derive(Debug)]
+pub struct Error;
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("error")
+    }
+}
+impl std::error::Error for Error {}
+
+pub struct Copier;
+
+#[kubeforge::controller(for = ConfigMap)]
+impl Copier {
+    async fn reconsile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+        Ok(Action::Done)
+    }
+}
+
+fn main() {
+    // The dummy impls keep code using the controller free of follow-up errors.
+    fn add<C: kubeforge::controller::ControllerSpec>(_: C) {}
+    add(Copier);
+}
