@@ -121,6 +121,7 @@ pub mod retry;
 pub mod runner;
 mod scope;
 pub mod store;
+mod text;
 
 pub use key::ObjectKey;
 pub use scope::Scoped;

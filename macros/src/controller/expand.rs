@@ -297,8 +297,10 @@ pub fn expand(model: &Model) -> TokenStream {
     }
 }
 
-/// On errors: the traits implemented with bodies that never run, so code using the controller
-/// (`Manager::controller(MyController)`) compiles and only the macro's errors are reported. The
+/// On errors: the traits implemented with inert bodies (a reconcile that never finishes, an
+/// unwired controller, no RBAC rules), so code using the controller
+/// (`Manager::controller(MyController)`) compiles and only the macro's errors are reported; the
+/// `compile_error!`s beside them keep the program from ever running. The
 /// kind is the user's when known (a placeholder kind without `for = ...`).
 pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
     // A generic impl block is an error of its own; without its generics a dummy cannot be named.
@@ -328,11 +330,16 @@ pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
             type Kind = #kind;
             const NAME: &'static str = "";
             const FINALIZER: ::core::option::Option<&'static str> = ::core::option::Option::None;
-            fn controller(_: &#kf::cache::Cache, _: ::core::option::Option<&str>) -> #kf::controller::Controller<Self::Kind> {
-                ::core::unimplemented!()
+            fn controller(cache: &#kf::cache::Cache, namespace: ::core::option::Option<&str>) -> #kf::controller::Controller<Self::Kind> {
+                #kf::controller::Controller::new(
+                    Self::NAME,
+                    cache,
+                    #kf::controller::api_for(cache.client(), namespace),
+                    cache.informer_defaults(),
+                )
             }
             fn rbac() -> #kf::rbac::Rules {
-                ::core::unimplemented!()
+                #kf::rbac::Rules::new()
             }
         }
     }

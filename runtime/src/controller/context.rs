@@ -1,7 +1,6 @@
 //! What a reconcile gets besides the object.
 
 use std::fmt::Debug;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kube::api::{Patch, PatchParams};
@@ -12,7 +11,7 @@ use crate::ObjectKey;
 use crate::cache::Cache;
 use crate::scope::Scoped;
 
-use super::precondition;
+use super::{Kind, precondition};
 
 /// What a reconcile gets besides the object: a client, the shared cache, and facts about the run.
 pub struct Context<K> {
@@ -23,7 +22,6 @@ pub struct Context<K> {
     pub(super) controller: Arc<str>,
     /// The object being reconciled: its UID guards status writes.
     pub(super) object: Arc<K>,
-    pub(super) _kind: PhantomData<fn() -> K>,
 }
 
 impl<K> Debug for Context<K> {
@@ -86,22 +84,18 @@ impl<K> Context<K> {
         patch: &Patch<P>,
     ) -> Result<K, kube::Error>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::Serialize
-            + DeserializeOwned
-            + Debug
-            + 'static,
-        K::Scope: Scoped,
+        K: Kind,
     {
         let api = self.api::<K>();
         let params = PatchParams::default();
-        let written = match self.object.meta().uid.as_deref() {
+        let meta = self.object.meta();
+        let written = match meta.uid.as_deref() {
             Some(uid) => {
-                let base =
-                    serde_json::to_value(self.object.as_ref()).map_err(kube::Error::SerdeError)?;
                 let guarded =
-                    precondition::guard(patch, uid, &base).map_err(kube::Error::SerdeError)?;
+                    precondition::guard(patch, uid, meta.resource_version.as_deref(), || {
+                        serde_json::to_value(self.object.as_ref())
+                    })
+                    .map_err(kube::Error::SerdeError)?;
                 api.patch_status(&self.key.name, &params, &guarded).await?
             }
             None => api.patch_status(&self.key.name, &params, patch).await?,
@@ -120,13 +114,7 @@ impl<K> Context<K> {
     /// another object of the same name.
     pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::Serialize
-            + DeserializeOwned
-            + Debug
-            + 'static,
-        K::Scope: Scoped,
+        K: Kind,
     {
         let api = self.api::<K>();
         let params = kube::api::PostParams::default();

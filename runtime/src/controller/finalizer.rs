@@ -172,18 +172,8 @@ pub(super) async fn add<K: Kind>(
     };
     let uid = meta.uid.as_deref().unwrap_or_default();
     let patch = add_patch(uid, meta.finalizers.as_ref(), finalizer);
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(|e| error(kube::Error::SerdeError(e)))?;
-    match api
-        .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await
-    {
-        Ok(updated) => {
-            let mut with_finalizer = obj.clone();
-            *with_finalizer.meta_mut() = updated.metadata;
-            cache.record_write(&with_finalizer);
-            Ok(Some(Arc::new(with_finalizer)))
-        }
+    match patch_metadata(api, cache, obj, patch).await {
+        Ok(with_finalizer) => Ok(Some(Arc::new(with_finalizer))),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(error(e)),
     }
@@ -210,18 +200,8 @@ pub(super) async fn remove<K: Kind>(
     let Some(patch) = remove_patch(uid, list, finalizer) else {
         return Ok(());
     };
-    let patch: json_patch::Patch =
-        serde_json::from_value(patch).map_err(|e| error(kube::Error::SerdeError(e)))?;
-    match api
-        .patch_metadata(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-        .await
-    {
-        Ok(updated) => {
-            let mut released = obj.clone();
-            *released.meta_mut() = updated.metadata;
-            cache.record_write(&released);
-            Ok(())
-        }
+    match patch_metadata(api, cache, obj, patch).await {
+        Ok(_) => Ok(()),
         // Already gone: the finalizer was the last thing holding it.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         // A test failed: if the object is gone or another one took its name, this object's
@@ -233,6 +213,27 @@ pub(super) async fn remove<K: Kind>(
         },
         Err(e) => Err(error(e)),
     }
+}
+
+/// Sends the JSON patch `patch` of `obj`'s metadata through the metadata API (its answer decodes
+/// whatever the object's body) and returns `obj` with the new metadata, recorded for
+/// read-your-writes.
+async fn patch_metadata<K: Kind>(
+    api: &Api<K>,
+    cache: &Cache,
+    obj: &K,
+    patch: Value,
+) -> Result<K, kube::Error> {
+    let name = obj.meta().name.as_deref().unwrap_or_default();
+    let patch: json_patch::Patch =
+        serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+    let updated = api
+        .patch_metadata(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await?;
+    let mut patched = obj.clone();
+    *patched.meta_mut() = updated.metadata;
+    cache.record_write(&patched);
+    Ok(patched)
 }
 
 #[cfg(test)]

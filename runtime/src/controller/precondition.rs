@@ -25,8 +25,9 @@ use kube::api::Patch;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-/// `patch` with `uid` as a precondition; `base` is the reconciled object as JSON (it decides the
-/// shape of the JSON patch a merge patch becomes, and gives an apply its resourceVersion).
+/// `patch` with `uid` as a precondition. `base` gives the reconciled object as JSON, asked only
+/// for a merge patch (it decides the shape of the JSON patch the merge patch becomes);
+/// `resource_version` is the reconciled object's, which an apply carries.
 ///
 /// # Errors
 ///
@@ -34,7 +35,8 @@ use serde_json::{Map, Value, json};
 pub(super) fn guard<P: Serialize>(
     patch: &Patch<P>,
     uid: &str,
-    base: &Value,
+    resource_version: Option<&str>,
+    base: impl FnOnce() -> Result<Value, serde_json::Error>,
 ) -> Result<Patch<Value>, serde_json::Error> {
     let test_uid = json!({ "op": "test", "path": "/metadata/uid", "value": uid });
     Ok(match patch {
@@ -51,11 +53,11 @@ pub(super) fn guard<P: Serialize>(
         Patch::Merge(merge) => {
             let merge = serde_json::to_value(merge)?;
             let mut ops = vec![test_uid];
-            merge_to_ops(&merge, Some(base), "", &mut ops);
+            merge_to_ops(&merge, Some(&base()?), "", &mut ops);
             Patch::Json(serde_json::from_value(Value::Array(ops))?)
         }
         Patch::Apply(p) => {
-            let version = base.pointer("/metadata/resourceVersion").cloned();
+            let version = resource_version.map(|v| json!(v));
             Patch::Apply(with_meta(serde_json::to_value(p)?, uid, version))
         }
         Patch::Strategic(p) => Patch::Strategic(with_meta(serde_json::to_value(p)?, uid, None)),
@@ -184,7 +186,7 @@ mod tests {
             "scalar": { "now": "object" }, "fresh": { "x": 1 },
             "odd/key~": 3,
         }});
-        let guarded = guard(&Patch::Merge(&merge), "u1", &object).unwrap();
+        let guarded = guard(&Patch::Merge(&merge), "u1", None, || Ok(object.clone())).unwrap();
         assert_eq!(apply_ops(&object, &guarded), Some(merged(&object, &merge)));
         // Another object under the same name: the patch fails instead of landing on it.
         let mut recreated = object.clone();
@@ -198,7 +200,7 @@ mod tests {
         // On the server, status exists already; the cache did not know.
         let live = json!({ "metadata": { "uid": "u1" }, "status": { "other": 1 } });
         let merge = json!({ "status": { "observed": 2 } });
-        let guarded = guard(&Patch::Merge(&merge), "u1", &cached).unwrap();
+        let guarded = guard(&Patch::Merge(&merge), "u1", None, || Ok(cached.clone())).unwrap();
         assert_eq!(apply_ops(&live, &guarded), None);
         assert_eq!(apply_ops(&cached, &guarded), Some(merged(&cached, &merge)));
     }
@@ -209,14 +211,19 @@ mod tests {
             { "op": "replace", "path": "/status/observed", "value": 3 }
         ]))
         .unwrap();
-        let Patch::Json(guarded) = guard(&Patch::Json::<()>(ops), "u1", &json!({})).unwrap() else {
+        let Patch::Json(guarded) =
+            guard(&Patch::Json::<()>(ops), "u1", None, || panic!("not needed")).unwrap()
+        else {
             panic!()
         };
         assert_eq!(guarded.0.len(), 2);
-        let base = json!({ "metadata": { "uid": "u1", "resourceVersion": "42" } });
-        let Patch::Apply(body) =
-            guard(&Patch::Apply(json!({ "status": {} })), "u1", &base).unwrap()
-        else {
+        let Patch::Apply(body) = guard(
+            &Patch::Apply(json!({ "status": {} })),
+            "u1",
+            Some("42"),
+            || panic!("not needed"),
+        )
+        .unwrap() else {
             panic!()
         };
         assert_eq!(body["metadata"]["uid"], "u1");

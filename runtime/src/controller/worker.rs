@@ -2,7 +2,6 @@
 //! applying the timeout) and decides what happens to the key.
 
 use std::future::Future;
-use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,7 +84,6 @@ where
             retries: self.queue.num_requeues(key),
             controller: self.name.clone(),
             object: Arc::clone(&obj),
-            _kind: PhantomData,
         };
         let started = Instant::now();
         let uid = obj.meta().uid.clone().unwrap_or_default();

@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::text::truncate;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -195,6 +196,7 @@ impl Recorder {
             event_time: Some(now),
             action: Some(action.to_owned()),
             reason: Some(reason.to_owned()),
+            // The apiserver limits a note's size.
             note: note.map(|n| truncate(n, 1024)),
             type_: Some(type_.as_str().to_owned()),
             regarding: Some(obj.object_ref(&())),
@@ -218,29 +220,5 @@ impl Recorder {
                 },
             );
         Ok(())
-    }
-}
-
-/// Cuts `s` to at most `max` bytes on a character boundary (the apiserver limits note sizes).
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::truncate;
-
-    #[test]
-    fn truncate_should_respect_char_boundaries() {
-        assert_eq!(truncate("abc".into(), 5), "abc");
-        assert_eq!(truncate("abcdef".into(), 3), "abc");
-        assert_eq!(truncate("aé".into(), 2), "a", "é is two bytes");
     }
 }

@@ -34,9 +34,10 @@ impl Default for WatchBackoff {
 #[derive(Debug)]
 pub(super) struct Backoff {
     policy: WatchBackoff,
-    next: Duration,
     /// Failures since the last event.
     pub(super) failures: u32,
+    /// Failures since the last event or `410 Gone` (what the delay grows with).
+    streak: u32,
     seed: u64,
 }
 
@@ -47,16 +48,16 @@ impl Backoff {
             .map_or(0x9e37_79b9, |d| u64::from(d.subsec_nanos()) | 1);
         Self {
             policy,
-            next: policy.initial,
             failures: 0,
+            streak: 0,
             seed,
         }
     }
 
     /// An event arrived: the list/watch works.
     pub(super) fn succeeded(&mut self) {
-        self.next = self.policy.initial;
         self.failures = 0;
+        self.streak = 0;
     }
 
     /// The delay before retrying after `error`.
@@ -64,11 +65,11 @@ impl Backoff {
         self.failures += 1;
         if is_gone(error) {
             // The apiserver answered: the resourceVersion is too old. Relist now.
-            self.next = self.policy.initial;
+            self.streak = 0;
             return Duration::ZERO;
         }
-        let base = self.next.min(self.policy.max);
-        self.next = (base * 2).min(self.policy.max);
+        let base = crate::queue::exponential(self.policy.initial, self.policy.max, self.streak);
+        self.streak += 1;
         self.jitter(base)
     }
 

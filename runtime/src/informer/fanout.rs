@@ -19,6 +19,16 @@ struct Subscriber<E> {
     backlog: Arc<Backlog<E>>,
 }
 
+/// Handles only (no `E: Clone` needed), so `Arc::make_mut` can copy the subscriber list.
+impl<E> Clone for Subscriber<E> {
+    fn clone(&self) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            backlog: Arc::clone(&self.backlog),
+        }
+    }
+}
+
 struct Backlog<E> {
     queue: Mutex<VecDeque<E>>,
     wake: Notify,
@@ -56,7 +66,7 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         tokio::spawn(forward(tx.clone(), Arc::clone(&backlog)));
         backlog.wake.notify_one();
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        unique(&mut subscribers).push(Subscriber { tx, backlog });
+        Arc::make_mut(&mut subscribers).push(Subscriber { tx, backlog });
         rx
     }
 
@@ -85,7 +95,7 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         }
         if closed {
             let mut current = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-            unique(&mut current).retain(|s| !s.tx.is_closed());
+            Arc::make_mut(&mut current).retain(|s| !s.tx.is_closed());
         }
     }
 
@@ -111,22 +121,6 @@ async fn forward<E: Clone>(tx: mpsc::Sender<E>, backlog: Arc<Backlog<E>>) {
             backlog.lock().pop_front();
         }
     }
-}
-
-/// `Arc::make_mut` for the subscriber list (whose elements are not `Clone`): copies the list of
-/// handles (a sender and an `Arc` each) if a `publish` still holds the old one.
-fn unique<E>(this: &mut Arc<Vec<Subscriber<E>>>) -> &mut Vec<Subscriber<E>> {
-    if Arc::get_mut(this).is_none() {
-        let copy: Vec<Subscriber<E>> = this
-            .iter()
-            .map(|s| Subscriber {
-                tx: s.tx.clone(),
-                backlog: Arc::clone(&s.backlog),
-            })
-            .collect();
-        *this = Arc::new(copy);
-    }
-    Arc::get_mut(this).expect("invariant: just made unique")
 }
 
 #[cfg(test)]

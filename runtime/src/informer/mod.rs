@@ -297,17 +297,13 @@ const EXCERPT: usize = 1024;
 
 /// `error`'s text, cut to [`EXCERPT`] bytes (on a character boundary) with a note of the rest.
 pub(crate) fn excerpt(error: &impl std::fmt::Display) -> String {
-    let mut text = error.to_string();
-    if text.len() > EXCERPT {
-        let mut cut = EXCERPT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let omitted = text.len() - cut;
-        text.truncate(cut);
-        text.push_str(&format!("… ({omitted} more bytes)"));
+    let text = error.to_string();
+    let total = text.len();
+    let mut cut = crate::text::truncate(text, EXCERPT);
+    if cut.len() < total {
+        cut.push_str(&format!("… ({} more bytes)", total - cut.len()));
     }
-    text
+    cut
 }
 
 /// A list+watch of one kind feeding a [`Store`] and notifying subscribers.
