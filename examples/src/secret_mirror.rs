@@ -72,6 +72,9 @@ pub enum MirrorError {
     /// A copy could not be built.
     #[error("building a copy: {0}")]
     Build(#[from] serde_json::Error),
+    /// The cache does not hold a kind the reconcile reads (the wiring changed).
+    #[error(transparent)]
+    NotCached(#[from] kubeforge::cache::NotCached),
 }
 
 /// The SecretMirror controller.
@@ -93,10 +96,10 @@ impl SecretMirrorController {
         ctx: &Context<SecretMirror>,
     ) -> Result<Action, MirrorError> {
         let cache = ctx.cache();
-        let (secrets, namespaces) = match (cache.store::<Secret>(), cache.store::<Namespace>()) {
-            (Some(s), Some(n)) => (s, n),
-            _ => return Ok(Action::Done), // not wired: nothing to read from
-        };
+        // The Secrets the wiring watches: those of the manager's namespace, or of all.
+        let watched = Lookup::scope(ctx.wiring().namespace.as_deref());
+        let secrets = cache.store::<Secret>(&watched)?;
+        let namespaces = cache.store::<Namespace>(&Lookup::all())?;
         let source_ref = &mirror.spec.source;
         let source = secrets.get(&ObjectKey::namespaced(
             &source_ref.namespace,
@@ -136,7 +139,7 @@ impl SecretMirrorController {
                 let api: Api<Secret> = Api::namespaced(ctx.client(), namespace);
                 let written =
                     kubeforge::client::apply_owned(&api, mirror.as_ref(), MANAGER, copy).await?;
-                cache.record_write(&written);
+                ctx.record_write(&written);
             }
         }
         // Copies in namespaces that are no longer selected (or of a source that is gone).
@@ -206,7 +209,7 @@ impl SecretMirrorController {
     /// The keys of the cached mirrors that pass `filter`.
     fn mirrors_where(cache: &Cache, filter: impl Fn(&SecretMirror) -> bool) -> Vec<ObjectKey> {
         cache
-            .store::<SecretMirror>()
+            .store::<SecretMirror>(&Lookup::all())
             .map(|mirrors| {
                 mirrors
                     .list()

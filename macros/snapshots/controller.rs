@@ -65,8 +65,7 @@ const _: () = {
     impl<T: kf::controller::Kind + __Unimplemented> __IsKind<u8> for T {}
     struct __Wiring<__S: kf::controller::ControllerSpec, __K0, __K1, __K2, __K3, __K4> {
         controller: fn(
-            &kf::cache::Cache,
-            ::core::option::Option<&str>,
+            &kf::controller::Wiring,
             fn(&__K4, &kf::cache::Cache) -> ::std::vec::Vec<kf::ObjectKey>,
             fn(&__K1, &kf::cache::Cache) -> ::std::vec::Vec<kf::ObjectKey>,
             fn(&__S::Kind, &__S::Kind) -> bool,
@@ -82,59 +81,55 @@ const _: () = {
         __K3: kf::controller::Kind,
         __K4: kf::controller::Kind,
     >(
-        cache: &kf::cache::Cache,
-        namespace: ::core::option::Option<&str>,
+        wiring: &kf::controller::Wiring,
         map0: fn(&__K4, &kf::cache::Cache) -> ::std::vec::Vec<kf::ObjectKey>,
         map1: fn(&__K1, &kf::cache::Cache) -> ::std::vec::Vec<kf::ObjectKey>,
         predicate0: fn(&__S::Kind, &__S::Kind) -> bool,
     ) -> kf::controller::Controller<__S::Kind> {
-        let client = cache.client();
+        let client = wiring.cache().client();
+        let namespace = wiring.namespace.as_deref();
         kf::controller::Controller::new(
                 <__S as kf::controller::ControllerSpec>::NAME,
-                cache,
+                wiring,
                 kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
-                cache.informer_defaults(),
+                wiring.informer_defaults.clone(),
             )
             .owns(
                 kf::controller::api_for::<__K0>(client.clone(), namespace),
-                cache.informer_defaults(),
+                kf::controller::Owns::full(),
             )
             .owns(
                 kf::controller::api_for::<__K1>(client.clone(), namespace),
-                cache.informer_defaults(),
+                kf::controller::Owns::full(),
             )
             .owns(
-                kf::controller::api_for::<
-                    kf::kube::core::PartialObjectMeta<__K2>,
-                >(client.clone(), namespace),
-                cache.informer_defaults(),
+                kf::controller::api_for::<__K2>(client.clone(), namespace),
+                kf::controller::Owns::metadata(),
             )
-            .owns_uncached(
+            .owns(
                 kf::controller::api_for::<__K3>(client.clone(), namespace),
-                cache.informer_defaults(),
+                kf::controller::Owns::uncached().any_owner(),
             )
             .watches(
                 kf::controller::api_for::<__K4>(client.clone(), namespace),
-                cache.informer_defaults(),
-                {
-                    let cache = cache.clone();
+                kf::controller::Watches::map({
+                    let cache = wiring.cache().clone();
                     move |obj: &__K4| -> ::std::vec::Vec<kf::ObjectKey> {
                         map0(obj, &cache)
                     }
-                },
+                }),
             )
             .watches(
                 kf::controller::api_for::<__K1>(client.clone(), namespace),
-                cache.informer_defaults(),
-                {
-                    let cache = cache.clone();
+                kf::controller::Watches::map({
+                    let cache = wiring.cache().clone();
                     move |obj: &__K1| -> ::std::vec::Vec<kf::ObjectKey> {
                         map1(obj, &cache)
                     }
-                },
+                }),
             )
-            .with_predicate(kf::controller::GenerationChanged)
-            .with_predicate(predicate0)
+            .predicate(kf::controller::GenerationChanged)
+            .predicate(predicate0)
             .config(
                 kf::controller::ControllerConfig::default()
                     .concurrency(2)
@@ -207,13 +202,11 @@ const _: () = {
             "apps.example.com/cleanup",
         );
         fn controller(
-            cache: &kf::cache::Cache,
-            namespace: ::core::option::Option<&str>,
+            wiring: &kf::controller::Wiring,
         ) -> kf::controller::Controller<Self::Kind> {
             (__WIRING
                 .controller)(
-                cache,
-                namespace,
+                wiring,
                 Self::apps_for_secret,
                 Self::apps_for_service,
                 Self::changed,

@@ -39,7 +39,7 @@
 //!     let manager = Manager::new(client.clone());
 //!     let controller = Controller::new(
 //!         "audit",
-//!         manager.cache(),
+//!         manager.wiring(),
 //!         Api::<ConfigMap>::all(client),
 //!         InformerConfig::default(),
 //!     );
@@ -122,6 +122,7 @@ pub mod runner;
 mod scope;
 pub mod store;
 mod text;
+mod writes;
 
 pub use key::ObjectKey;
 pub use scope::Scoped;
@@ -137,8 +138,9 @@ pub mod prelude {
     //! The names an operator uses all the time: `use kubeforge::prelude::*;`.
     //!
     //! The controller vocabulary ([`Controller`], [`Reconciler`], [`Context`], [`Action`],
-    //! [`ControllerConfig`], [`InformerConfig`]), the [`Manager`], the shared [`Cache`] and its
-    //! [`Store`]s (`watches` mappers get the cache, reconcilers read it), [`ObjectKey`], events
+    //! [`ControllerConfig`], [`Owns`], [`Watches`], [`Wiring`], [`InformerConfig`]), the
+    //! [`Manager`], the shared [`Cache`], its [`Lookup`]s and store [`Reader`]s (`watches` mappers
+    //! get the cache, reconcilers read it), [`ObjectKey`], events
     //! ([`Recorder`], [`EventType`]), kube's client types and traits ([`Api`], [`Client`],
     //! [`Resource`], [`ResourceExt`], [`Patch`], [`PatchParams`]) and the macros.
     //!
@@ -147,12 +149,14 @@ pub mod prelude {
     //! ambiguous with a dependency of the same name in every `use` path that starts with it.
 
     pub use crate::ObjectKey;
-    pub use crate::cache::Cache;
-    pub use crate::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+    pub use crate::cache::{Cache, Lookup};
+    pub use crate::controller::{
+        Action, Context, Controller, ControllerConfig, Owns, Reconciler, Watches, Wiring,
+    };
     pub use crate::events::{EventType, Recorder};
     pub use crate::informer::InformerConfig;
     pub use crate::manager::Manager;
-    pub use crate::store::Store;
+    pub use crate::store::Reader;
     pub use kube::api::{Patch, PatchParams};
     pub use kube::{Api, Client, Resource, ResourceExt};
     // The macros only: `crate::controller` would bring the module `controller` along.

@@ -102,11 +102,11 @@ async fn main() {
 
     let controller = Controller::new(
         "fencing",
-        manager.cache(),
+        manager.wiring(),
         Api::<ConfigMap>::namespaced(client, &namespace),
         InformerConfig::default().labels("fencing=true"),
     )
-    .with_predicate(GenerationChanged);
+    .predicate(GenerationChanged);
     let manager = manager.add_controller(
         controller,
         Stamper {

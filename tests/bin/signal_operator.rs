@@ -71,7 +71,7 @@ async fn main() {
     let manager = or_exit(options.manager(client.clone()));
     let controller = Controller::new(
         "signal",
-        manager.cache(),
+        manager.wiring(),
         Api::<ConfigMap>::namespaced(client, &namespace),
         InformerConfig::default().labels("signal=true"),
     );

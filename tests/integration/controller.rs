@@ -13,8 +13,11 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kubeforge::ObjectKey;
 use kubeforge::cache::Cache;
+use kubeforge::cache::Lookup;
 use kubeforge::client::apply_owned;
-use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+use kubeforge::controller::{
+    Action, Context, Controller, ControllerConfig, Owns, Reconciler, Watches, Wiring,
+};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
 use serde::{Deserialize, Serialize};
@@ -119,24 +122,23 @@ async fn start_in(
     apply_crds(&client, [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let cache = Cache::new(client.clone());
+    let wiring = Wiring::new(client.clone());
     let mut controller = Controller::new(
         "widgets",
-        &cache,
+        &wiring,
         Api::<Widget>::namespaced(client.clone(), namespace),
         InformerConfig::default(),
     )
     .owns(
         Api::<ConfigMap>::namespaced(client.clone(), namespace),
-        InformerConfig::default(),
+        Owns::full(),
     )
     .config(config);
     if secrets_map_to_widgets {
         // A Secret labelled `widget=<name>` concerns that widget.
         controller = controller.watches(
             Api::<Secret>::namespaced(client, namespace),
-            InformerConfig::default(),
-            |s: &Secret| {
+            Watches::map(|s: &Secret| {
                 s.metadata
                     .labels
                     .iter()
@@ -146,7 +148,7 @@ async fn start_in(
                         ObjectKey::namespaced(s.metadata.namespace.clone().unwrap_or_default(), v)
                     })
                     .collect()
-            },
+            }),
         );
     }
     let shutdown = CancellationToken::new();
@@ -501,11 +503,11 @@ async fn count_to(limit: i64, read_your_writes: Option<Duration>) -> u32 {
     apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
     let conflicts = Arc::new(AtomicU32::new(0));
     let controller = Controller::new(
         "counter",
-        &cache,
+        &wiring,
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
@@ -614,12 +616,12 @@ async fn undecodable_objects_should_be_skipped_not_block_the_informer() {
         raw.create(&PostParams::default(), &obj).await.unwrap();
     }
 
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
     let seen = Arc::new(Mutex::new(Vec::new()));
     let shutdown = CancellationToken::new();
     let controller = Controller::new(
         "gadgets",
-        &cache,
+        &wiring,
         ns.api::<Gadget>(),
         InformerConfig::default(),
     );
@@ -634,7 +636,7 @@ async fn undecodable_objects_should_be_skipped_not_block_the_informer() {
         },
     )
     .await;
-    let status = cache.sync_status();
+    let status = wiring.cache().sync_status();
     assert!(status[0].synced);
     assert_eq!(status[0].cached, 2, "the bad object is not cached");
     assert!(status[0].undecodable >= 1);
@@ -671,10 +673,11 @@ async fn converge_one_widget(
     apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
+    let cache = wiring.cache().clone();
     let controller = owns(Controller::new(
         "widgets-lean",
-        &cache,
+        &wiring,
         ns.api::<Widget>(),
         InformerConfig::default(),
     ));
@@ -734,14 +737,11 @@ async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
     let ns = TestNamespace::new().await.unwrap();
     // The ConfigMaps are cached as metadata only (no `data`): owner references are all `owns` needs.
     let (cache, recorder, shutdown) = converge_one_widget(&ns, "lean", |c| {
-        c.owns(
-            ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
-            InformerConfig::default(),
-        )
+        c.owns(ns.api::<ConfigMap>(), Owns::metadata())
     })
     .await;
     let lean = cache
-        .store::<kube::core::PartialObjectMeta<ConfigMap>>()
+        .store::<kube::core::PartialObjectMeta<ConfigMap>>(&Lookup::namespace(ns.name()))
         .unwrap()
         .get(&ObjectKey::namespaced(ns.name(), "lean-cm"));
     let lean = lean.expect("the child is cached as metadata");
@@ -758,14 +758,15 @@ async fn owned_kinds_watched_uncached_should_still_restore_children() {
     let ns = TestNamespace::new().await.unwrap();
     // The ConfigMaps are not cached: the watch keeps keys, versions and owner references only.
     let (cache, recorder, shutdown) = converge_one_widget(&ns, "bare", |c| {
-        c.owns_uncached(ns.api::<ConfigMap>(), InformerConfig::default())
+        c.owns(ns.api::<ConfigMap>(), Owns::uncached())
     })
     .await;
-    assert!(cache.store::<ConfigMap>().is_none());
+    let here = Lookup::namespace(ns.name());
+    assert!(cache.store::<ConfigMap>(&here).is_err());
     assert!(
         cache
-            .store::<kube::core::PartialObjectMeta<ConfigMap>>()
-            .is_none()
+            .store::<kube::core::PartialObjectMeta<ConfigMap>>(&here)
+            .is_err()
     );
     let status = cache.sync_status();
     let children = status
@@ -846,10 +847,10 @@ async fn terminal_errors_should_not_be_retried_and_timeouts_should_be() {
         .await
         .unwrap();
     let recorder = Arc::new(Recorder::default());
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
     let controller = Controller::new(
         "misbehaving",
-        &cache,
+        &wiring,
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
@@ -910,15 +911,15 @@ async fn manager_should_share_informers_and_stop_within_its_grace_period() {
         kubeforge::manager::Manager::new(ns.client()).shutdown_grace(Duration::from_secs(5));
     let widgets = Controller::new(
         "widgets",
-        manager.cache(),
+        manager.wiring(),
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
-    .owns(ns.api::<ConfigMap>(), InformerConfig::default());
+    .owns(ns.api::<ConfigMap>(), Owns::full());
     // A second controller whose primary is the ConfigMap kind the first one owns.
     let configmaps = Controller::new(
         "configmaps",
-        manager.cache(),
+        manager.wiring(),
         ns.api::<ConfigMap>(),
         InformerConfig::default(),
     );

@@ -65,7 +65,7 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         .unwrap();
     let controller = Controller::new(
         "widgets",
-        manager.cache(),
+        manager.wiring(),
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
@@ -74,7 +74,7 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
     // No test installs the Doohickey CRD before this one does: its informer cannot sync yet.
     let doohickeys = Controller::new(
         "doohickeys",
-        manager.cache(),
+        manager.wiring(),
         ns.api::<Doohickey>(),
         InformerConfig::default(),
     );

@@ -286,10 +286,11 @@ fn crdgen_rbac_should_print_the_wiring_rules() {
     let _ = WebApp::new("x", spec(1)).name_any();
 }
 
-/// `Manager::informer_defaults` reaches every kind the generated wiring watches, and
-/// `controller_with` overrides the macro's options at run time.
+/// `Manager::informer_defaults` reaches every kind the generated wiring watches (also when set
+/// after the controller was added), and `controller_customized` overrides the macro's options
+/// at run time.
 #[tokio::test]
-async fn controller_with_should_apply_run_time_options_over_the_generated_wiring() {
+async fn controller_customized_should_apply_run_time_options_over_the_generated_wiring() {
     let ns = TestNamespace::new().await.unwrap();
     let admin = ns.client();
     apply_crds(&admin, [WebApp::crd()], Duration::from_secs(30))
@@ -299,10 +300,12 @@ async fn controller_with_should_apply_run_time_options_over_the_generated_wiring
     let mut manager = Manager::new(admin.clone())
         .namespace(Some(ns.name().to_owned()))
         .metrics_bind_address("127.0.0.1:0".parse().unwrap())
-        .informer_defaults(kubeforge::informer::InformerConfig::default().keep_managed_fields(true))
-        .controller_with(WebAppController { recorder }, |wired| {
+        .controller_customized(WebAppController { recorder }, |wired| {
             wired.configure(|config| config.concurrency(1))
-        });
+        })
+        .informer_defaults(
+            kubeforge::informer::InformerConfig::default().keep_managed_fields(true),
+        );
     let mut listening = manager.on_listening();
     let cache = manager.cache().clone();
     let shutdown = CancellationToken::new();
@@ -319,9 +322,10 @@ async fn controller_with_should_apply_run_time_options_over_the_generated_wiring
         "the WebApp and its ConfigMap cached with managedFields",
         Duration::from_secs(60),
         async || {
-            let app = cache.store::<WebApp>()?.get(&key)?;
+            let here = kubeforge::cache::Lookup::namespace(ns.name());
+            let app = cache.store::<WebApp>(&here).ok()?.get(&key)?;
             let env = kubeforge::ObjectKey::namespaced(ns.name(), "kept-env");
-            let cm = cache.store::<ConfigMap>()?.get(&env)?;
+            let cm = cache.store::<ConfigMap>(&here).ok()?.get(&env)?;
             (!app.managed_fields().is_empty() && !cm.managed_fields().is_empty()).then_some(())
         },
     )

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubeforge::informer::{Informer, InformerConfig};
-use kubeforge::store::Store;
+use kubeforge::store::Reader;
 use kubeforge_bench::{Bench, BenchSpec, MANAGER, configmap};
 use serde_json::json;
 
@@ -368,12 +368,7 @@ async fn reconcile_by_hand(api: &Api<Bench>, cms: &Api<ConfigMap>, bench: &Bench
 }
 
 /// Waits until every object's status mirrors `value`; returns how long that took from `since`.
-async fn converged(
-    store: &Arc<dyn Store<Bench>>,
-    n: usize,
-    value: i64,
-    since: Instant,
-) -> Duration {
+async fn converged(store: &Reader<Bench>, n: usize, value: i64, since: Instant) -> Duration {
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let done = store

@@ -11,11 +11,11 @@ use kubeforge::manager::Manager;
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
 /// The Bench controller. The reconciler never reads the ConfigMaps it applies, so it watches
-/// them without caching them (`owns_uncached`: keys, versions and owner references only), as
+/// them without caching them (`uncached`: keys, versions and owner references only), as
 /// kube-runtime's `owns` does.
 struct BenchController;
 
-#[kubeforge::controller(for = Bench, owns_uncached(k8s_openapi::api::core::v1::ConfigMap))]
+#[kubeforge::controller(for = Bench, owns(k8s_openapi::api::core::v1::ConfigMap(uncached)))]
 impl BenchController {
     async fn reconcile(
         &self,
@@ -32,7 +32,7 @@ struct BenchControllerOwnedMetadata;
 
 #[kubeforge::controller(
     for = Bench,
-    owns_metadata(k8s_openapi::api::core::v1::ConfigMap),
+    owns(k8s_openapi::api::core::v1::ConfigMap(metadata)),
     name = "bench"
 )]
 impl BenchControllerOwnedMetadata {
@@ -75,11 +75,11 @@ async fn main() {
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
     let workers = args.concurrency;
     let manager = if args.owned_metadata_only {
-        manager.controller_with(BenchControllerOwnedMetadata, |wired| {
+        manager.controller_customized(BenchControllerOwnedMetadata, move |wired| {
             wired.configure(|config| config.concurrency(workers))
         })
     } else {
-        manager.controller_with(BenchController, |wired| {
+        manager.controller_customized(BenchController, move |wired| {
             wired.configure(|config| config.concurrency(workers))
         })
     };

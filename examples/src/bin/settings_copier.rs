@@ -35,11 +35,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manager = Manager::new(client.clone());
     let controller = Controller::new(
         "settings",
-        manager.cache(),
+        manager.wiring(),
         Api::<ConfigMap>::all(client.clone()),
         InformerConfig::default().labels("copy=true"),
     )
-    .owns(Api::<Secret>::all(client), InformerConfig::default())
+    // The copies are written, never read back: cache their metadata only.
+    .owns(Api::<Secret>::all(client), Owns::metadata())
     .config(ControllerConfig::default().concurrency(4));
     manager.add_controller(controller, Settings).run().await?; // until SIGTERM / ctrl-c
     Ok(())

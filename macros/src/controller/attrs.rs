@@ -16,6 +16,25 @@ pub struct Watch {
     pub map: Path,
 }
 
+/// What the cache keeps of an owned kind: `owns(A, B(metadata), C(uncached))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weight {
+    Full,
+    Metadata,
+    Uncached,
+}
+
+/// An `owns(...)` entry: the kind and its options.
+pub struct Owned {
+    pub kind: Type,
+    pub weight: Weight,
+    /// `any_owner`: every owner reference to the primary counts, not only the controller one.
+    pub any_owner: bool,
+}
+
+/// The options an `owns(...)` entry takes in parentheses.
+const OWNS_OPTIONS: &[&str] = &["full", "metadata", "uncached", "any_owner"];
+
 /// A predicate named in `predicates(...)`.
 pub enum PredicateArg {
     /// One of the built-ins, by its snake_case name.
@@ -28,9 +47,7 @@ pub enum PredicateArg {
 #[derive(Default)]
 pub struct ControllerArgs {
     pub for_kind: Option<(Span, Type)>,
-    pub owns: Vec<Type>,
-    pub owns_metadata: Vec<Type>,
-    pub owns_uncached: Vec<Type>,
+    pub owns: Vec<Owned>,
     pub watches: Vec<Watch>,
     pub concurrency: Option<LitInt>,
     pub finalizer: Option<LitStr>,
@@ -43,8 +60,6 @@ pub struct ControllerArgs {
 const KEYS: &[&str] = &[
     "for",
     "owns",
-    "owns_metadata",
-    "owns_uncached",
     "watches",
     "concurrency",
     "finalizer",
@@ -52,6 +67,9 @@ const KEYS: &[&str] = &[
     "name",
     "crate",
 ];
+
+/// Keys that may appear more than once.
+const REPEATABLE: &[&str] = &["owns", "watches"];
 
 pub const BUILTIN_PREDICATES: &[&str] = &[
     "generation_changed",
@@ -68,129 +86,11 @@ impl ControllerArgs {
             while !input.is_empty() {
                 let key = Ident::parse_any(input)?;
                 let name = key.to_string();
-                if seen.contains(&name)
-                    && !matches!(
-                        name.as_str(),
-                        "owns" | "watches" | "owns_metadata" | "owns_uncached"
-                    )
-                {
+                if seen.contains(&name) && !REPEATABLE.contains(&name.as_str()) {
                     errors.at(key.span(), format!("duplicate key `{name}`"));
                 }
                 seen.push(name.clone());
-                match name.as_str() {
-                    "for" => {
-                        input.parse::<Token![=]>()?;
-                        parsed.for_kind = Some((key.span(), input.parse()?));
-                    }
-                    "owns" | "owns_metadata" | "owns_uncached" => {
-                        let content;
-                        syn::parenthesized!(content in input);
-                        let kinds = Punctuated::<Type, Token![,]>::parse_terminated(&content)?;
-                        if kinds.is_empty() {
-                            errors.at(key.span(), format!("`{name}(...)` needs at least one kind"));
-                        }
-                        let target = match name.as_str() {
-                            "owns" => &mut parsed.owns,
-                            "owns_metadata" => &mut parsed.owns_metadata,
-                            _ => &mut parsed.owns_uncached,
-                        };
-                        target.extend(kinds);
-                    }
-                    "watches" => {
-                        let content;
-                        syn::parenthesized!(content in input);
-                        let kind: Type = content.parse()?;
-                        content.parse::<Token![,]>()?;
-                        let map_key = Ident::parse_any(&content)?;
-                        if map_key != "map" {
-                            return Err(syn::Error::new(
-                                map_key.span(),
-                                format!(
-                                    "expected `map = <fn>` in `watches(Kind, map = Self::mapper)`, found `{map_key}`"
-                                ),
-                            ));
-                        }
-                        content.parse::<Token![=]>()?;
-                        let map: Path = content.parse()?;
-                        if !content.is_empty() {
-                            content.parse::<Token![,]>()?;
-                        }
-                        parsed.watches.push(Watch { kind, map });
-                    }
-                    "concurrency" => {
-                        input.parse::<Token![=]>()?;
-                        let lit: LitInt = input.parse()?;
-                        match lit.base10_parse::<usize>() {
-                            Ok(0) | Err(_) => errors.at(
-                                lit.span(),
-                                "`concurrency` must be a whole number of at least 1",
-                            ),
-                            Ok(_) => {}
-                        }
-                        parsed.concurrency = Some(lit);
-                    }
-                    "finalizer" => {
-                        input.parse::<Token![=]>()?;
-                        let lit: LitStr = input.parse()?;
-                        if !valid_finalizer(&lit.value()) {
-                            errors.at(
-                                lit.span(),
-                                "a finalizer must be a qualified name like `example.com/cleanup` (a DNS subdomain, `/`, a name)",
-                            );
-                        }
-                        parsed.finalizer = Some(lit);
-                    }
-                    "predicates" => {
-                        let content;
-                        syn::parenthesized!(content in input);
-                        for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
-                            match path.get_ident() {
-                                Some(ident) if BUILTIN_PREDICATES.contains(&ident.to_string().as_str()) => {
-                                    parsed.predicates.push(PredicateArg::Builtin(ident.clone()));
-                                }
-                                Some(ident) => errors.at(
-                                    ident.span(),
-                                    format!(
-                                        "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f`)",
-                                        BUILTIN_PREDICATES.join(", "),
-                                        did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
-                                    ),
-                                ),
-                                None => parsed.predicates.push(PredicateArg::Custom(path)),
-                            }
-                        }
-                    }
-                    "name" => {
-                        input.parse::<Token![=]>()?;
-                        let lit: LitStr = input.parse()?;
-                        if lit.value().is_empty() {
-                            errors.at(lit.span(), "the controller name must not be empty");
-                        }
-                        parsed.name = Some(lit);
-                    }
-                    "crate" => {
-                        input.parse::<Token![=]>()?;
-                        let lit: LitStr = input.parse()?;
-                        parsed.crate_path = crate_path(&lit, errors);
-                    }
-                    other => {
-                        errors.at(
-                            key.span(),
-                            format!(
-                                "unknown key `{other}` in #[controller]{}",
-                                did_you_mean(other, KEYS)
-                            ),
-                        );
-                        // Skip the key's value so later keys are still checked.
-                        if input.peek(Token![=]) {
-                            input.parse::<Token![=]>()?;
-                            input.parse::<syn::Expr>()?;
-                        } else if input.peek(syn::token::Paren) {
-                            let _content;
-                            syn::parenthesized!(_content in input);
-                        }
-                    }
-                }
+                parsed.key(&key, input, errors)?;
                 if input.is_empty() {
                     break;
                 }
@@ -203,6 +103,200 @@ impl ControllerArgs {
         }
         parsed
     }
+
+    /// Parses the value of one key.
+    fn key(&mut self, key: &Ident, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
+        match key.to_string().as_str() {
+            "for" => {
+                input.parse::<Token![=]>()?;
+                self.for_kind = Some((key.span(), input.parse()?));
+            }
+            "owns" => self.owns(key, input, errors)?,
+            "watches" => self.watches.push(watch(input)?),
+            "concurrency" => self.concurrency = Some(concurrency(input, errors)?),
+            "finalizer" => self.finalizer = Some(finalizer(input, errors)?),
+            "predicates" => self.predicates(input, errors)?,
+            "name" => {
+                input.parse::<Token![=]>()?;
+                let lit: LitStr = input.parse()?;
+                if lit.value().is_empty() {
+                    errors.at(lit.span(), "the controller name must not be empty");
+                }
+                self.name = Some(lit);
+            }
+            "crate" => {
+                input.parse::<Token![=]>()?;
+                let lit: LitStr = input.parse()?;
+                self.crate_path = crate_path(&lit, errors);
+            }
+            other => unknown_key(key, other, input, errors)?,
+        }
+        Ok(())
+    }
+
+    /// `owns(A, B(metadata), C(uncached, any_owner))`.
+    fn owns(&mut self, key: &Ident, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
+        let content;
+        syn::parenthesized!(content in input);
+        let before = self.owns.len();
+        while !content.is_empty() {
+            let kind: Type = content.parse()?;
+            let options = if content.peek(syn::token::Paren) {
+                let options;
+                syn::parenthesized!(options in content);
+                Punctuated::<Ident, Token![,]>::parse_terminated(&options)?
+                    .into_iter()
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            self.owns.push(owned(kind, &options, errors));
+            if content.is_empty() {
+                break;
+            }
+            content.parse::<Token![,]>()?;
+        }
+        if self.owns.len() == before {
+            errors.at(key.span(), "`owns(...)` needs at least one kind");
+        }
+        Ok(())
+    }
+
+    /// `predicates(generation_changed, Self::custom, ...)`.
+    fn predicates(&mut self, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
+        let content;
+        syn::parenthesized!(content in input);
+        for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
+            match path.get_ident() {
+                Some(ident) if BUILTIN_PREDICATES.contains(&ident.to_string().as_str()) => {
+                    self.predicates.push(PredicateArg::Builtin(ident.clone()));
+                }
+                Some(ident) => errors.at(
+                    ident.span(),
+                    format!(
+                        "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f`)",
+                        BUILTIN_PREDICATES.join(", "),
+                        did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
+                    ),
+                ),
+                None => self.predicates.push(PredicateArg::Custom(path)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One `owns` entry: the kind and the options in parentheses after it.
+fn owned(kind: Type, options: &[Ident], errors: &mut Errors) -> Owned {
+    let mut entry = Owned {
+        kind,
+        weight: Weight::Full,
+        any_owner: false,
+    };
+    let mut weights = Vec::new();
+    for option in options {
+        let name = option.to_string();
+        match name.as_str() {
+            "full" => weights.push((option, Weight::Full)),
+            "metadata" => weights.push((option, Weight::Metadata)),
+            "uncached" => weights.push((option, Weight::Uncached)),
+            "any_owner" => entry.any_owner = true,
+            _ => errors.at(
+                option.span(),
+                format!(
+                    "unknown option `{name}` of an owned kind; expected one of {}{}",
+                    OWNS_OPTIONS.join(", "),
+                    did_you_mean(&name, OWNS_OPTIONS)
+                ),
+            ),
+        }
+    }
+    if let [_, (second, _), ..] = weights.as_slice() {
+        errors.at(
+            second.span(),
+            "an owned kind is cached one way: `full`, `metadata` or `uncached`",
+        );
+    }
+    if let Some((_, weight)) = weights.first() {
+        entry.weight = *weight;
+    }
+    entry
+}
+
+/// `watches(Kind, map = Self::mapper)`.
+fn watch(input: ParseStream) -> syn::Result<Watch> {
+    let content;
+    syn::parenthesized!(content in input);
+    let kind: Type = content.parse()?;
+    content.parse::<Token![,]>()?;
+    let map_key = Ident::parse_any(&content)?;
+    if map_key != "map" {
+        return Err(syn::Error::new(
+            map_key.span(),
+            format!(
+                "expected `map = <fn>` in `watches(Kind, map = Self::mapper)`, found `{map_key}`"
+            ),
+        ));
+    }
+    content.parse::<Token![=]>()?;
+    let map: Path = content.parse()?;
+    if !content.is_empty() {
+        content.parse::<Token![,]>()?;
+    }
+    Ok(Watch { kind, map })
+}
+
+fn concurrency(input: ParseStream, errors: &mut Errors) -> syn::Result<LitInt> {
+    input.parse::<Token![=]>()?;
+    let lit: LitInt = input.parse()?;
+    if !matches!(lit.base10_parse::<usize>(), Ok(n) if n > 0) {
+        errors.at(
+            lit.span(),
+            "`concurrency` must be a whole number of at least 1",
+        );
+    }
+    Ok(lit)
+}
+
+fn finalizer(input: ParseStream, errors: &mut Errors) -> syn::Result<LitStr> {
+    input.parse::<Token![=]>()?;
+    let lit: LitStr = input.parse()?;
+    if !valid_finalizer(&lit.value()) {
+        errors.at(
+            lit.span(),
+            "a finalizer must be a qualified name like `example.com/cleanup` (a DNS subdomain, `/`, a name)",
+        );
+    }
+    Ok(lit)
+}
+
+/// Reports an unknown key and skips its value, so later keys are still checked.
+fn unknown_key(
+    key: &Ident,
+    name: &str,
+    input: ParseStream,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let message = match name {
+        "owns_metadata" | "owns_uncached" => {
+            let option = name.trim_start_matches("owns_");
+            format!("`{name}(A)` is written `owns(A({option}))`")
+        }
+        _ => format!(
+            "unknown key `{name}` in #[controller]{}",
+            did_you_mean(name, KEYS)
+        ),
+    };
+    errors.at(key.span(), message);
+    if input.peek(Token![=]) {
+        input.parse::<Token![=]>()?;
+        input.parse::<syn::Expr>()?;
+    } else if input.peek(syn::token::Paren) {
+        let content;
+        syn::parenthesized!(content in input);
+        content.parse::<TokenStream>()?;
+    }
+    Ok(())
 }
 
 /// `prefix/name` where the prefix is a DNS subdomain (kubebuilder's finalizer convention).
@@ -242,15 +336,26 @@ mod tests {
     fn args_should_parse_every_key() {
         let (args, errors) = parse(quote!(
             for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::by_secret),
-            owns_metadata(Pod), owns_uncached(ConfigMap, Job), owns_uncached(CronJob),
+            owns(Pod(metadata)), owns(ConfigMap(uncached), Job(uncached, any_owner)), owns(CronJob(uncached)),
             concurrency = 4, finalizer = "apps.example.com/cleanup",
             predicates(generation_changed, Self::custom), name = "webapp", crate = "kf"
         ));
         assert!(errors.is_empty(), "{errors:?}");
         assert!(args.for_kind.is_some());
-        assert_eq!(args.owns.len(), 2);
-        assert_eq!(args.owns_metadata.len(), 1);
-        assert_eq!(args.owns_uncached.len(), 3);
+        let weights: Vec<_> = args.owns.iter().map(|o| o.weight).collect();
+        use Weight::{Full, Metadata, Uncached};
+        assert_eq!(
+            weights,
+            [Full, Full, Metadata, Uncached, Uncached, Uncached]
+        );
+        let any: Vec<_> = args.owns.iter().map(|o| o.any_owner).collect();
+        assert_eq!(any, [false, false, false, false, true, false]);
+        let job = &args.owns[4].kind;
+        assert_eq!(
+            quote!(#job).to_string(),
+            "Job",
+            "options are taken off the type"
+        );
         assert_eq!(args.watches.len(), 1);
         assert_eq!(args.predicates.len(), 2);
         assert_eq!(args.finalizer.unwrap().value(), "apps.example.com/cleanup");
@@ -273,6 +378,21 @@ mod tests {
             "{errors:?}"
         );
         assert_eq!(errors[4], "duplicate key `name`");
+    }
+
+    #[test]
+    fn owns_should_report_unknown_and_conflicting_options_and_the_old_keys() {
+        let (_, errors) = parse(quote!(
+            for = WebApp, owns(Pod(metdata), Job(metadata, uncached)), owns_uncached(ConfigMap)
+        ));
+        assert_eq!(
+            errors,
+            [
+                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner; did you mean `metadata`?",
+                "an owned kind is cached one way: `full`, `metadata` or `uncached`",
+                "`owns_uncached(A)` is written `owns(A(uncached))`",
+            ]
+        );
     }
 
     #[test]

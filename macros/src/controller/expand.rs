@@ -1,5 +1,5 @@
 //! Emits the `Reconciler` and `ControllerSpec` impls and the RBAC registration, or their dummies
-//! when the macro failed. No decisions here.
+//! when the macro failed. No decisions here; one function per generated item.
 //!
 //! Every kind the attribute names besides the primary is checked exactly once, where the user
 //! named it: the wiring (`ControllerSpec::controller` and `rbac`) is generic over the kinds, and
@@ -14,7 +14,7 @@ use syn::spanned::Spanned;
 use syn::{ItemImpl, Path, Type};
 
 use super::Model;
-use super::attrs::PredicateArg;
+use super::attrs::{PredicateArg, Weight};
 
 /// The kinds named besides the primary, each once (by their tokens), with the type parameter
 /// that stands for it in the generic wiring.
@@ -29,8 +29,7 @@ impl<'a> Kinds<'a> {
         let named = model
             .owns
             .iter()
-            .chain(&model.owns_metadata)
-            .chain(&model.owns_uncached)
+            .map(|o| &o.kind)
             .chain(model.watches.iter().map(|w| &w.kind));
         for ty in named {
             let key = ty.to_token_stream().to_string();
@@ -51,215 +50,137 @@ impl<'a> Kinds<'a> {
             |(_, _, param)| param.to_token_stream(),
         )
     }
+
+    /// The type parameters of the generic wiring.
+    fn params(&self) -> Vec<&Ident> {
+        self.others.iter().map(|(_, _, p)| p).collect()
+    }
+}
+
+/// The model with what every generated item needs.
+struct Expander<'a> {
+    model: &'a Model,
+    kf: &'a Path,
+    kinds: Kinds<'a>,
+    /// The argument names of the mappers and custom predicates the wiring takes, in order.
+    mapper_args: Vec<Ident>,
+    predicate_args: Vec<Ident>,
 }
 
 pub fn expand(model: &Model) -> TokenStream {
-    let Model {
-        krate: kf,
-        self_ty,
-        kind,
-        name,
-        error_ty,
-        ..
-    } = model;
-    let kinds = Kinds::new(model);
-    let ctx_ty = quote!(#kf::controller::Context<#kind>);
-    let action = quote!(#kf::controller::Action);
-    let future = quote!(impl ::core::future::Future<Output = ::core::result::Result<#action, Self::Error>> + ::core::marker::Send);
-    let spec = quote!(#kf::controller::ControllerSpec);
-    let kind_trait = quote!(#kf::controller::Kind);
-    let cache_ty = quote!(#kf::cache::Cache);
-    let keys = quote!(::std::vec::Vec<#kf::ObjectKey>);
-
-    // Forward to the user's inherent methods; spans point at their signatures so type errors
-    // (wrong parameter types, a future that is not Send) show up there.
-    let reconcile_span = model.reconcile.sig.span();
-    let reconcile = quote_spanned! {reconcile_span=>
-        fn reconcile(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
-            <#self_ty>::reconcile(self, obj, ctx)
-        }
-    };
-    let cleanup = model.cleanup.as_ref().map(|f| {
-        let span = f.sig.span();
-        quote_spanned! {span=>
-            fn cleanup(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
-                <#self_ty>::cleanup(self, obj, ctx)
-            }
-        }
-    });
-    let error_policy = model.has_error_policy.then(|| {
-        quote! {
-            fn error_policy(&self, obj: &#kind, error: &Self::Error, ctx: &#ctx_ty) -> #kf::controller::ErrorPolicy {
-                <#self_ty>::error_policy(self, obj, error, ctx)
-            }
-        }
-    });
-
-    // The generic wiring: one type parameter per kind besides the primary; mappers and custom
-    // predicates come in as function pointers from the concrete side.
-    let params: Vec<&Ident> = kinds.others.iter().map(|(_, _, p)| p).collect();
-    let markers: Vec<Ident> = (0..params.len()).map(|i| format_ident!("__M{i}")).collect();
-    // The user's types, at their spans: where a type that is not a kind is reported.
-    let user_kinds: Vec<&Type> = kinds.others.iter().map(|(_, ty, _)| *ty).collect();
-    let mapper_args: Vec<Ident> = (0..model.watches.len())
-        .map(|i| format_ident!("map{i}"))
-        .collect();
-    let mapper_tys: Vec<TokenStream> = model
-        .watches
-        .iter()
-        .map(|w| {
-            let w = kinds.of(&w.kind);
-            quote!(fn(&#w, &#cache_ty) -> #keys)
-        })
-        .collect();
-    let mapper_values = model.watches.iter().map(|w| &w.map);
-    let custom_predicates: Vec<&Path> = model
+    let custom = model
         .predicates
         .iter()
-        .filter_map(|p| match p {
-            PredicateArg::Custom(path) => Some(path),
-            PredicateArg::Builtin(_) => None,
-        })
-        .collect();
-    let predicate_args: Vec<Ident> = (0..custom_predicates.len())
-        .map(|i| format_ident!("predicate{i}"))
-        .collect();
-    let predicate_ty = quote!(fn(&__S::Kind, &__S::Kind) -> bool);
-    let predicate_tys = vec![predicate_ty; custom_predicates.len()];
-
-    let owns = model.owns.iter().map(|t| {
-        let t = kinds.of(t);
-        quote! {
-            .owns(#kf::controller::api_for::<#t>(client.clone(), namespace), cache.informer_defaults())
-        }
-    });
-    let owns_metadata = model.owns_metadata.iter().map(|t| {
-        let t = kinds.of(t);
-        quote! {
-            .owns(#kf::controller::api_for::<#kf::kube::core::PartialObjectMeta<#t>>(client.clone(), namespace), cache.informer_defaults())
-        }
-    });
-    let owns_uncached = model.owns_uncached.iter().map(|t| {
-        let t = kinds.of(t);
-        quote! {
-            .owns_uncached(#kf::controller::api_for::<#t>(client.clone(), namespace), cache.informer_defaults())
-        }
-    });
-    let watches = model.watches.iter().zip(&mapper_args).map(|(w, map)| {
-        let t = kinds.of(&w.kind);
-        quote! {
-            .watches(
-                #kf::controller::api_for::<#t>(client.clone(), namespace),
-                cache.informer_defaults(),
-                {
-                    let cache = cache.clone();
-                    move |obj: &#t| -> #keys { #map(obj, &cache) }
-                },
-            )
-        }
-    });
-    let mut custom = predicate_args.iter();
-    let predicates = model.predicates.iter().filter_map(|p| match p {
-        PredicateArg::Builtin(ident) => {
-            let ty = format_ident!(
-                "{}",
-                ident
-                    .to_string()
-                    .split('_')
-                    .map(|w| {
-                        let mut c = w.chars();
-                        c.next().map_or_else(String::new, |f| {
-                            f.to_uppercase().collect::<String>() + c.as_str()
-                        })
-                    })
-                    .collect::<String>(),
-                span = ident.span()
-            );
-            Some(quote!(.with_predicate(#kf::controller::#ty)))
-        }
-        // One argument per custom predicate, in order.
-        PredicateArg::Custom(_) => custom.next().map(|arg| quote!(.with_predicate(#arg))),
-    });
-    let concurrency = model.concurrency.as_ref().map(|n| quote!(.concurrency(#n)));
-    let finalizer = model.finalizer.as_ref().map(|f| quote!(.finalizer(#f)));
-    let has_finalizer = model.finalizer.is_some();
-    let finalizer_const = match &model.finalizer {
-        Some(f) => quote!(::core::option::Option::Some(#f)),
-        None => quote!(::core::option::Option::None),
+        .filter(|p| matches!(p, PredicateArg::Custom(_)))
+        .count();
+    let ex = Expander {
+        model,
+        kf: &model.krate,
+        kinds: Kinds::new(model),
+        mapper_args: (0..model.watches.len())
+            .map(|i| format_ident!("map{i}"))
+            .collect(),
+        predicate_args: (0..custom).map(|i| format_ident!("predicate{i}")).collect(),
     };
-
-    let owned_rules = model
-        .owns
-        .iter()
-        .chain(&model.owns_metadata)
-        .chain(&model.owns_uncached)
-        .map(|t| {
-            let t = kinds.of(t);
-            quote!(.owned::<#t>())
-        });
-    let watched_rules = model.watches.iter().map(|w| {
-        let t = kinds.of(&w.kind);
-        quote!(.watched::<#t>())
-    });
-
+    let reconciler = ex.reconciler_impl();
+    let wiring = ex.wiring();
+    let registration = ex.registration();
     quote! {
-        #[automatically_derived]
-        impl #kf::controller::Reconciler<#kind> for #self_ty {
-            type Error = #error_ty;
-            #reconcile
-            #cleanup
-            #error_policy
-        }
+        #reconciler
+        const _: () = { #wiring };
+        #registration
+    }
+}
 
-        const _: () = {
-            #[diagnostic::on_unimplemented(
-                message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
-                label = "not a Kubernetes kind",
-                note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
-            )]
-            trait __IsKind<M>: #kind_trait {}
-            trait __Unimplemented {}
-            impl<T: #kind_trait> __IsKind<()> for T {}
-            // Never holds; its only job is to make `T: __IsKind<_>` a choice between two impls,
-            // which the compiler reports as one unsatisfied bound.
-            impl<T: #kind_trait + __Unimplemented> __IsKind<u8> for T {}
+impl Expander<'_> {
+    /// `impl Reconciler<Kind>`: forwards to the user's inherent methods; spans point at their
+    /// signatures so type errors (wrong parameter types, a future that is not Send) show there.
+    fn reconciler_impl(&self) -> TokenStream {
+        let Model {
+            self_ty,
+            kind,
+            error_ty,
+            ..
+        } = self.model;
+        let kf = self.kf;
+        let ctx_ty = quote!(#kf::controller::Context<#kind>);
+        let action = quote!(#kf::controller::Action);
+        let future = quote!(impl ::core::future::Future<Output = ::core::result::Result<#action, Self::Error>> + ::core::marker::Send);
+        let reconcile_span = self.model.reconcile.sig.span();
+        let reconcile = quote_spanned! {reconcile_span=>
+            fn reconcile(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
+                <#self_ty>::reconcile(self, obj, ctx)
+            }
+        };
+        let cleanup = self.model.cleanup.as_ref().map(|f| {
+            let span = f.sig.span();
+            quote_spanned! {span=>
+                fn cleanup(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
+                    <#self_ty>::cleanup(self, obj, ctx)
+                }
+            }
+        });
+        let error_policy = self.model.has_error_policy.then(|| {
+            quote! {
+                fn error_policy(&self, obj: &#kind, error: &Self::Error, ctx: &#ctx_ty) -> #kf::controller::ErrorPolicy {
+                    <#self_ty>::error_policy(self, obj, error, ctx)
+                }
+            }
+        });
+        quote! {
+            #[automatically_derived]
+            impl #kf::controller::Reconciler<#kind> for #self_ty {
+                type Error = #error_ty;
+                #reconcile
+                #cleanup
+                #error_policy
+            }
+        }
+    }
+
+    /// The types of the mappers and custom predicates, as the generic wiring takes them.
+    fn fn_pointer_types(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
+        let kf = self.kf;
+        let mappers = self
+            .model
+            .watches
+            .iter()
+            .map(|w| {
+                let w = self.kinds.of(&w.kind);
+                quote!(fn(&#w, &#kf::cache::Cache) -> ::std::vec::Vec<#kf::ObjectKey>)
+            })
+            .collect();
+        let predicate = quote!(fn(&__S::Kind, &__S::Kind) -> bool);
+        (mappers, vec![predicate; self.predicate_args.len()])
+    }
+
+    /// Everything inside the `const _: () = { .. }` block: the kind check, the generic wiring,
+    /// its one instantiation with the user's kinds, and `impl ControllerSpec`.
+    fn wiring(&self) -> TokenStream {
+        let kf = self.kf;
+        let spec = quote!(#kf::controller::ControllerSpec);
+        let wiring_ty = quote!(#kf::controller::Wiring);
+        let params = self.kinds.params();
+        let markers: Vec<Ident> = (0..params.len()).map(|i| format_ident!("__M{i}")).collect();
+        // The user's types, at their spans: where a type that is not a kind is reported.
+        let user_kinds: Vec<&Type> = self.kinds.others.iter().map(|(_, ty, _)| *ty).collect();
+        let (mapper_tys, predicate_tys) = self.fn_pointer_types();
+        let is_kind = self.is_kind_trait();
+        let controller_fn = self.controller_fn();
+        let rbac_fn = self.rbac_fn();
+        let spec_impl = self.spec_impl();
+        let self_ty = &self.model.self_ty;
+        quote! {
+            #is_kind
 
             struct __Wiring<__S: #spec, #(#params),*> {
-                controller: fn(&#cache_ty, ::core::option::Option<&str>, #(#mapper_tys,)* #(#predicate_tys,)*) -> #kf::controller::Controller<__S::Kind>,
+                controller: fn(&#wiring_ty, #(#mapper_tys,)* #(#predicate_tys,)*) -> #kf::controller::Controller<__S::Kind>,
                 rbac: fn() -> #kf::rbac::Rules,
                 kinds: ::core::marker::PhantomData<fn() -> (#(#params,)*)>,
             }
 
-            fn __controller<__S: #spec, #(#params: #kind_trait),*>(
-                cache: &#cache_ty,
-                namespace: ::core::option::Option<&str>,
-                #(#mapper_args: #mapper_tys,)*
-                #(#predicate_args: #predicate_tys,)*
-            ) -> #kf::controller::Controller<__S::Kind> {
-                let client = cache.client();
-                #kf::controller::Controller::new(
-                    <__S as #spec>::NAME,
-                    cache,
-                    #kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
-                    cache.informer_defaults(),
-                )
-                #(#owns)*
-                #(#owns_metadata)*
-                #(#owns_uncached)*
-                #(#watches)*
-                #(#predicates)*
-                .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer)
-            }
-
-            fn __rbac<__S: #spec, #(#params: #kind_trait),*>() -> #kf::rbac::Rules {
-                #kf::rbac::Rules::new()
-                    .primary::<__S::Kind>(#has_finalizer)
-                    #(#owned_rules)*
-                    #(#watched_rules)*
-                    .events()
-                    .leases()
-            }
+            #controller_fn
+            #rbac_fn
 
             const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> {
                 __Wiring {
@@ -272,29 +193,230 @@ pub fn expand(model: &Model) -> TokenStream {
             // The one place the user's kinds meet the wiring's bounds.
             const __WIRING: __Wiring<#self_ty, #(#user_kinds),*> = __wiring::<#self_ty, #(#user_kinds, _),*>();
 
+            #spec_impl
+        }
+    }
+
+    /// `__IsKind<M>`: "is a kind" as one bound with one error message.
+    fn is_kind_trait(&self) -> TokenStream {
+        let kind_trait = {
+            let kf = self.kf;
+            quote!(#kf::controller::Kind)
+        };
+        quote! {
+            #[diagnostic::on_unimplemented(
+                message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
+                label = "not a Kubernetes kind",
+                note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
+                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+            )]
+            trait __IsKind<M>: #kind_trait {}
+            trait __Unimplemented {}
+            impl<T: #kind_trait> __IsKind<()> for T {}
+            // Never holds; its only job is to make `T: __IsKind<_>` a choice between two impls,
+            // which the compiler reports as one unsatisfied bound.
+            impl<T: #kind_trait + __Unimplemented> __IsKind<u8> for T {}
+        }
+    }
+
+    /// `__controller`: the builder calls, generic over the kinds.
+    fn controller_fn(&self) -> TokenStream {
+        let kf = self.kf;
+        let spec = quote!(#kf::controller::ControllerSpec);
+        let kind_trait = quote!(#kf::controller::Kind);
+        let params = self.kinds.params();
+        let (mapper_tys, predicate_tys) = self.fn_pointer_types();
+        let (mapper_args, predicate_args) = (&self.mapper_args, &self.predicate_args);
+        let owns = self.owns_calls();
+        let watches = self.watches_calls();
+        let predicates = self.predicate_calls();
+        let concurrency = self
+            .model
+            .concurrency
+            .as_ref()
+            .map(|n| quote!(.concurrency(#n)));
+        let finalizer = self
+            .model
+            .finalizer
+            .as_ref()
+            .map(|f| quote!(.finalizer(#f)));
+        quote! {
+            fn __controller<__S: #spec, #(#params: #kind_trait),*>(
+                wiring: &#kf::controller::Wiring,
+                #(#mapper_args: #mapper_tys,)*
+                #(#predicate_args: #predicate_tys,)*
+            ) -> #kf::controller::Controller<__S::Kind> {
+                let client = wiring.cache().client();
+                let namespace = wiring.namespace.as_deref();
+                #kf::controller::Controller::new(
+                    <__S as #spec>::NAME,
+                    wiring,
+                    #kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
+                    wiring.informer_defaults.clone(),
+                )
+                #(#owns)*
+                #(#watches)*
+                #(#predicates)*
+                .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer)
+            }
+        }
+    }
+
+    /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()])` per owned kind.
+    fn owns_calls(&self) -> Vec<TokenStream> {
+        let kf = self.kf;
+        self.model
+            .owns
+            .iter()
+            .map(|owned| {
+                let t = self.kinds.of(&owned.kind);
+                let weight = match owned.weight {
+                    Weight::Full => quote!(full),
+                    Weight::Metadata => quote!(metadata),
+                    Weight::Uncached => quote!(uncached),
+                };
+                let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
+                quote! {
+                    .owns(
+                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                        #kf::controller::Owns::#weight() #any_owner,
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// `.watches(api, Watches::map(..))` per watched kind; the mapper gets the cache.
+    fn watches_calls(&self) -> Vec<TokenStream> {
+        let kf = self.kf;
+        let keys = quote!(::std::vec::Vec<#kf::ObjectKey>);
+        self.model
+            .watches
+            .iter()
+            .zip(&self.mapper_args)
+            .map(|(w, map)| {
+                let t = self.kinds.of(&w.kind);
+                quote! {
+                    .watches(
+                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                        #kf::controller::Watches::map({
+                            let cache = wiring.cache().clone();
+                            move |obj: &#t| -> #keys { #map(obj, &cache) }
+                        }),
+                    )
+                }
+            })
+            .collect()
+    }
+
+    /// `.predicate(..)` per predicate: built-ins by their type, custom ones from the arguments.
+    fn predicate_calls(&self) -> Vec<TokenStream> {
+        let kf = self.kf;
+        let mut custom = self.predicate_args.iter();
+        self.model
+            .predicates
+            .iter()
+            .filter_map(|p| match p {
+                PredicateArg::Builtin(ident) => {
+                    let ty =
+                        format_ident!("{}", camel_case(&ident.to_string()), span = ident.span());
+                    Some(quote!(.predicate(#kf::controller::#ty)))
+                }
+                // One argument per custom predicate, in order.
+                PredicateArg::Custom(_) => custom.next().map(|arg| quote!(.predicate(#arg))),
+            })
+            .collect()
+    }
+
+    /// `__rbac`: the rules the wiring needs, generic over the kinds.
+    fn rbac_fn(&self) -> TokenStream {
+        let kf = self.kf;
+        let spec = quote!(#kf::controller::ControllerSpec);
+        let kind_trait = quote!(#kf::controller::Kind);
+        let params = self.kinds.params();
+        let has_finalizer = self.model.finalizer.is_some();
+        let owned = self.model.owns.iter().map(|o| {
+            let t = self.kinds.of(&o.kind);
+            quote!(.owned::<#t>())
+        });
+        let watched = self.model.watches.iter().map(|w| {
+            let t = self.kinds.of(&w.kind);
+            quote!(.watched::<#t>())
+        });
+        quote! {
+            fn __rbac<__S: #spec, #(#params: #kind_trait),*>() -> #kf::rbac::Rules {
+                #kf::rbac::Rules::new()
+                    .primary::<__S::Kind>(#has_finalizer)
+                    #(#owned)*
+                    #(#watched)*
+                    .events()
+                    .leases()
+            }
+        }
+    }
+
+    /// `impl ControllerSpec`, calling the instantiated wiring with the user's functions.
+    fn spec_impl(&self) -> TokenStream {
+        let kf = self.kf;
+        let Model {
+            self_ty,
+            kind,
+            name,
+            ..
+        } = self.model;
+        let finalizer = match &self.model.finalizer {
+            Some(f) => quote!(::core::option::Option::Some(#f)),
+            None => quote!(::core::option::Option::None),
+        };
+        let mappers = self.model.watches.iter().map(|w| &w.map);
+        let predicates = self.model.predicates.iter().filter_map(|p| match p {
+            PredicateArg::Custom(path) => Some(path),
+            PredicateArg::Builtin(_) => None,
+        });
+        quote! {
             #[automatically_derived]
-            impl #spec for #self_ty {
+            impl #kf::controller::ControllerSpec for #self_ty {
                 type Kind = #kind;
                 const NAME: &'static str = #name;
-                const FINALIZER: ::core::option::Option<&'static str> = #finalizer_const;
+                const FINALIZER: ::core::option::Option<&'static str> = #finalizer;
 
-                fn controller(cache: &#cache_ty, namespace: ::core::option::Option<&str>) -> #kf::controller::Controller<Self::Kind> {
-                    (__WIRING.controller)(cache, namespace, #(#mapper_values,)* #(#custom_predicates,)*)
+                fn controller(wiring: &#kf::controller::Wiring) -> #kf::controller::Controller<Self::Kind> {
+                    (__WIRING.controller)(wiring, #(#mappers,)* #(#predicates,)*)
                 }
 
                 fn rbac() -> #kf::rbac::Rules {
                     (__WIRING.rbac)()
                 }
             }
-        };
+        }
+    }
 
-        #kf::__private::inventory::submit! {
-            #kf::rbac::ControllerRegistration {
-                name: #name,
-                rules: <#self_ty as #kf::controller::ControllerSpec>::rbac,
+    /// Registers the controller's RBAC rules for `crdgen`.
+    fn registration(&self) -> TokenStream {
+        let kf = self.kf;
+        let Model { self_ty, name, .. } = self.model;
+        quote! {
+            #kf::__private::inventory::submit! {
+                #kf::rbac::ControllerRegistration {
+                    name: #name,
+                    rules: <#self_ty as #kf::controller::ControllerSpec>::rbac,
+                }
             }
         }
     }
+}
+
+/// `generation_changed` → `GenerationChanged`.
+fn camel_case(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map_or_else(String::new, |f| {
+                f.to_uppercase().collect::<String>() + c.as_str()
+            })
+        })
+        .collect()
 }
 
 /// On errors: the traits implemented with inert bodies (a reconcile that never finishes, an
@@ -330,12 +452,12 @@ pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
             type Kind = #kind;
             const NAME: &'static str = "";
             const FINALIZER: ::core::option::Option<&'static str> = ::core::option::Option::None;
-            fn controller(cache: &#kf::cache::Cache, namespace: ::core::option::Option<&str>) -> #kf::controller::Controller<Self::Kind> {
+            fn controller(wiring: &#kf::controller::Wiring) -> #kf::controller::Controller<Self::Kind> {
                 #kf::controller::Controller::new(
                     Self::NAME,
-                    cache,
-                    #kf::controller::api_for(cache.client(), namespace),
-                    cache.informer_defaults(),
+                    wiring,
+                    #kf::controller::api_for(wiring.cache().client(), wiring.namespace.as_deref()),
+                    wiring.informer_defaults.clone(),
                 )
             }
             fn rbac() -> #kf::rbac::Rules {

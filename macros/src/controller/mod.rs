@@ -10,7 +10,7 @@ use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitInt, LitStr, Path, ReturnTyp
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::model::default_crate;
-use attrs::{ControllerArgs, PredicateArg, Watch};
+use attrs::{ControllerArgs, Owned, PredicateArg, Watch};
 
 /// The checked model the expansion works from.
 pub struct Model {
@@ -19,9 +19,7 @@ pub struct Model {
     pub self_ty: Type,
     pub kind: Type,
     pub name: String,
-    pub owns: Vec<Type>,
-    pub owns_metadata: Vec<Type>,
-    pub owns_uncached: Vec<Type>,
+    pub owns: Vec<Owned>,
     pub watches: Vec<Watch>,
     pub concurrency: Option<LitInt>,
     pub finalizer: Option<LitStr>,
@@ -86,29 +84,8 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
             "#[controller] does not support generic controllers",
         );
     }
-    let find = |name: &str| {
-        item.items.iter().find_map(|i| match i {
-            ImplItem::Fn(f) if f.sig.ident == name => Some(f.clone()),
-            _ => None,
-        })
-    };
-    // `async fn reconsile(&self, ..)` is a typo, not a helper: say so instead of "missing".
-    let mut misspelled = Vec::new();
-    for f in item.items.iter().filter_map(|i| match i {
-        ImplItem::Fn(f) if f.sig.receiver().is_some() => Some(f),
-        _ => None,
-    }) {
-        let name = f.sig.ident.to_string();
-        if let Some(hook) = misspelling_of(&name, HOOKS)
-            && find(hook).is_none()
-        {
-            errors.at(
-                f.sig.ident.span(),
-                format!("unknown method `{name}`{}", did_you_mean(&name, &[hook])),
-            );
-            misspelled.push(hook);
-        }
-    }
+    let find = |name: &str| find_fn(item, name);
+    let misspelled = misspelled_hooks(item, errors);
     let Some((_, kind)) = args.for_kind else {
         errors.at(
             Span::call_site(),
@@ -127,30 +104,13 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
     };
     let error_ty = check_method(&reconcile, errors);
     let cleanup = find("cleanup");
-    if let Some(cleanup) = &cleanup {
-        let cleanup_error = check_method(cleanup, errors);
-        if let (Some(a), Some(b)) = (&error_ty, &cleanup_error)
-            && a.to_token_stream().to_string() != b.to_token_stream().to_string()
-        {
-            errors.spanned(
-                b,
-                "`cleanup` must return the same error type as `reconcile`",
-            );
-        }
-        if args.finalizer.is_none() {
-            errors.at(
-                cleanup.sig.ident.span(),
-                "`cleanup` only runs with a finalizer: add `finalizer = \"example.com/cleanup\"` to #[controller(...)]",
-            );
-        }
-    } else if let Some(finalizer) = &args.finalizer
-        && !misspelled.contains(&"cleanup")
-    {
-        errors.at(
-            finalizer.span(),
-            "a finalizer needs `async fn cleanup(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block to run before deletion",
-        );
-    }
+    check_cleanup(
+        cleanup.as_ref(),
+        error_ty.as_ref(),
+        args.finalizer.as_ref(),
+        misspelled.contains(&"cleanup"),
+        errors,
+    );
     let name = args
         .name
         .as_ref()
@@ -161,8 +121,6 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         kind,
         name,
         owns: args.owns,
-        owns_metadata: args.owns_metadata,
-        owns_uncached: args.owns_uncached,
         watches: args.watches,
         concurrency: args.concurrency,
         finalizer: args.finalizer,
@@ -172,6 +130,72 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         cleanup,
         has_error_policy: find("error_policy").is_some(),
     })
+}
+
+/// The method `name` of the impl block.
+fn find_fn(item: &ItemImpl, name: &str) -> Option<ImplItemFn> {
+    item.items.iter().find_map(|i| match i {
+        ImplItem::Fn(f) if f.sig.ident == name => Some(f.clone()),
+        _ => None,
+    })
+}
+
+/// `async fn reconsile(&self, ..)` is a typo, not a helper: says so instead of "missing", and
+/// returns the hooks it reported.
+fn misspelled_hooks(item: &ItemImpl, errors: &mut Errors) -> Vec<&'static str> {
+    let mut misspelled = Vec::new();
+    for f in item.items.iter().filter_map(|i| match i {
+        ImplItem::Fn(f) if f.sig.receiver().is_some() => Some(f),
+        _ => None,
+    }) {
+        let name = f.sig.ident.to_string();
+        if let Some(hook) = misspelling_of(&name, HOOKS)
+            && find_fn(item, hook).is_none()
+        {
+            errors.at(
+                f.sig.ident.span(),
+                format!("unknown method `{name}`{}", did_you_mean(&name, &[hook])),
+            );
+            misspelled.push(hook);
+        }
+    }
+    misspelled
+}
+
+/// `cleanup` and the finalizer come together, and `cleanup` fails like `reconcile`.
+fn check_cleanup(
+    cleanup: Option<&ImplItemFn>,
+    reconcile_error: Option<&Type>,
+    finalizer: Option<&LitStr>,
+    cleanup_misspelled: bool,
+    errors: &mut Errors,
+) {
+    let Some(cleanup) = cleanup else {
+        if let Some(finalizer) = finalizer
+            && !cleanup_misspelled
+        {
+            errors.at(
+                finalizer.span(),
+                "a finalizer needs `async fn cleanup(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block to run before deletion",
+            );
+        }
+        return;
+    };
+    let cleanup_error = check_method(cleanup, errors);
+    if let (Some(a), Some(b)) = (reconcile_error, &cleanup_error)
+        && a.to_token_stream().to_string() != b.to_token_stream().to_string()
+    {
+        errors.spanned(
+            b,
+            "`cleanup` must return the same error type as `reconcile`",
+        );
+    }
+    if finalizer.is_none() {
+        errors.at(
+            cleanup.sig.ident.span(),
+            "`cleanup` only runs with a finalizer: add `finalizer = \"example.com/cleanup\"` to #[controller(...)]",
+        );
+    }
 }
 
 /// Checks `async fn name(&self, obj, ctx) -> Result<Action, E>`; returns `E`.
@@ -336,7 +360,7 @@ mod tests {
     #[test]
     fn controller_should_expand_like_the_snapshot() {
         let out = controller(
-            quote!(for = WebApp, owns(Deployment, Service), owns_metadata(Pod), owns_uncached(ConfigMap),
+            quote!(for = WebApp, owns(Deployment, Service, Pod(metadata), ConfigMap(uncached, any_owner)),
                 watches(Secret, map = Self::apps_for_secret), watches(Service, map = Self::apps_for_service),
                 concurrency = 2, finalizer = "apps.example.com/cleanup",
                 predicates(generation_changed, Self::changed), crate = "kf"),

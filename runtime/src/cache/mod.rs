@@ -37,12 +37,12 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::{Informer, InformerConfig};
+use crate::informer::{ApplyHook, Informer, InformerConfig};
 use crate::scope::Scoped;
-use crate::store::{MemoryStore, SkeletonStore, Store};
+use crate::store::{MemoryStore, Reader, SkeletonStore, Store};
 
-mod writes;
-pub(crate) use writes::WriteTracker;
+mod lookup;
+pub use lookup::{Lookup, NotCached};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct InformerKey {
@@ -130,18 +130,10 @@ struct Entry {
 pub struct Cache {
     client: Client,
     inner: Arc<Mutex<Inner>>,
-    writes: Arc<WriteTracker>,
-    gate: Arc<std::sync::RwLock<Option<Fence>>>,
-    defaults: Arc<std::sync::RwLock<InformerConfig>>,
-}
-
-/// Decides whether controllers may start a reconcile right now (leadership still valid).
-pub(crate) type ReconcileGate = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// The reconcile gate and the client whose writes it fences.
-struct Fence {
-    gate: ReconcileGate,
-    client: Client,
+    /// Told about every change the cache's informers apply.
+    hook: Option<Arc<dyn ApplyHook>>,
+    /// Whether [`Cache::start`] was called (what [`Cache::wait_for_sync`] waits for first).
+    started: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 #[derive(Default)]
@@ -165,92 +157,38 @@ impl Cache {
         Self {
             client,
             inner: Arc::new(Mutex::new(Inner::default())),
-            writes: Arc::new(WriteTracker::default()),
-            gate: Arc::default(),
-            defaults: Arc::default(),
+            hook: None,
+            started: Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
 
-    /// The informer options controllers declared with `#[kubeforge::controller]` use for every
-    /// kind they watch ([`InformerConfig::default`] unless [`Cache::set_informer_defaults`]
-    /// changed them).
-    pub fn informer_defaults(&self) -> InformerConfig {
-        self.defaults
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// An empty cache whose informers report every change they apply to `hook`.
+    pub(crate) fn with_hook(client: Client, hook: Arc<dyn ApplyHook>) -> Self {
+        Self {
+            hook: Some(hook),
+            ..Self::new(client)
+        }
     }
 
-    /// Changes [`Cache::informer_defaults`] for controllers wired from now on (keep
-    /// `managedFields`, a resync period, a page size, ...).
-    pub fn set_informer_defaults(&self, config: InformerConfig) {
-        *self.defaults.write().unwrap_or_else(|e| e.into_inner()) = config;
-    }
-
-    /// Installs the check controllers make before each reconcile (the manager's leader election),
-    /// and fences the client they reconcile with by the same check (see [`Cache::writer_client`]).
-    pub(crate) fn set_reconcile_gate(&self, gate: ReconcileGate) {
-        let client = crate::leader::fence::fenced(self.client.clone(), Arc::clone(&gate));
-        *self.gate.write().unwrap_or_else(|e| e.into_inner()) = Some(Fence { gate, client });
-    }
-
-    /// Whether controllers may start a reconcile now (always, without leader election).
-    pub fn may_reconcile(&self) -> bool {
-        self.gate
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_none_or(|fence| (fence.gate)())
-    }
-
-    /// The client controllers reconcile with: [`Cache::client`], or under leader election the
-    /// same client with its writes fenced — a write attempted while this replica's leadership is
-    /// not valid fails with [`NotLeader`](crate::leader::NotLeader) instead of being sent.
-    pub fn writer_client(&self) -> Client {
-        self.gate
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or_else(|| self.client.clone(), |fence| fence.client.clone())
-    }
-
-    /// Records that this process wrote `obj` (as returned by the apiserver): until the informer
-    /// of its kind has seen that version, controllers wait briefly before reconciling the object,
-    /// so they do not act on an older cached copy of their own write. The [`Context`] write
-    /// helpers call this for you.
-    ///
-    /// [`Context`]: crate::controller::Context
-    pub fn record_write<K: Resource + 'static>(&self, obj: &K) {
-        let Some(rv) = &obj.meta().resource_version else {
-            return;
-        };
-        let kind = TypeId::of::<K>();
-        let key = crate::ObjectKey::of(obj);
-        // Record first, then look at the stores: an informer applies an event to its store
-        // before it reports it to the tracker, so a watch event that raced ahead of this write's
-        // response is either visible in a store now or reported after the record — never lost,
-        // and never left behind as a stale entry.
-        self.writes.wrote(kind, key.clone(), rv.clone());
+    /// The resourceVersions the informers of kind `kind` (found by its `TypeId`) cache for `key`;
+    /// `None` if no informer of that kind exists.
+    pub(crate) fn cached_versions(
+        &self,
+        kind: TypeId,
+        key: &crate::ObjectKey,
+    ) -> Option<Vec<String>> {
         let inner = self.lock();
-        let mut informers = inner.entries.iter().filter(|(k, _)| k.kind == kind);
-        let mut watched = false;
-        let seen = informers.any(|(_, entry)| {
-            watched = true;
-            entry
-                .informer
-                .cached_version(&key)
-                .is_some_and(|cached| writes::same_or_newer(&cached, rv))
-        });
-        drop(inner);
-        if seen || !watched {
-            // Already delivered, or no informer of this kind will ever deliver it: settle the
-            // record as the informer would have (waking anyone waiting for this key).
-            self.writes.observed(kind, &key, Some(rv));
-        }
-    }
-
-    pub(crate) fn writes(&self) -> &Arc<WriteTracker> {
-        &self.writes
+        let mut informers = inner
+            .entries
+            .iter()
+            .filter(|(k, _)| k.kind == kind)
+            .peekable();
+        informers.peek()?;
+        Some(
+            informers
+                .filter_map(|(_, entry)| entry.informer.cached_version(key))
+                .collect(),
+        )
     }
 
     /// The client the cache's informers use.
@@ -331,9 +269,8 @@ impl Cache {
                 name.push_str(&format!("{param}={value}"));
             }
         }
-        let informer = Arc::new(
-            Informer::with_store(api, config, store()).with_write_tracker(Arc::clone(&self.writes)),
-        );
+        let informer =
+            Arc::new(Informer::with_store(api, config, store()).on_apply(self.hook.clone()));
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());
@@ -350,20 +287,76 @@ impl Cache {
         informer
     }
 
-    /// The store of the first informer registered for kind `K` (any namespace or selectors), if
-    /// any. Reconcilers use it to read related objects from the cache.
-    pub fn store<K>(&self) -> Option<Arc<dyn Store<K>>>
+    /// Reads the cached objects of kind `K` that `lookup` names: the store of the informer
+    /// watching `lookup`'s namespace (or, for one namespace, the all-namespaces informer, read
+    /// as if it held only that namespace) with exactly `lookup`'s selectors.
+    ///
+    /// An informer with other selectors never answers: it would silently hide objects.
+    /// Metadata-only kinds are read as `K = PartialObjectMeta<C>`; children of `owns` with
+    /// [`Owns::uncached`](crate::controller::Owns::uncached) are not cached at all.
+    ///
+    /// # Errors
+    ///
+    /// [`NotCached`] when no informer of the cache serves `lookup`; its message lists what the
+    /// cache holds of the kind.
+    ///
+    /// ```no_run
+    /// # fn doc(cache: &kubeforge::cache::Cache) -> Result<(), kubeforge::cache::NotCached> {
+    /// use k8s_openapi::api::core::v1::Secret;
+    /// use kubeforge::cache::Lookup;
+    /// let secrets = cache.store::<Secret>(&Lookup::namespace("shop"))?;
+    /// let labelled = cache.store::<Secret>(&Lookup::all().labels("app=web"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn store<K>(&self, lookup: &Lookup) -> Result<Reader<K>, NotCached>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::Scope: Scoped,
     {
         let inner = self.lock();
-        inner
+        let candidates = || {
+            inner.entries.iter().filter(|(key, _)| {
+                key.kind == TypeId::of::<K>()
+                    && !key.skeleton
+                    && key.labels == lookup.labels
+                    && key.fields == lookup.fields
+            })
+        };
+        let reader = |(_, entry): &(InformerKey, Entry)| {
+            entry
+                .informer
+                .as_any()
+                .downcast::<Informer<K>>()
+                .ok()
+                .map(|informer| informer.store())
+        };
+        // A cluster-scoped kind has no namespace to narrow to.
+        let namespace = lookup
+            .namespace
+            .as_deref()
+            .filter(|_| <K::Scope as Scoped>::NAMESPACED);
+        let all = K::url_path(&(), None);
+        let exact = K::url_path(&(), namespace);
+        if let Some(found) = candidates()
+            .find(|(key, _)| key.url == exact)
+            .and_then(reader)
+        {
+            return Ok(found);
+        }
+        if let Some(ns) = namespace
+            && let Some(found) = candidates()
+                .find(|(key, _)| key.url == all)
+                .and_then(reader)
+        {
+            return Ok(found.in_namespace(ns));
+        }
+        let cached = inner
             .entries
             .iter()
             .filter(|(key, _)| key.kind == TypeId::of::<K>() && !key.skeleton)
-            .find_map(|(_, e)| e.informer.as_any().downcast::<Informer<K>>().ok())
-            .map(|informer| informer.store())
+            .map(|(_, entry)| entry.name.clone())
+            .collect();
+        Err(NotCached::new::<K>(lookup, cached))
     }
 
     /// Starts every registered informer (and those registered later) until `shutdown` is
@@ -377,6 +370,7 @@ impl Cache {
             entry.informer.start(shutdown.child_token());
         }
         inner.running = Some(shutdown);
+        self.started.send_replace(true);
     }
 
     /// Whether [`Cache::start`] was called (and its token is not cancelled).
@@ -387,8 +381,11 @@ impl Cache {
             .is_some_and(|t| !t.is_cancelled())
     }
 
-    /// Waits until every informer registered so far has synced.
+    /// Waits until the cache has been started ([`Cache::start`]; a manager wires its
+    /// controllers first) and every informer registered by then has synced.
     pub async fn wait_for_sync(&self) {
+        // Only fails if the sender is dropped, which cannot happen while `self` lives.
+        let _ = self.started.subscribe().wait_for(|started| *started).await;
         let waits: Vec<_> = self
             .lock()
             .entries
@@ -457,7 +454,7 @@ mod tests {
             ]
         );
         assert!(!cache.is_ready(), "nothing synced yet");
-        assert!(cache.store::<ConfigMap>().is_some());
+        assert!(cache.store::<ConfigMap>(&Lookup::all()).is_ok());
     }
 
     #[tokio::test]
@@ -469,13 +466,14 @@ mod tests {
 
         // A skeleton watch first: no store of the kind to read.
         let skeleton = cache.skeleton_informer(meta("a"), InformerConfig::default());
-        assert!(cache.store::<PartialObjectMeta<ConfigMap>>().is_none());
+        let a = Lookup::namespace("a");
+        assert!(cache.store::<PartialObjectMeta<ConfigMap>>(&a).is_err());
         let again = cache.skeleton_informer(meta("a"), InformerConfig::default());
         assert!(Arc::ptr_eq(&skeleton, &again), "shared like any informer");
         // A full watch of the same key gets an informer of its own, and is the readable store.
         let full = cache.informer(meta("a"), InformerConfig::default());
         assert!(!Arc::ptr_eq(&skeleton, &full));
-        assert!(cache.store::<PartialObjectMeta<ConfigMap>>().is_some());
+        assert!(cache.store::<PartialObjectMeta<ConfigMap>>(&a).is_ok());
 
         // A full informer serves a later skeleton watch of the same key.
         let full_b = cache.informer(meta("b"), InformerConfig::default());
@@ -484,37 +482,40 @@ mod tests {
         assert_eq!(cache.sync_status().len(), 3);
     }
 
-    fn cm(name: &str, rv: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("x".into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
     #[tokio::test]
-    async fn record_write_should_leave_nothing_behind_that_no_informer_will_report() {
+    async fn store_should_answer_only_for_the_namespace_and_selectors_asked() {
         let client = offline_client();
         let cache = Cache::new(client.clone());
-        // No informer of the kind: nothing will ever observe the write.
-        cache.record_write(&cm("a", "5"));
-        assert_eq!(cache.writes().pending_len(), 0);
+        let labelled = InformerConfig::default().labels("app=web");
+        cache.informer(Api::<ConfigMap>::all(client.clone()), labelled);
+        // Only a label-filtered informer: a read of all ConfigMaps is an error, not a subset.
+        let missing = cache
+            .store::<ConfigMap>(&Lookup::all())
+            .expect_err("no unfiltered informer");
+        assert_eq!(
+            missing.to_string(),
+            "nothing caches v1 ConfigMap for all namespaces without selectors; cached of this kind: /api/v1/configmaps?labelSelector=app=web"
+        );
+        assert!(
+            cache
+                .store::<ConfigMap>(&Lookup::all().labels("app=web"))
+                .is_ok()
+        );
+        assert!(
+            cache
+                .store::<ConfigMap>(&Lookup::namespace("x").labels("app=web"))
+                .is_ok(),
+            "the all-namespaces informer serves one namespace"
+        );
+        assert!(cache.store::<Secret>(&Lookup::all()).is_err());
 
-        let informer = cache.informer(
-            Api::<ConfigMap>::namespaced(client, "x"),
+        // One namespace's informer does not answer for all namespaces or for another.
+        cache.informer(
+            Api::<Secret>::namespaced(client, "x"),
             InformerConfig::default(),
         );
-        // The watch event raced ahead of the write's response: already in the store.
-        informer.store().apply(Arc::new(cm("b", "7")));
-        cache.record_write(&cm("b", "7"));
-        cache.record_write(&cm("b", "6"));
-        assert_eq!(cache.writes().pending_len(), 0, "seen already");
-        // Not seen yet: pending until the informer reports it.
-        cache.record_write(&cm("b", "8"));
-        assert_eq!(cache.writes().pending_len(), 1);
+        assert!(cache.store::<Secret>(&Lookup::namespace("x")).is_ok());
+        assert!(cache.store::<Secret>(&Lookup::namespace("y")).is_err());
+        assert!(cache.store::<Secret>(&Lookup::all()).is_err());
     }
 }

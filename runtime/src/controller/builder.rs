@@ -11,20 +11,27 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
-use crate::cache::Cache;
 use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::scope::Scoped;
 
 use super::config::SharedLimiter;
 use super::handlers::{Source, owner_keys, source};
+use super::sources::Weight;
 use super::worker::Worker;
-use super::{ControllerConfig, ControllerMetrics, Kind, Predicate, Reconciler, predicate};
+use super::{
+    ControllerConfig, ControllerMetrics, Kind, Owns, Predicate, Reconciler, Watches, Wiring,
+    predicate,
+};
 
 /// A controller for kind `K`; build it, then [`Controller::run`] it.
+///
+/// The builder's vocabulary: each source is a method taking the source's [`Api`] and a value
+/// saying how to watch it ([`InformerConfig`] for the primary, [`Owns`], [`Watches`]); options
+/// are set by methods named after them ([`Controller::predicate`], [`Controller::config`]).
 pub struct Controller<K: Resource> {
     name: Arc<str>,
-    cache: Cache,
+    wiring: Wiring,
     primary: Arc<Informer<K>>,
     primary_events: mpsc::Receiver<Event<K>>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
@@ -63,23 +70,29 @@ where
     K: Kind,
 {
     /// A controller named `name` for the objects of `api` (its namespace, or all namespaces)
-    /// matching `config`'s selectors, using the cache's shared informer.
+    /// matching `config`'s selectors, wired to `wiring` (its cache's shared informer, its
+    /// client, gate and metrics).
     pub fn new(
         name: impl Into<String>,
-        cache: &Cache,
+        wiring: &Wiring,
         api: Api<K>,
         config: InformerConfig,
     ) -> Self {
-        let primary = cache.informer(api, config);
+        let name: Arc<str> = name.into().into();
+        let primary = wiring.cache().informer(api, config);
         let primary_events = primary.subscribe();
+        let mut config = ControllerConfig::default();
+        if let Some(metrics) = wiring.metrics() {
+            config = config.metrics_hooks(Arc::clone(metrics));
+        }
         Self {
-            name: name.into().into(),
-            cache: cache.clone(),
+            name,
+            wiring: wiring.clone(),
             primary,
             primary_events,
             predicates: Vec::new(),
             sources: Vec::new(),
-            config: ControllerConfig::default(),
+            config,
             running: watch::channel(None).0,
         }
     }
@@ -87,7 +100,7 @@ where
     /// Only reconcile updates of the primary that pass one of the predicates (creations,
     /// deletions and resyncs always pass). Call repeatedly to add several.
     #[must_use]
-    pub fn with_predicate(mut self, predicate: impl Predicate<K>) -> Self {
+    pub fn predicate(mut self, predicate: impl Predicate<K>) -> Self {
         self.predicates.push(Arc::new(predicate));
         self
     }
@@ -119,86 +132,61 @@ where
         &self.name
     }
 
-    /// Reports to the manager's metrics unless the controller was given its own hooks.
-    pub(crate) fn default_metrics(mut self, metrics: &Arc<crate::metrics::Metrics>) -> Self {
+    /// Reports to `metrics` (the manager's) unless the controller was given its own hooks.
+    pub(crate) fn default_metrics(mut self, metrics: &Arc<dyn ControllerMetrics>) -> Self {
         if !self.config.metrics_set {
-            self.config.metrics = Arc::clone(metrics) as Arc<dyn ControllerMetrics>;
-            self.config.queue_metrics = metrics.queue(&self.name);
+            self.config = self.config.metrics_hooks(Arc::clone(metrics));
         }
         self
     }
 
-    /// Watch objects of kind `C` and reconcile their controlling owner of kind `K` (the owner
-    /// reference with `controller: true`).
-    ///
-    /// To keep the cache lean, watch the owned kind as metadata only: pass an
-    /// `Api<kube::core::PartialObjectMeta<C>>` — owner references are all `owns` needs, and the
-    /// cache then holds no `data`, `spec` or `status` of the children.
+    /// Watch objects of kind `C` and reconcile their owner of kind `K` (by default the owner
+    /// reference with `controller: true`); `owns` says what the cache keeps of the children
+    /// ([`Owns::full`], [`Owns::metadata`], [`Owns::uncached`]) and with which informer options.
     #[must_use]
-    pub fn owns<C>(self, api: Api<C>, config: InformerConfig) -> Self
+    pub fn owns<C>(mut self, api: Api<C>, owns: Owns) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.owns_with(api, config, true)
-    }
-
-    /// Like [`Controller::owns`]; with `controller_only: false` every owner reference to a `K`
-    /// counts, not just the controlling one.
-    #[must_use]
-    pub fn owns_with<C>(
-        mut self,
-        api: Api<C>,
-        config: InformerConfig,
-        controller_only: bool,
-    ) -> Self
-    where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        C::Scope: Scoped,
-    {
-        let informer = self.cache.informer(api, config);
-        self.sources.push(source(
-            informer.subscribe(),
-            owner_keys::<K, C>(controller_only),
-        ));
+        let config = owns
+            .informer
+            .unwrap_or_else(|| self.wiring.informer_defaults.clone());
+        let controller_only = !owns.any_owner;
+        let cache = self.wiring.cache();
+        let source = match owns.weight {
+            Weight::Full => source(
+                cache.informer(api, config).subscribe(),
+                owner_keys::<K, C>(controller_only),
+            ),
+            Weight::Metadata => source(
+                cache.informer(metadata_api(api), config).subscribe(),
+                owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+            ),
+            Weight::Uncached => source(
+                cache
+                    .skeleton_informer(metadata_api(api), config)
+                    .subscribe(),
+                owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+            ),
+        };
+        self.sources.push(source);
         self
     }
 
-    /// Like [`Controller::owns`], without caching the children: the watch keeps only their keys,
-    /// `resourceVersion`s and owner references (a [`SkeletonStore`](crate::store::SkeletonStore),
-    /// a few hundred bytes per object) and decodes only their metadata. Enough to reconcile the
-    /// owner when a child changes or disappears (also while the watch was down); reads of `C`
-    /// from the cache see nothing of these children. The cheapest choice when the reconciler
-    /// writes its children (server-side apply) without reading them back from the cache.
-    #[must_use]
-    pub fn owns_uncached<C>(mut self, api: Api<C>, config: InformerConfig) -> Self
-    where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        C::Scope: Scoped,
-    {
-        let namespace = api.namespace().map(str::to_owned);
-        let metadata = <C::Scope as Scoped>::api::<PartialObjectMeta<C>>(
-            api.into_client(),
-            namespace.as_deref(),
-        );
-        let informer = self.cache.skeleton_informer(metadata, config);
-        self.sources.push(source(
-            informer.subscribe(),
-            owner_keys::<K, PartialObjectMeta<C>>(true),
-        ));
-        self
-    }
-
-    /// Watch objects of kind `W` and reconcile the keys `mapper` returns for them (for an update,
+    /// Watch objects of kind `W` and reconcile the keys `watches` maps them to (for an update,
     /// the keys of the old and the new version).
     #[must_use]
-    pub fn watches<W, F>(mut self, api: Api<W>, config: InformerConfig, mapper: F) -> Self
+    pub fn watches<W>(mut self, api: Api<W>, watches: Watches<W>) -> Self
     where
         W: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         W::Scope: Scoped,
-        F: Fn(&W) -> Vec<ObjectKey> + Send + Sync + 'static,
     {
-        let informer = self.cache.informer(api, config);
+        let config = watches
+            .informer
+            .unwrap_or_else(|| self.wiring.informer_defaults.clone());
+        let informer = self.wiring.cache().informer(api, config);
+        let mapper = watches.mapper;
         let map = move |event: &Event<W>| {
             let mut keys = Vec::new();
             for obj in event.versions() {
@@ -220,7 +208,7 @@ where
     pub async fn run<R: Reconciler<K>>(self, reconciler: R, shutdown: CancellationToken) {
         let Controller {
             name,
-            cache,
+            wiring,
             primary,
             primary_events,
             predicates,
@@ -230,9 +218,9 @@ where
         } = self;
         let queue = match &config.rate_limiter {
             Some(limiter) => {
-                WorkQueue::with(SharedLimiter(limiter.clone()), config.queue_metrics.clone())
+                WorkQueue::with(SharedLimiter(limiter.clone()), config.queue_hooks(&name))
             }
-            None => WorkQueue::with(default_rate_limiter(), config.queue_metrics.clone()),
+            None => WorkQueue::with(default_rate_limiter(), config.queue_hooks(&name)),
         };
         sources.push(source(primary_events, move |event: &Event<K>| {
             let pass = match event {
@@ -256,6 +244,7 @@ where
                 .push(tokio::spawn(source(queue.clone(), shutdown.clone())));
         }
 
+        let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -269,8 +258,7 @@ where
 
         let worker = Arc::new(Worker {
             name: name.clone(),
-            client: cache.writer_client(),
-            cache: cache.clone(),
+            wiring: Arc::new(wiring),
             store: primary.store(),
             reconciler,
             queue: queue.clone(),
@@ -305,6 +293,16 @@ where
         }
         tracing::info!(controller = %name, "stopped");
     }
+}
+
+/// The metadata-only [`Api`] over the same namespace as `api`.
+fn metadata_api<C>(api: Api<C>) -> Api<PartialObjectMeta<C>>
+where
+    C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+    C::Scope: Scoped,
+{
+    let namespace = api.namespace().map(str::to_owned);
+    <C::Scope as Scoped>::api::<PartialObjectMeta<C>>(api.into_client(), namespace.as_deref())
 }
 
 /// Aborts its tasks when dropped.

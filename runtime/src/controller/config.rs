@@ -19,7 +19,8 @@ pub struct ControllerConfig {
     pub(super) read_your_writes: Option<Duration>,
     pub(super) rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
     pub(super) metrics: Arc<dyn ControllerMetrics>,
-    pub(super) queue_metrics: Arc<dyn QueueMetrics>,
+    /// `None`: the queue hooks `metrics` gives for the controller's name.
+    pub(super) queue_metrics: Option<Arc<dyn QueueMetrics>>,
     pub(super) metrics_set: bool,
 }
 
@@ -45,7 +46,7 @@ impl Default for ControllerConfig {
             read_your_writes: Some(Duration::from_secs(2)),
             rate_limiter: None,
             metrics: Arc::new(NoMetrics),
-            queue_metrics: Arc::new(NoMetrics),
+            queue_metrics: None,
             metrics_set: false,
         }
     }
@@ -108,9 +109,25 @@ impl ControllerConfig {
         queue: Arc<dyn QueueMetrics>,
     ) -> Self {
         self.metrics = controller;
-        self.queue_metrics = queue;
+        self.queue_metrics = Some(queue);
         self.metrics_set = true;
         self
+    }
+
+    /// Reports to `metrics` (a wiring's), with the queue hooks it gives; unlike
+    /// [`ControllerConfig::metrics`], a manager may still replace them with its own.
+    pub(super) fn metrics_hooks(mut self, metrics: Arc<dyn ControllerMetrics>) -> Self {
+        self.metrics = metrics;
+        self.queue_metrics = None;
+        self
+    }
+
+    /// The hooks of the controller's work queue.
+    pub(super) fn queue_hooks(&self, controller: &str) -> Arc<dyn QueueMetrics> {
+        match &self.queue_metrics {
+            Some(queue) => Arc::clone(queue),
+            None => self.metrics.queue_metrics(controller),
+        }
     }
 }
 

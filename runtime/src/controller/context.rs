@@ -11,12 +11,11 @@ use crate::ObjectKey;
 use crate::cache::Cache;
 use crate::scope::Scoped;
 
-use super::{Kind, precondition};
+use super::{Kind, Wiring, precondition};
 
 /// What a reconcile gets besides the object: a client, the shared cache, and facts about the run.
 pub struct Context<K> {
-    pub(super) client: Client,
-    pub(super) cache: Cache,
+    pub(super) wiring: Arc<Wiring>,
     pub(super) key: ObjectKey,
     pub(super) retries: u32,
     pub(super) controller: Arc<str>,
@@ -39,12 +38,23 @@ impl<K> Context<K> {
     /// is no longer valid, anything but a read fails with
     /// [`NotLeader`](crate::leader::NotLeader) instead of reaching the apiserver.
     pub fn client(&self) -> Client {
-        self.client.clone()
+        self.wiring.client()
     }
 
     /// The manager's shared cache (stores of every watched kind).
     pub fn cache(&self) -> &Cache {
-        &self.cache
+        self.wiring.cache()
+    }
+
+    /// What the controller is wired to (cache, client, gate, namespace).
+    pub fn wiring(&self) -> &Wiring {
+        &self.wiring
+    }
+
+    /// Records a write this reconcile made without the helpers below (see
+    /// [`Wiring::record_write`]).
+    pub fn record_write<C: Resource + 'static>(&self, written: &C) {
+        self.wiring.record_write(written);
     }
 
     /// The key being reconciled.
@@ -100,7 +110,7 @@ impl<K> Context<K> {
             }
             None => api.patch_status(&self.key.name, &params, patch).await?,
         };
-        self.cache.record_write(&written);
+        self.wiring.record_write(&written);
         Ok(written)
     }
 
@@ -127,7 +137,7 @@ impl<K> Context<K> {
             }
             _ => api.replace_status(&self.key.name, &params, obj).await?,
         };
-        self.cache.record_write(&written);
+        self.wiring.record_write(&written);
         Ok(written)
     }
 
@@ -150,7 +160,7 @@ impl<K> Context<K> {
         C::Scope: Scoped,
     {
         let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
-        self.cache.record_write(&written);
+        self.wiring.record_write(&written);
         Ok(written)
     }
 
@@ -161,6 +171,6 @@ impl<K> Context<K> {
         C: Resource<DynamicType = ()>,
         C::Scope: Scoped,
     {
-        <C::Scope as Scoped>::api::<C>(self.client.clone(), self.key.namespace.as_deref())
+        <C::Scope as Scoped>::api::<C>(self.client(), self.key.namespace.as_deref())
     }
 }

@@ -18,9 +18,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::cache::Cache;
-
-use super::Kind;
+use super::{Kind, Wiring};
 
 /// Why adding or removing a controller's finalizer failed (the key is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +157,7 @@ pub(super) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Op
 /// object is `obj` with the new metadata, recorded for read-your-writes.
 pub(super) async fn add<K: Kind>(
     api: &Api<K>,
-    cache: &Cache,
+    wiring: &Wiring,
     obj: &K,
     finalizer: &str,
 ) -> Result<Option<Arc<K>>, FinalizerError> {
@@ -172,7 +170,7 @@ pub(super) async fn add<K: Kind>(
     };
     let uid = meta.uid.as_deref().unwrap_or_default();
     let patch = add_patch(uid, meta.finalizers.as_ref(), finalizer);
-    match patch_metadata(api, cache, obj, patch).await {
+    match patch_metadata(api, wiring, obj, patch).await {
         Ok(with_finalizer) => Ok(Some(Arc::new(with_finalizer))),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(error(e)),
@@ -184,7 +182,7 @@ pub(super) async fn add<K: Kind>(
 /// the object is gone, or when another object took its name.
 pub(super) async fn remove<K: Kind>(
     api: &Api<K>,
-    cache: &Cache,
+    wiring: &Wiring,
     obj: &K,
     finalizer: &str,
 ) -> Result<(), FinalizerError> {
@@ -200,7 +198,7 @@ pub(super) async fn remove<K: Kind>(
     let Some(patch) = remove_patch(uid, list, finalizer) else {
         return Ok(());
     };
-    match patch_metadata(api, cache, obj, patch).await {
+    match patch_metadata(api, wiring, obj, patch).await {
         Ok(_) => Ok(()),
         // Already gone: the finalizer was the last thing holding it.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
@@ -220,7 +218,7 @@ pub(super) async fn remove<K: Kind>(
 /// read-your-writes.
 async fn patch_metadata<K: Kind>(
     api: &Api<K>,
-    cache: &Cache,
+    wiring: &Wiring,
     obj: &K,
     patch: Value,
 ) -> Result<K, kube::Error> {
@@ -232,7 +230,7 @@ async fn patch_metadata<K: Kind>(
         .await?;
     let mut patched = obj.clone();
     *patched.meta_mut() = updated.metadata;
-    cache.record_write(&patched);
+    wiring.record_write(&patched);
     Ok(patched)
 }
 

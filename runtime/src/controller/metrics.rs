@@ -1,9 +1,10 @@
 //! Hooks a controller reports its reconciles to (the manager's Prometheus metrics implement them).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ObjectKey;
-use crate::queue::{NoMetrics, WorkQueue};
+use crate::queue::{NoMetrics, QueueMetrics, WorkQueue};
 
 /// The outcome label of a reconcile, as controller-runtime's `result` metric label spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +45,10 @@ pub trait ControllerMetrics: Send + Sync {
     fn max_concurrent_reconciles(&self, _controller: &str, _workers: usize) {}
     /// The controller's work queue was created (metrics read unfinished work from it on demand).
     fn queue_started(&self, _controller: &str, _queue: &WorkQueue<ObjectKey>) {}
+    /// The hooks for the work queue of controller `controller` (none by default).
+    fn queue_metrics(&self, _controller: &str) -> Arc<dyn QueueMetrics> {
+        Arc::new(NoMetrics)
+    }
 }
 
 impl ControllerMetrics for NoMetrics {}

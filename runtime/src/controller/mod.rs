@@ -29,8 +29,7 @@
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 //! use kube::{Api, Client};
-//! use kubeforge::cache::Cache;
-//! use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+//! use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Owns, Reconciler, Wiring};
 //! use kubeforge::informer::InformerConfig;
 //!
 //! struct Copier;
@@ -44,10 +43,10 @@
 //! }
 //!
 //! # async fn doc(client: Client) {
-//! let cache = Cache::new(client.clone());
+//! let wiring = Wiring::new(client.clone());
 //! let shutdown = tokio_util::sync::CancellationToken::new();
-//! Controller::new("copier", &cache, Api::<ConfigMap>::all(client.clone()), InformerConfig::default())
-//!     .owns(Api::<Secret>::all(client), InformerConfig::default())
+//! Controller::new("copier", &wiring, Api::<ConfigMap>::all(client.clone()), InformerConfig::default())
+//!     .owns(Api::<Secret>::all(client), Owns::metadata())
 //!     .config(ControllerConfig::default().concurrency(4))
 //!     .run(Copier, shutdown)
 //!     .await;
@@ -65,6 +64,8 @@ mod outcome;
 mod precondition;
 mod predicate;
 mod reconciler;
+mod sources;
+mod wiring;
 mod worker;
 
 use std::fmt::Debug;
@@ -84,6 +85,8 @@ pub use predicate::{
     AnnotationsChanged, GenerationChanged, LabelsChanged, Predicate, ResourceVersionChanged,
 };
 pub use reconciler::{ControllerSpec, Reconciler};
+pub use sources::{Owns, Watches};
+pub use wiring::Wiring;
 
 /// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
 /// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,

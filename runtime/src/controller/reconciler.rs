@@ -3,9 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::cache::Cache;
-
-use super::{Action, Context, Controller, ErrorPolicy, Kind};
+use super::{Action, Context, Controller, ErrorPolicy, Kind, Wiring};
 
 /// A controller declared with `#[kubeforge::controller(...)]`: how to build its [`Controller`]
 /// and which RBAC rules its wiring needs. Add it to a manager with
@@ -17,8 +15,8 @@ pub trait ControllerSpec: Reconciler<Self::Kind> + Sized {
     const NAME: &'static str;
     /// The finalizer the controller holds deleted objects with, if any.
     const FINALIZER: Option<&'static str>;
-    /// The wired controller over `cache`, watching `namespace` (or all namespaces).
-    fn controller(cache: &Cache, namespace: Option<&str>) -> Controller<Self::Kind>;
+    /// The controller wired to `wiring` (its cache, client, namespace and informer options).
+    fn controller(wiring: &Wiring) -> Controller<Self::Kind>;
     /// The RBAC rules the wiring needs.
     fn rbac() -> crate::rbac::Rules;
 }

@@ -8,24 +8,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
-use kube::{Api, Client, Resource};
+use kube::{Api, Resource};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ObjectKey;
-use crate::cache::Cache;
 use crate::queue::WorkQueue;
 use crate::scope::Scoped;
-use crate::store::Store;
+use crate::store::Reader;
 
 use super::outcome::{self, Next, Outcome};
-use super::{Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, finalizer};
+use super::{
+    Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
+};
 
 pub(super) struct Worker<K: Resource, R> {
     pub(super) name: Arc<str>,
-    pub(super) client: Client,
-    pub(super) cache: Cache,
-    pub(super) store: Arc<dyn Store<K>>,
+    pub(super) wiring: Arc<Wiring>,
+    pub(super) store: Reader<K>,
     pub(super) reconciler: R,
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) config: ControllerConfig,
@@ -42,7 +42,7 @@ where
     pub(super) async fn process(&self, key: &ObjectKey) {
         if let Some(wait) = self.config.read_your_writes
             && !self
-                .cache
+                .wiring
                 .writes()
                 .caught_up(std::any::TypeId::of::<K>(), key, wait, || {
                     self.store.resource_version(key)
@@ -51,7 +51,7 @@ where
         {
             tracing::debug!(%key, ?wait, "informer did not deliver our last write in time; reconciling the cached version");
         }
-        if !self.cache.may_reconcile() {
+        if !self.wiring.gate().allows() {
             // Leadership is not (or no longer) valid: do nothing, try again later. If it was
             // lost, the manager is about to stop this controller anyway.
             self.queue.add_after(key.clone(), Duration::from_secs(1));
@@ -78,8 +78,7 @@ where
         let finalizer = self.config.finalizer.as_deref();
         let has_finalizer = |o: &K, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
         let ctx = Context {
-            client: self.client.clone(),
-            cache: self.cache.clone(),
+            wiring: Arc::clone(&self.wiring),
             key: key.clone(),
             retries: self.queue.num_requeues(key),
             controller: self.name.clone(),
@@ -109,30 +108,13 @@ where
                 return;
             }
             Some(f) if !has_finalizer(&obj, f) => {
-                match finalizer::add(&self.api_for(&obj), &self.cache, &obj, f).await {
-                    Ok(Some(updated)) => (
-                        self.guarded(self.reconciler.reconcile(updated, &ctx)).await,
-                        false,
-                    ),
-                    Ok(None) => {
-                        tracing::debug!(
-                            "object deleted before its finalizer could be added; nothing to do"
-                        );
-                        self.queue.forget(key);
-                        return;
-                    }
-                    Err(error) => {
-                        if error.is_stale_cache() {
-                            // The object changed (finalizers) or was replaced (UID) since it was cached.
-                            tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
-                        } else {
-                            tracing::warn!(%error, "retrying");
-                        }
-                        self.metric(ReconcileResult::Error, started.elapsed());
-                        self.queue.add_rate_limited(key.clone());
-                        return;
-                    }
-                }
+                let Some(updated) = self.add_finalizer(key, &obj, f, started).await else {
+                    return;
+                };
+                (
+                    self.guarded(self.reconciler.reconcile(updated, &ctx)).await,
+                    false,
+                )
             }
             _ => (
                 self.guarded(self.reconciler.reconcile(Arc::clone(&obj), &ctx))
@@ -143,7 +125,8 @@ where
         let mut took = started.elapsed();
         if cleanup && let (Outcome::Finished(Ok(_)), Some(f)) = (&outcome, finalizer) {
             self.finalized().cleaned(&uid);
-            if let Err(error) = finalizer::remove(&self.api_for(&obj), &self.cache, &obj, f).await {
+            if let Err(error) = finalizer::remove(&self.api_for(&obj), &self.wiring, &obj, f).await
+            {
                 tracing::warn!(%error, "retrying");
                 self.metric(ReconcileResult::Error, started.elapsed());
                 self.queue.add_rate_limited(key.clone());
@@ -180,6 +163,38 @@ where
         outcome::apply(next, &self.queue, key);
     }
 
+    /// Adds the finalizer before the first reconcile; the object with it, or `None` when the
+    /// key is settled for now (the object is gone, or the write failed and is retried).
+    async fn add_finalizer(
+        &self,
+        key: &ObjectKey,
+        obj: &K,
+        f: &str,
+        started: Instant,
+    ) -> Option<Arc<K>> {
+        match finalizer::add(&self.api_for(obj), &self.wiring, obj, f).await {
+            Ok(Some(updated)) => Some(updated),
+            Ok(None) => {
+                tracing::debug!(
+                    "object deleted before its finalizer could be added; nothing to do"
+                );
+                self.queue.forget(key);
+                None
+            }
+            Err(error) => {
+                if error.is_stale_cache() {
+                    // The object changed (finalizers) or was replaced (UID) since it was cached.
+                    tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
+                } else {
+                    tracing::warn!(%error, "retrying");
+                }
+                self.metric(ReconcileResult::Error, started.elapsed());
+                self.queue.add_rate_limited(key.clone());
+                None
+            }
+        }
+    }
+
     fn metric(&self, result: ReconcileResult, took: Duration) {
         self.config.metrics.reconciled(&self.name, result, took);
     }
@@ -207,7 +222,7 @@ where
     }
 
     fn api_for(&self, obj: &K) -> Api<K> {
-        <K::Scope as Scoped>::api::<K>(self.client.clone(), obj.meta().namespace.as_deref())
+        <K::Scope as Scoped>::api::<K>(self.wiring.client(), obj.meta().namespace.as_deref())
     }
 
     fn finalized(&self) -> std::sync::MutexGuard<'_, finalizer::Finalized> {

@@ -86,7 +86,7 @@ impl Dispatcher {
 
     /// Retry failed events through `processor` (which must be running).
     #[must_use]
-    pub fn with_retry(mut self, processor: RetryProcessor) -> Self {
+    pub fn retry(mut self, processor: RetryProcessor) -> Self {
         self.retry = Some(processor);
         self
     }
@@ -255,7 +255,7 @@ mod tests {
             .unwrap()
             .insert("flaky".into(), true);
         let (tx, rx) = mpsc::channel(4);
-        let done = tokio::spawn(Dispatcher::new(2, 2).with_retry(processor).run(
+        let done = tokio::spawn(Dispatcher::new(2, 2).retry(processor).run(
             rx,
             handler.clone(),
             token.clone(),

@@ -58,11 +58,19 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
-use crate::cache::WriteTracker;
 use crate::scope::Scoped;
-use crate::store::{MemoryStore, Store};
+use crate::store::{MemoryStore, Reader, Store};
 
 pub use backoff::WatchBackoff;
+
+/// Told about each change an informer applies to its store, after the store has it and before
+/// subscribers hear of it (the read-your-own-writes tracker, [`crate::writes`], listens here).
+pub(crate) trait ApplyHook: Send + Sync {
+    /// `key` of kind `kind` is now cached at `resource_version` (`None`: deleted).
+    fn applied(&self, kind: std::any::TypeId, key: &ObjectKey, resource_version: Option<&str>);
+    /// A complete list replaced the store of kind `kind`.
+    fn relisted(&self, kind: std::any::TypeId);
+}
 
 /// A change the informer applied to its store.
 #[derive(Debug)]
@@ -316,7 +324,7 @@ pub struct Informer<K: Resource> {
     fanout: fanout::Fanout<Event<K>>,
     synced: watch::Sender<bool>,
     stats: InformerStats,
-    writes: Option<Arc<WriteTracker>>,
+    hook: Option<Arc<dyn ApplyHook>>,
     /// Undecodable objects seen, by key, with the resourceVersion last reported (each bad
     /// version is logged, counted and published once).
     undecodable: Mutex<HashMap<ObjectKey, Option<String>>>,
@@ -363,36 +371,42 @@ where
             fanout: fanout::Fanout::new(),
             synced: watch::channel(false).0,
             stats: InformerStats::default(),
-            writes: None,
+            hook: None,
             undecodable: Mutex::default(),
             recorder: OnceLock::new(),
             publishing: Arc::new(tokio::sync::Semaphore::new(WARNINGS_IN_FLIGHT)),
         }
     }
 
-    /// Reports applied versions to the cache's read-your-writes tracker.
-    pub(crate) fn with_write_tracker(mut self, writes: Arc<WriteTracker>) -> Self {
-        self.writes = Some(writes);
+    /// Reports every applied change to `hook`.
+    pub(crate) fn on_apply(mut self, hook: Option<Arc<dyn ApplyHook>>) -> Self {
+        self.hook = hook;
         self
     }
 
     fn observed(&self, key: &ObjectKey, resource_version: Option<&str>) {
-        if let Some(writes) = &self.writes {
-            writes.observed(std::any::TypeId::of::<K>(), key, resource_version);
+        if let Some(hook) = &self.hook {
+            hook.applied(std::any::TypeId::of::<K>(), key, resource_version);
         }
     }
 
     /// Replaces the transform applied before caching (this also replaces the default one that
     /// strips `managedFields`; strip them yourself if you still want that).
     #[must_use]
-    pub fn with_transform(mut self, transform: Transform<K>) -> Self {
+    pub fn transform(mut self, transform: Transform<K>) -> Self {
         self.transform = Some(transform);
         self
     }
 
-    /// The informer's store (read it; the informer is its only writer).
-    pub fn store(&self) -> Arc<dyn Store<K>> {
-        Arc::clone(&self.store)
+    /// Puts `obj` into the store as if the watch had delivered it (unit tests of readers).
+    #[cfg(test)]
+    pub(crate) fn apply_for_test(&self, obj: K) {
+        self.store.apply(Arc::new(obj));
+    }
+
+    /// Reads the informer's store (the informer is its only writer).
+    pub fn store(&self) -> Reader<K> {
+        Reader::new(Arc::clone(&self.store))
     }
 
     /// The informer's options.
@@ -516,8 +530,8 @@ where
                     }
                     let listed = std::mem::take(&mut initial);
                     self.apply_list(listed);
-                    if let Some(writes) = &self.writes {
-                        writes.relisted(std::any::TypeId::of::<K>());
+                    if let Some(hook) = &self.hook {
+                        hook.relisted(std::any::TypeId::of::<K>());
                     }
                     self.stats.lists.fetch_add(1, Ordering::Relaxed);
                     self.synced.send_replace(true);

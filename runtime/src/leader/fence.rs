@@ -1,16 +1,57 @@
-//! A client that refuses to write once this replica's leadership is no longer valid.
+//! The leadership gate, and a client that refuses to write once this replica's leadership is no
+//! longer valid.
 //!
-//! Controllers check leadership before each reconcile, but a reconcile that passed the check can
+//! Controllers check the [`Gate`] before each reconcile, but a reconcile that passed the check can
 //! stall (a paused VM, SIGSTOP, a long stop-the-world) and resume after another replica took
 //! over. The fenced client checks again as each write leaves: requests other than reads
 //! (`GET`, `HEAD`, `OPTIONS`) fail with [`NotLeader`] instead of reaching the apiserver.
+
+use std::sync::{Arc, RwLock};
 
 use http::{Method, Request};
 use kube::Client;
 use kube::client::Body;
 use tower::BoxError;
 
-use crate::cache::ReconcileGate;
+/// Whether this replica may act now: open until a leader elector installs its check (the
+/// manager does so when it runs with leader election), then open only while the lease is valid.
+/// Cheap to clone; clones share the check.
+#[derive(Clone, Default)]
+pub struct Gate {
+    check: Arc<RwLock<Option<Check>>>,
+}
+
+type Check = Arc<dyn Fn() -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("elected", &self.read().is_some())
+            .field("allows", &self.allows())
+            .finish()
+    }
+}
+
+impl Gate {
+    /// A gate that allows everything until a check is installed.
+    pub fn open() -> Self {
+        Self::default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Option<Check>> {
+        self.check.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether this replica may reconcile and write now.
+    pub fn allows(&self) -> bool {
+        self.read().as_ref().is_none_or(|check| check())
+    }
+
+    /// From now on, allow only what `check` allows (for example `elector.lease_valid()`).
+    pub(crate) fn install(&self, check: impl Fn() -> bool + Send + Sync + 'static) {
+        *self.check.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(check));
+    }
+}
 
 /// A write refused because this replica does not (or no longer) hold a valid leader lease.
 ///
@@ -28,10 +69,10 @@ impl NotLeader {
 }
 
 /// `client`, with every write checked against `gate` just before it is sent.
-pub(crate) fn fenced(client: Client, gate: ReconcileGate) -> Client {
+pub fn fenced(client: Client, gate: Gate) -> Client {
     let default_namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: Request<Body>| {
-        let allowed = is_read(request.method()) || gate();
+        let allowed = is_read(request.method()) || gate.allows();
         let client = client.clone();
         async move {
             if !allowed {
@@ -49,7 +90,6 @@ fn is_read(method: &Method) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use k8s_openapi::api::core::v1::ConfigMap;
@@ -63,7 +103,8 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static url"));
         let client = Client::try_from(config).expect("offline client");
         let valid = Arc::clone(valid);
-        let gate: ReconcileGate = Arc::new(move || valid.load(Ordering::SeqCst));
+        let gate = Gate::open();
+        gate.install(move || valid.load(Ordering::SeqCst));
         Api::namespaced(fenced(client, gate), "ns")
     }
 

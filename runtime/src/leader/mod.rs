@@ -40,8 +40,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) mod fence;
-pub use fence::NotLeader;
+mod fence;
+pub use fence::{Gate, NotLeader, fenced};
 
 /// Options of a [`LeaderElector`].
 #[derive(Clone, Debug)]

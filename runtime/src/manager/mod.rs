@@ -1,9 +1,13 @@
 //! The manager: one shared cache, several controllers, one lifecycle.
 //!
-//! A [`Manager`] owns the [`Cache`] its controllers share, starts the informers, runs every
-//! controller (and any other [`Runnable`]) and stops everything on SIGTERM or ctrl-c, giving
-//! running reconciles a bounded grace period; a second signal exits the process at once (see
-//! [`Manager::run`]).
+//! A [`Manager`] owns the [`Wiring`] its controllers share (the cache, the fenced client, the
+//! leadership gate, the namespace and informer options, the metrics), starts the informers, runs
+//! every controller (and any other [`Runnable`]) and stops everything on SIGTERM or ctrl-c,
+//! giving running reconciles a bounded grace period; a second signal exits the process at once
+//! (see [`Manager::run`]).
+//!
+//! Controllers added with [`Manager::controller`] are wired when the manager runs, so the
+//! manager's options apply to them whatever order they were set in.
 //!
 //! # Examples
 //!
@@ -26,7 +30,7 @@
 //! # async fn doc() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kubeforge::client::connect(kube::Config::infer().await?)?;
 //! let manager = Manager::new(client.clone());
-//! let controller = Controller::new("noop", manager.cache(), Api::<ConfigMap>::all(client), InformerConfig::default());
+//! let controller = Controller::new("noop", manager.wiring(), Api::<ConfigMap>::all(client), InformerConfig::default());
 //! manager.add_controller(controller, Noop).run().await?;
 //! # Ok(()) }
 //! ```
@@ -44,7 +48,7 @@ use std::net::SocketAddr;
 
 use crate::BoxError;
 use crate::cache::Cache;
-use crate::controller::{Controller, ControllerSpec, Kind, Reconciler};
+use crate::controller::{Controller, ControllerMetrics, ControllerSpec, Kind, Reconciler, Wiring};
 use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
@@ -53,8 +57,11 @@ use crate::runner::{MultiRunner, Runnable, RunnerError};
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
     client: Client,
-    cache: Cache,
+    wiring: Wiring,
     runnables: Vec<Arc<dyn Runnable>>,
+    /// Controllers declared with `#[controller]`, wired when the manager runs (behind a mutex
+    /// only so the manager is `Sync` whatever the closures capture).
+    unwired: Mutex<Vec<Unwired>>,
     shutdown_grace: Duration,
     leader_election: Option<LeaderElectionConfig>,
     warm_up_before_leading: bool,
@@ -65,8 +72,10 @@ pub struct Manager {
     liveness: Vec<(String, Check)>,
     readiness: Vec<(String, Check)>,
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
-    namespace: Option<String>,
 }
+
+/// Wires a declared controller to the manager's final wiring.
+type Unwired = Box<dyn FnOnce(&Wiring, &Arc<dyn ControllerMetrics>) -> Arc<dyn Runnable> + Send>;
 
 /// Why a [`Manager`] stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -128,67 +137,74 @@ where
 impl Manager {
     /// A manager whose cache and controllers use `client`.
     pub fn new(client: Client) -> Self {
+        let metrics = Arc::new(Metrics::new());
+        let mut wiring = Wiring::fenced(client.clone());
+        wiring.set_metrics(Arc::clone(&metrics) as Arc<dyn ControllerMetrics>);
         Self {
-            cache: Cache::new(client.clone()),
+            wiring,
             client,
             runnables: Vec::new(),
+            unwired: Mutex::default(),
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
             warm_up_before_leading: false,
             leading: None,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             metrics_addr: None,
             health_addr: None,
             liveness: Vec::new(),
             readiness: Vec::new(),
             listening: None,
-            namespace: None,
         }
     }
 
     /// Restrict the controllers added with [`Manager::controller`] to one namespace.
     #[must_use]
     pub fn namespace(mut self, namespace: Option<String>) -> Self {
-        self.namespace = namespace;
+        self.wiring.namespace = namespace;
         self
     }
 
-    /// Informer options for the controllers added after this with [`Manager::controller`]
-    /// (see [`Cache::set_informer_defaults`]).
-    ///
-    /// [`Cache::set_informer_defaults`]: crate::cache::Cache::set_informer_defaults
+    /// Informer options for every kind the controllers added with [`Manager::controller`] watch
+    /// (keep `managedFields`, a resync period, a page size, ...).
     #[must_use]
-    pub fn informer_defaults(self, config: crate::informer::InformerConfig) -> Self {
-        self.cache.set_informer_defaults(config);
+    pub fn informer_defaults(mut self, config: crate::informer::InformerConfig) -> Self {
+        self.wiring.informer_defaults = config;
         self
     }
 
-    /// Adds a controller declared with `#[kubeforge::controller(...)]`, wired over the manager's
-    /// shared cache (and namespace restriction).
+    /// Adds a controller declared with `#[kubeforge::controller(...)]`; it is wired when the
+    /// manager runs, to the manager's [`Wiring`].
     #[must_use]
     pub fn controller<C: ControllerSpec>(self, controller: C) -> Self {
-        self.controller_with(controller, |wired| wired)
+        self.controller_customized(controller, |wired| wired)
     }
 
-    /// Like [`Manager::controller`], with a last say over the wiring: options known only at run
-    /// time, extra watches or predicates.
+    /// Like [`Manager::controller`], with a last say over the wired controller: options known
+    /// only at run time, extra watches or predicates.
     ///
     /// ```no_run
     /// # use kubeforge::manager::Manager;
     /// # fn doc<C: kubeforge::controller::ControllerSpec>(manager: Manager, controller: C, workers: usize) -> Manager {
-    /// manager.controller_with(controller, |wired| {
+    /// manager.controller_customized(controller, move |wired| {
     ///     wired.configure(|config| config.concurrency(workers))
     /// })
     /// # }
     /// ```
     #[must_use]
-    pub fn controller_with<C: ControllerSpec>(
-        self,
+    pub fn controller_customized<C: ControllerSpec>(
+        mut self,
         controller: C,
-        configure: impl FnOnce(Controller<C::Kind>) -> Controller<C::Kind>,
+        customize: impl FnOnce(Controller<C::Kind>) -> Controller<C::Kind> + Send + 'static,
     ) -> Self {
-        let wired = configure(C::controller(&self.cache, self.namespace.as_deref()));
-        self.add_controller(wired, controller)
+        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
+        unwired.push(Box::new(move |wiring, metrics| {
+            let wired = customize(C::controller(wiring)).default_metrics(metrics);
+            Arc::new(ControllerRunnable {
+                parts: Mutex::new(Some((wired, controller))),
+            })
+        }));
+        self
     }
 
     /// Reports `(what, address)` for each server once it listens (useful with port 0).
@@ -256,9 +272,17 @@ impl Manager {
             .subscribe()
     }
 
-    /// The shared cache: build controllers with it so they share informers.
+    /// What the manager wires its controllers to: build controllers by hand with it
+    /// ([`Controller::new`]) so they share the manager's informers, client and gate. Its client
+    /// is fenced: once the manager runs with leader election, its writes fail with
+    /// [`NotLeader`](crate::leader::NotLeader) while this replica's lease is not valid.
+    pub fn wiring(&self) -> &Wiring {
+        &self.wiring
+    }
+
+    /// The shared cache (the wiring's).
     pub fn cache(&self) -> &Cache {
-        &self.cache
+        self.wiring.cache()
     }
 
     /// The client.
@@ -281,7 +305,8 @@ impl Manager {
         K: Kind,
         R: Reconciler<K>,
     {
-        let controller = controller.default_metrics(&self.metrics);
+        let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
+        let controller = controller.default_metrics(&metrics);
         self.runnables.push(Arc::new(ControllerRunnable {
             parts: Mutex::new(Some((controller, reconciler))),
         }));
@@ -330,10 +355,18 @@ impl Manager {
     pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), ManagerError> {
         let token = shutdown.child_token();
         let _servers = self.start_servers().await?;
+        let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
+        let wired = self
+            .unwired
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .map(|wire| wire(&self.wiring, &metrics));
         let runner = self
             .runnables
             .into_iter()
-            .fold(MultiRunner::new(), MultiRunner::with)
+            .chain(wired)
+            .fold(MultiRunner::new(), MultiRunner::runnable)
             .exit_wait(self.shutdown_grace);
         let leading = self.leading.clone();
         let metrics = Arc::clone(&self.metrics);
@@ -347,8 +380,9 @@ impl Manager {
             }
         };
         set_leading(false);
+        let cache = self.wiring.cache().clone();
         let Some(config) = self.leader_election else {
-            self.cache.start(token.clone());
+            cache.start(token.clone());
             set_leading(true);
             let result = runner.run(token.clone()).await;
             set_leading(false);
@@ -356,13 +390,11 @@ impl Manager {
             return result.map_err(ManagerError::from);
         };
         if self.warm_up_before_leading {
-            self.cache.start(token.clone());
+            cache.start(token.clone());
         }
         let elector = Arc::new(LeaderElector::new(self.client.clone(), config)?);
         let gate = Arc::clone(&elector);
-        self.cache
-            .set_reconcile_gate(Arc::new(move || gate.lease_valid()));
-        let cache = self.cache.clone();
+        self.wiring.gate().install(move || gate.lease_valid());
         let mut outcome: Result<(), RunnerError> = Ok(());
         let elected = elector
             .run(token.clone(), |leading_token| {
@@ -389,14 +421,14 @@ impl Manager {
             plans.push((
                 addr,
                 Endpoints {
-                    metrics: Some((Arc::clone(&self.metrics), Some(self.cache.clone()))),
+                    metrics: Some((Arc::clone(&self.metrics), Some(self.cache().clone()))),
                     ..Endpoints::default()
                 },
                 "metrics",
             ));
         }
         if let Some(addr) = self.health_addr {
-            let cache = self.cache.clone();
+            let cache = self.cache().clone();
             let mut readiness = vec![(
                 "informer-sync".to_owned(),
                 check(move || {

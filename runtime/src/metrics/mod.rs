@@ -280,13 +280,16 @@ impl Metrics {
     }
 
     /// The queue hooks for controller `controller` (labels `name` and `controller`).
-    pub fn queue(self: &Arc<Self>, controller: &str) -> Arc<dyn QueueMetrics> {
-        self.depth
-            .with_label_values(&[controller, controller, ""])
-            .set(0);
+    pub fn queue(&self, controller: &str) -> Arc<dyn QueueMetrics> {
+        let labels = [controller, controller];
+        let depth = self.depth.with_label_values(&[controller, controller, ""]);
+        depth.set(0);
         Arc::new(QueueHooks {
-            metrics: Arc::clone(self),
-            controller: controller.to_owned(),
+            adds: self.adds.with_label_values(&labels),
+            depth,
+            queue_duration: self.queue_duration.with_label_values(&labels),
+            work_duration: self.work_duration.with_label_values(&labels),
+            retries: self.retries.with_label_values(&labels),
         })
     }
 
@@ -395,43 +398,35 @@ impl ControllerMetrics for Metrics {
             .unwrap_or_else(|e| e.into_inner())
             .push((controller.to_owned(), queue.clone()));
     }
+    fn queue_metrics(&self, controller: &str) -> Arc<dyn QueueMetrics> {
+        self.queue(controller)
+    }
 }
 
+/// One controller's queue series, resolved once (no label lookups per queue operation).
 struct QueueHooks {
-    metrics: Arc<Metrics>,
-    controller: String,
+    adds: prometheus::IntCounter,
+    depth: prometheus::IntGauge,
+    queue_duration: prometheus::Histogram,
+    work_duration: prometheus::Histogram,
+    retries: prometheus::IntCounter,
 }
 
 impl QueueMetrics for QueueHooks {
     fn added(&self) {
-        self.metrics
-            .adds
-            .with_label_values(&[&self.controller, &self.controller])
-            .inc();
+        self.adds.inc();
     }
     fn depth(&self, depth: usize) {
-        self.metrics
-            .depth
-            .with_label_values(&[&self.controller, &self.controller, ""])
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
     fn queued_for(&self, wait: Duration) {
-        self.metrics
-            .queue_duration
-            .with_label_values(&[&self.controller, &self.controller])
-            .observe(wait.as_secs_f64());
+        self.queue_duration.observe(wait.as_secs_f64());
     }
     fn worked_for(&self, work: Duration) {
-        self.metrics
-            .work_duration
-            .with_label_values(&[&self.controller, &self.controller])
-            .observe(work.as_secs_f64());
+        self.work_duration.observe(work.as_secs_f64());
     }
     fn retried(&self) {
-        self.metrics
-            .retries
-            .with_label_values(&[&self.controller, &self.controller])
-            .inc();
+        self.retries.inc();
     }
 }
 

@@ -257,7 +257,7 @@ impl RetryProcessor {
 
     /// Replaces the [`DequeuePolicy`].
     #[must_use]
-    pub fn with_dequeue_policy(mut self, policy: impl DequeuePolicy) -> Self {
+    pub fn dequeue_policy(mut self, policy: impl DequeuePolicy) -> Self {
         self.dequeue = Arc::new(policy);
         self
     }
@@ -549,7 +549,7 @@ mod tests {
             RetryProcessorConfig::default().workers(1),
             |_: &BoxError, _| None,
         )
-        .with_dequeue_policy(DequeueSameAction);
+        .dequeue_policy(DequeueSameAction);
         let log: Log = Arc::default();
         let start = Instant::now();
         let _token = started(&processor);

@@ -18,7 +18,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let shutdown = tokio_util::sync::CancellationToken::new();
 //! let runner = MultiRunner::new()
-//!     .with(runnable(|token| async move { token.cancelled().await; Ok(()) }))
+//!     .runnable(runnable(|token| async move { token.cancelled().await; Ok(()) }))
 //!     .exit_wait(Duration::from_secs(5));
 //! shutdown.cancel();
 //! runner.run(shutdown).await.unwrap();
@@ -108,7 +108,7 @@ impl MultiRunner {
 
     /// Adds a runnable.
     #[must_use]
-    pub fn with(mut self, runnable: Arc<dyn Runnable>) -> Self {
+    pub fn runnable(mut self, runnable: Arc<dyn Runnable>) -> Self {
         self.runners.push(runnable);
         self
     }
@@ -488,8 +488,8 @@ mod tests {
     async fn multi_runner_should_cancel_all_when_one_fails() {
         let (starts, stops) = (Arc::default(), Arc::default());
         let runner = MultiRunner::new()
-            .with(counted(Arc::clone(&starts), Arc::clone(&stops)))
-            .with(failing_after(Duration::from_secs(1)));
+            .runnable(counted(Arc::clone(&starts), Arc::clone(&stops)))
+            .runnable(failing_after(Duration::from_secs(1)));
         let result = runner.run(CancellationToken::new()).await;
         assert!(matches!(result, Err(RunnerError::Failed(_))), "{result:?}");
         assert_eq!(
@@ -503,8 +503,8 @@ mod tests {
     async fn multi_runner_should_keep_going_when_the_handler_says_so() {
         let (starts, stops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let runner = MultiRunner::new()
-            .with(counted(Arc::clone(&starts), Arc::clone(&stops)))
-            .with(failing_after(Duration::from_secs(1)))
+            .runnable(counted(Arc::clone(&starts), Arc::clone(&stops)))
+            .runnable(failing_after(Duration::from_secs(1)))
             .error_handler(|_| false);
         let shutdown = CancellationToken::new();
         let handle = tokio::spawn(runner.run(shutdown.clone()));
@@ -526,7 +526,7 @@ mod tests {
             Ok(())
         });
         let runner = MultiRunner::new()
-            .with(stubborn)
+            .runnable(stubborn)
             .exit_wait(Duration::from_secs(2));
         let shutdown = CancellationToken::new();
         let handle = tokio::spawn(runner.run(shutdown.clone()));

@@ -92,12 +92,12 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
     /// use k8s_openapi::api::core::v1::Pod;
     /// use kubeforge::store::MemoryStore;
     ///
-    /// let store = MemoryStore::<Pod>::new().with_indexer("node", Arc::new(|pod: &Pod| {
+    /// let store = MemoryStore::<Pod>::new().indexer("node", Arc::new(|pod: &Pod| {
     ///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
     /// }));
     /// ```
     #[must_use]
-    pub fn with_indexer(mut self, name: impl Into<String>, indexer: Indexer<K>) -> Self {
+    pub fn indexer(mut self, name: impl Into<String>, indexer: Indexer<K>) -> Self {
         self.indexers.push((name.into(), indexer));
         self
     }
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn store_should_query_custom_indexers() {
-        let store = MemoryStore::<ConfigMap>::new().with_indexer(
+        let store = MemoryStore::<ConfigMap>::new().indexer(
             "data-name",
             Arc::new(|c: &ConfigMap| c.data.iter().flatten().map(|(_, v)| v.clone()).collect()),
         );

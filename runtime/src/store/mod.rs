@@ -1,7 +1,9 @@
 //! The cache store: the informer's local copy of a kind, read by every controller of a manager.
 //!
-//! An informer is the single writer of a store; any number of readers share it. Objects are kept
-//! as [`Arc`]s, so a read hands out a reference-counted pointer, never a deep copy.
+//! An informer is the single writer of a store; any number of readers share it through
+//! [`Reader`]s, which can only read (`Informer::store`, `Cache::store` and reconcilers get
+//! those). Objects are kept as [`Arc`]s, so a read hands out a reference-counted pointer, never a
+//! deep copy.
 //!
 //! # Staleness contract
 //!
@@ -13,7 +15,7 @@
 //! # Indexes
 //!
 //! [`MemoryStore`] indexes objects by namespace, by label (`key=value`), by owner UID (for
-//! [`Store::owned_by`]) and by any [`Indexer`] registered with [`MemoryStore::with_indexer`].
+//! [`Store::owned_by`]) and by any [`Indexer`] registered with [`MemoryStore::indexer`].
 //!
 //! [`SkeletonStore`] keeps only keys, `resourceVersion`s and owner references: the store of
 //! watches that trigger reconciles of owners without caching the children.
@@ -43,6 +45,7 @@
 //! ```
 
 mod memory;
+mod reader;
 mod skeleton;
 
 use std::sync::Arc;
@@ -52,13 +55,15 @@ use kube::core::Selector;
 use crate::ObjectKey;
 
 pub use memory::{Indexer, MemoryStore};
+pub use reader::Reader;
 pub use skeleton::SkeletonStore;
 
 /// A thread-safe store of the objects of one kind, keyed by [`ObjectKey`].
 ///
 /// The informer writes through [`Store::apply`], [`Store::delete`] and [`Store::replace`];
-/// everything else reads. Implementations other than [`MemoryStore`] (a shared external cache, for
-/// example) plug into an informer through this trait.
+/// everyone else reads through a [`Reader`]. Implementations other than [`MemoryStore`] (a shared
+/// external cache, for example) plug into an informer through this trait
+/// (`Informer::with_store`).
 pub trait Store<K>: Send + Sync + 'static {
     /// The object with this key, if cached.
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>>;

@@ -27,7 +27,7 @@ use kube::api::{
 use kube::{Api, Resource};
 use kubeforge::cache::{Cache, InformerStatus};
 use kubeforge::controller::{
-    Action, Context, Controller, ControllerConfig, GenerationChanged, Kind, Reconciler,
+    Action, Context, Controller, ControllerConfig, GenerationChanged, Kind, Reconciler, Wiring,
 };
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{TestNamespace, apply_crds};
@@ -186,11 +186,12 @@ where
     K: Kind + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     R: Reconciler<K>,
 {
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
+    let cache = wiring.cache().clone();
     let mut controller =
-        Controller::new(name, &cache, ns.api::<K>(), InformerConfig::default()).config(config);
+        Controller::new(name, &wiring, ns.api::<K>(), InformerConfig::default()).config(config);
     if generation_only {
-        controller = controller.with_predicate(GenerationChanged);
+        controller = controller.predicate(GenerationChanged);
     }
     let shutdown = CancellationToken::new();
     tokio::spawn(controller.run(reconciler, shutdown.clone()));
@@ -829,7 +830,7 @@ async fn a_reconcile_that_stamps_status_every_time_should_not_spin() {
 /// Today's behaviour without predicates: every status write is a watch event that enqueues the
 /// key again, so a reconciler that writes status on every run loops, paced only by the round
 /// trip of its own write (the worker waits for the informer to deliver it: read-your-writes).
-/// `Controller::with_predicate(GenerationChanged)` breaks the loop (the test above).
+/// `Controller::predicate(GenerationChanged)` breaks the loop (the test above).
 ///
 /// This asserts that it *does* loop: when the controller learns to filter out the events of its
 /// own writes (the performance issue's own-write filtering), this test fails and must be turned

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kubeforge::cache::Cache;
-use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler};
+use kubeforge::cache::Lookup;
+use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler, Wiring};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{TestNamespace, apply_crds};
 use serde_json::json;
@@ -73,10 +73,10 @@ async fn start(
     apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
     let controller = Controller::new(
         "finalizing",
-        &cache,
+        &wiring,
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
@@ -371,13 +371,13 @@ async fn adding_the_finalizer_to_an_object_deleted_meanwhile_should_be_done_not_
         .await
         .unwrap();
     let watching = kubeforge::client::connect(proxy.config().clone()).unwrap();
-    let cache = Cache::new(ns.client());
+    let wiring = Wiring::new(ns.client());
     let failures = Arc::new(Failures::default());
     let release = Arc::new(tokio::sync::Notify::new());
     let reconciled = Arc::new(Mutex::new(Vec::new()));
     let controller = Controller::new(
         "finalizing",
-        &cache,
+        &wiring,
         Api::<Widget>::namespaced(watching, ns.name()),
         InformerConfig::default(),
     )
@@ -388,7 +388,10 @@ async fn adding_the_finalizer_to_an_object_deleted_meanwhile_should_be_done_not_
             .metrics(failures.clone(), Arc::new(kubeforge::queue::NoMetrics)),
     );
     let shutdown = CancellationToken::new();
-    let store = cache.store::<Widget>().unwrap();
+    let store = wiring
+        .cache()
+        .store::<Widget>(&Lookup::namespace(ns.name()))
+        .unwrap();
     tokio::spawn(controller.run(
         Blocking {
             release: release.clone(),

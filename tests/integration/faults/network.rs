@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kubeforge::cache::Cache;
 use kubeforge::client::{apply_owned, connect};
-use kubeforge::controller::{Action, Context, Controller, Reconciler};
+use kubeforge::controller::{Action, Context, Controller, Owns, Reconciler, Wiring};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{ControlPlane, FaultProxy, TestNamespace, apply_crds};
 use serde_json::json;
@@ -75,16 +75,17 @@ async fn run_controller(
     namespace: &str,
     observer: Arc<Observer>,
 ) -> (Cache, CancellationToken) {
-    let cache = Cache::new(client.clone());
+    let wiring = Wiring::new(client.clone());
+    let cache = wiring.cache().clone();
     let controller = Controller::new(
         "faults",
-        &cache,
+        &wiring,
         Api::<Widget>::namespaced(client.clone(), namespace),
         InformerConfig::default(),
     )
     .owns(
         Api::<ConfigMap>::namespaced(client, namespace),
-        InformerConfig::default(),
+        Owns::full(),
     );
     let shutdown = CancellationToken::new();
     tokio::spawn(controller.run(Observe(observer), shutdown.clone()));

@@ -16,9 +16,9 @@ pub struct Copier;
 
 use kubeforge::ObjectKey;
 use kubeforge::cache::Cache;
-use kubeforge::k8s_openapi::api::core::v1::Secret;
+use kubeforge::k8s_openapi::api::core::v1::{Pod, Secret};
 
-#[kubeforge::controller(for = ConfigMap, owns(Secret), watches(Secret, map = Self::by_secret),
+#[kubeforge::controller(for = ConfigMap, owns(Secret, Pod(uncached, any_owner)), watches(Secret, map = Self::by_secret),
     concurrency = 2, finalizer = "ui.kubeforge.dev/cleanup", predicates(generation_changed, Self::changed), name = "copier")]
 impl Copier {
     async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {

@@ -40,7 +40,7 @@ mod controller {
 
     pub struct Copier;
 
-    #[kf::controller(for = ConfigMap, owns(Secret), owns_metadata(super::Renamed), crate = "kf")]
+    #[kf::controller(for = ConfigMap, owns(Secret, super::Renamed(metadata)), crate = "kf")]
     impl Copier {
         async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
             Ok(Action::Done)

@@ -1,15 +1,22 @@
 //! Read-your-own-writes: remember the resourceVersions a controller wrote, so a later reconcile
 //! can wait (bounded) until the informer has caught up with them.
+//!
+//! The tracker is a [`ApplyHook`] of every informer of a [`Wiring`](crate::controller::Wiring)'s
+//! cache: informers report each version they apply, [`WriteTracker::record`] remembers our own
+//! writes, and the controller's worker waits in [`WriteTracker::caught_up`] before a reconcile.
 
 use std::any::TypeId;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use kube::Resource;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::ObjectKey;
+use crate::cache::Cache;
+use crate::informer::ApplyHook;
 
 /// How long an unobserved write is remembered at most (an object outside every informer's
 /// selectors is never observed; nothing waits longer than the reconcile bound anyway).
@@ -47,6 +54,30 @@ impl WriteTracker {
         }
     }
 
+    /// Records that this process wrote `obj` (as returned by the apiserver): until an informer of
+    /// `cache` has applied that version, [`WriteTracker::caught_up`] waits for it.
+    pub(crate) fn record<K: Resource + 'static>(&self, cache: &Cache, obj: &K) {
+        let Some(rv) = &obj.meta().resource_version else {
+            return;
+        };
+        let kind = TypeId::of::<K>();
+        let key = ObjectKey::of(obj);
+        // Record first, then look at the stores: an informer applies an event to its store
+        // before it reports it to the tracker, so a watch event that raced ahead of this write's
+        // response is either visible in a store now or reported after the record — never lost,
+        // and never left behind as a stale entry.
+        self.wrote(kind, key.clone(), rv.clone());
+        let cached = cache.cached_versions(kind, &key);
+        let seen = cached
+            .as_ref()
+            .is_some_and(|versions| versions.iter().any(|cached| same_or_newer(cached, rv)));
+        if seen || cached.is_none() {
+            // Already delivered, or no informer of this kind will ever deliver it: settle the
+            // record as the informer would have (waking anyone waiting for this key).
+            self.observed(kind, &key, Some(rv));
+        }
+    }
+
     /// Writes remembered and not yet observed.
     #[cfg(test)]
     pub(crate) fn pending_len(&self) -> usize {
@@ -54,7 +85,7 @@ impl WriteTracker {
     }
 
     /// The informer of `kind` applied `key` at `resource_version` (`None`: deleted).
-    pub(crate) fn observed(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
+    fn observed(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
         let mut pending = self.lock();
         if pending.writes.is_empty() {
             return;
@@ -70,13 +101,6 @@ impl WriteTracker {
             drop(pending);
             self.seen.notify_waiters();
         }
-    }
-
-    /// A relist replaced the informer's content: whatever it holds is the newest state, so
-    /// nothing of `kind` is pending any more.
-    pub(crate) fn relisted(&self, kind: TypeId) {
-        self.lock().writes.retain(|(k, _), _| *k != kind);
-        self.seen.notify_waiters();
     }
 
     /// Waits until the informer has seen our last write of `key`, at most `timeout`. Returns
@@ -122,8 +146,21 @@ impl WriteTracker {
     }
 }
 
+impl ApplyHook for WriteTracker {
+    fn applied(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
+        self.observed(kind, key, resource_version);
+    }
+
+    /// A relist replaced the informer's content: whatever it holds is the newest state, so
+    /// nothing of `kind` is pending any more.
+    fn relisted(&self, kind: TypeId) {
+        self.lock().writes.retain(|(k, _), _| *k != kind);
+        self.seen.notify_waiters();
+    }
+}
+
 /// Whether resourceVersion `a` is `b` or a later one.
-pub(crate) fn same_or_newer(a: &str, b: &str) -> bool {
+fn same_or_newer(a: &str, b: &str) -> bool {
     a == b || newer(a, b)
 }
 

@@ -1,0 +1,130 @@
+//! How a controller watches its owned and watched kinds: [`Owns`] and [`Watches`].
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use crate::ObjectKey;
+use crate::informer::InformerConfig;
+
+/// How [`Controller::owns`](super::Controller::owns) watches a child kind: what the cache keeps
+/// of the children, which owner references count, and the informer options.
+///
+/// | weight | the cache keeps | read the children with |
+/// |---|---|---|
+/// | [`Owns::full`] (the default) | every child in full | `cache.store::<C>(..)` |
+/// | [`Owns::metadata`] | their metadata (`PartialObjectMeta<C>`, no `data`/`spec`/`status`) | `cache.store::<PartialObjectMeta<C>>(..)` |
+/// | [`Owns::uncached`] | keys, `resourceVersion`s and owner references only ([`SkeletonStore`](crate::store::SkeletonStore), a few hundred bytes per child) | not readable: for reconcilers that write children (server-side apply) without reading them back |
+///
+/// Each reconciles the owner when a child changes or disappears, also across a watch outage.
+///
+/// ```
+/// use kubeforge::controller::Owns;
+/// use kubeforge::informer::InformerConfig;
+/// let lean = Owns::uncached().informer(InformerConfig::default().labels("app=web"));
+/// let shared = Owns::full().any_owner();
+/// # let _ = (lean, shared);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Owns {
+    pub(super) weight: Weight,
+    pub(super) any_owner: bool,
+    pub(super) informer: Option<InformerConfig>,
+}
+
+/// What the cache keeps of an owned kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Weight {
+    #[default]
+    Full,
+    Metadata,
+    Uncached,
+}
+
+impl Owns {
+    /// Cache the children in full.
+    pub fn full() -> Self {
+        Self::default()
+    }
+
+    /// Cache the children's metadata only (watched as `PartialObjectMeta<C>`).
+    pub fn metadata() -> Self {
+        Self {
+            weight: Weight::Metadata,
+            ..Self::default()
+        }
+    }
+
+    /// Do not cache the children: keep only what leads to their owners.
+    pub fn uncached() -> Self {
+        Self {
+            weight: Weight::Uncached,
+            ..Self::default()
+        }
+    }
+
+    /// Every owner reference to the controller's kind counts, not only the one marked
+    /// `controller: true`.
+    #[must_use]
+    pub fn any_owner(mut self) -> Self {
+        self.any_owner = true;
+        self
+    }
+
+    /// Watch the children with these informer options (selectors, resync, ...) instead of the
+    /// wiring's [`informer_defaults`](super::Wiring::informer_defaults).
+    #[must_use]
+    pub fn informer(mut self, config: InformerConfig) -> Self {
+        self.informer = Some(config);
+        self
+    }
+}
+
+/// Maps a watched object to the keys of the primaries to reconcile.
+pub(super) type Mapper<W> = Arc<dyn Fn(&W) -> Vec<ObjectKey> + Send + Sync>;
+
+/// How [`Controller::watches`](super::Controller::watches) watches a kind: the mapper from a
+/// watched object to the primaries to reconcile (for an update, the keys of the old and the new
+/// version count), and the informer options.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::Secret;
+/// use kubeforge::ObjectKey;
+/// use kubeforge::controller::Watches;
+/// // Reconcile the primary named in the Secret's `app` label, in the Secret's namespace.
+/// let by_label = Watches::map(|secret: &Secret| {
+///     let app = secret.metadata.labels.as_ref().and_then(|l| l.get("app"));
+///     let ns = secret.metadata.namespace.as_deref().unwrap_or_default();
+///     app.map(|app| ObjectKey::namespaced(ns, app)).into_iter().collect()
+/// });
+/// # let _ = by_label;
+/// ```
+pub struct Watches<W> {
+    pub(super) mapper: Mapper<W>,
+    pub(super) informer: Option<InformerConfig>,
+}
+
+impl<W> Debug for Watches<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches")
+            .field("informer", &self.informer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W> Watches<W> {
+    /// Reconcile the keys `mapper` returns for each watched object.
+    pub fn map(mapper: impl Fn(&W) -> Vec<ObjectKey> + Send + Sync + 'static) -> Self {
+        Self {
+            mapper: Arc::new(mapper),
+            informer: None,
+        }
+    }
+
+    /// Watch with these informer options instead of the wiring's
+    /// [`informer_defaults`](super::Wiring::informer_defaults).
+    #[must_use]
+    pub fn informer(mut self, config: InformerConfig) -> Self {
+        self.informer = Some(config);
+        self
+    }
+}
