@@ -103,95 +103,15 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
     }
     let mut fail = |message: String| report.append(path(), Error::new(message));
     match value {
-        Value::Null => {}
+        Value::Null | Value::Bool(_) => {}
         Value::Number(n) => {
-            let Some(n) = n.as_f64() else { return };
-            if let Some(min) = checks.minimum {
-                if checks.exclusive_minimum && n <= min {
-                    fail(format!("should be greater than {}", fmt_number(min)));
-                } else if n < min {
-                    fail(format!(
-                        "should be greater than or equal to {}",
-                        fmt_number(min)
-                    ));
-                }
-            }
-            if let Some(max) = checks.maximum {
-                if checks.exclusive_maximum && n >= max {
-                    fail(format!("should be less than {}", fmt_number(max)));
-                } else if n > max {
-                    fail(format!(
-                        "should be less than or equal to {}",
-                        fmt_number(max)
-                    ));
-                }
-            }
-            if let Some(m) = checks.multiple_of
-                && m != 0.0
-                && (n / m).fract() != 0.0
-            {
-                fail(format!("should be a multiple of {}", fmt_number(m)));
+            if let Some(n) = n.as_f64() {
+                check_number(n, checks, &mut fail);
             }
         }
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if let Some(min) = checks.min_length
-                && len < min
-            {
-                fail(format!("should be at least {min} chars long"));
-            }
-            if let Some(max) = checks.max_length
-                && len > max
-            {
-                fail(format!("may not be more than {max} bytes"));
-            }
-            if let Some(pattern) = checks.pattern
-                && regex(pattern).is_some_and(|re| !re.is_match(s))
-            {
-                fail(format!("should match '{pattern}'"));
-            }
-            if let Some(format) = checks.format
-                && !format_ok(format, s)
-            {
-                fail(format!("must be of type {format}"));
-            }
-        }
-        Value::Array(items) => {
-            let len = items.len() as u64;
-            if let Some(min) = checks.min_items
-                && len < min
-            {
-                fail(format!("should have at least {min} items"));
-            }
-            if let Some(max) = checks.max_items
-                && len > max
-            {
-                fail(format!("must have at most {max} {}", items_word(max)));
-            }
-            if checks.unique_items
-                && let Some(dup) = items
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, v)| items[..i].contains(v).then_some(v))
-            {
-                fail(format!("Duplicate value: {dup}"));
-            }
-        }
-        Value::Object(map) => {
-            let len = map.len() as u64;
-            if let Some(min) = checks.min_properties
-                && len < min
-            {
-                fail(format!("should have at least {min} properties"));
-            }
-            if let Some(max) = checks.max_properties
-                && len > max
-            {
-                // The apiserver reports too many properties like too many items.
-                fail(format!("must have at most {max} {}", items_word(max)));
-            }
-        }
-        Value::Bool(_) => {}
+        Value::String(s) => check_string(s, checks, &mut fail),
+        Value::Array(items) => check_array(items, checks, &mut fail),
+        Value::Object(map) => check_object(map, checks, &mut fail),
     }
     if let Some(allowed) = checks.enum_values
         && !value.is_null()
@@ -203,6 +123,100 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
             "Unsupported value: {value}: supported values: {}",
             list.join(", ")
         ));
+    }
+}
+
+fn check_number(n: f64, checks: &Checks, fail: &mut dyn FnMut(String)) {
+    if let Some(min) = checks.minimum {
+        if checks.exclusive_minimum && n <= min {
+            fail(format!("should be greater than {}", fmt_number(min)));
+        } else if n < min {
+            fail(format!(
+                "should be greater than or equal to {}",
+                fmt_number(min)
+            ));
+        }
+    }
+    if let Some(max) = checks.maximum {
+        if checks.exclusive_maximum && n >= max {
+            fail(format!("should be less than {}", fmt_number(max)));
+        } else if n > max {
+            fail(format!(
+                "should be less than or equal to {}",
+                fmt_number(max)
+            ));
+        }
+    }
+    if let Some(m) = checks.multiple_of
+        && m != 0.0
+        && (n / m).fract() != 0.0
+    {
+        fail(format!("should be a multiple of {}", fmt_number(m)));
+    }
+}
+
+fn check_string(s: &str, checks: &Checks, fail: &mut dyn FnMut(String)) {
+    let len = s.chars().count() as u64;
+    if let Some(min) = checks.min_length
+        && len < min
+    {
+        fail(format!("should be at least {min} chars long"));
+    }
+    if let Some(max) = checks.max_length
+        && len > max
+    {
+        fail(format!("may not be more than {max} bytes"));
+    }
+    if let Some(pattern) = checks.pattern
+        && regex(pattern).is_some_and(|re| !re.is_match(s))
+    {
+        fail(format!("should match '{pattern}'"));
+    }
+    if let Some(format) = checks.format
+        && !format_ok(format, s)
+    {
+        fail(format!("must be of type {format}"));
+    }
+}
+
+fn check_array(items: &[Value], checks: &Checks, fail: &mut dyn FnMut(String)) {
+    let len = items.len() as u64;
+    if let Some(min) = checks.min_items
+        && len < min
+    {
+        fail(format!("should have at least {min} items"));
+    }
+    if let Some(max) = checks.max_items
+        && len > max
+    {
+        fail(format!("must have at most {max} {}", items_word(max)));
+    }
+    if checks.unique_items
+        && let Some(dup) = items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| items[..i].contains(v).then_some(v))
+    {
+        fail(format!("Duplicate value: {dup}"));
+    }
+}
+
+fn check_object(
+    map: &serde_json::Map<String, Value>,
+    checks: &Checks,
+    fail: &mut dyn FnMut(String),
+) {
+    let len = map.len() as u64;
+    if let Some(min) = checks.min_properties
+        && len < min
+    {
+        fail(format!("should have at least {min} properties"));
+    }
+    if let Some(max) = checks.max_properties
+        && len > max
+    {
+        // The apiserver reports too many properties like too many items.
+        fail(format!("must have at most {max} {}", items_word(max)));
     }
 }
 

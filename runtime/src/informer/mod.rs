@@ -265,6 +265,26 @@ pub struct InformerStats {
 /// An object as decoded from the apiserver: the typed object, or what is known of a bad one.
 type Decoded<K> = Result<K, Box<InvalidObject>>;
 
+/// What [`Informer::run`] carries between the events of its stream.
+struct Listing<K> {
+    /// The objects of the (re)list in progress.
+    initial: Vec<Arc<K>>,
+    /// Keys of the objects of the (re)list in progress that did not decode.
+    bad: std::collections::HashSet<ObjectKey>,
+    /// Whether the stream decodes leniently (switched on by the first undecodable object).
+    lenient: bool,
+}
+
+impl<K> Default for Listing<K> {
+    fn default() -> Self {
+        Self {
+            initial: Vec::new(),
+            bad: std::collections::HashSet::new(),
+            lenient: false,
+        }
+    }
+}
+
 fn map_event<T, K>(
     event: watcher::Event<T>,
     f: impl Fn(T) -> Decoded<K>,
@@ -469,16 +489,13 @@ where
     /// retried with backoff; they never end the informer.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let url = self.api.resource_url().to_owned();
-        let mut lenient = false;
-        let mut stream = self.stream(lenient);
+        let mut listing = Listing::default();
+        let mut stream = self.stream(listing.lenient);
         let mut resync = self.config.resync.map(|every| {
             let mut interval = tokio::time::interval(every);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
-        let mut initial: Vec<Arc<K>> = Vec::new();
-        // Keys of the objects of the current (re)list that did not decode.
-        let mut listed_bad: std::collections::HashSet<ObjectKey> = Default::default();
         let mut backoff = backoff::Backoff::new(self.config.backoff);
         loop {
             let tick = async {
@@ -492,117 +509,139 @@ where
             let item = tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tick => {
-                    if self.has_synced() {
-                        for obj in self.store.list() {
-                            self.publish(Event::Resync(obj));
-                        }
-                    }
+                    self.resync();
                     continue;
                 }
                 item = stream.next() => item,
             };
-            let Some(item) = item else { break };
-            if item.is_ok() {
-                if backoff.failures > 0 {
-                    tracing::info!(%url, failures = backoff.failures, "list/watch recovered");
+            let error = match item {
+                None => break,
+                Some(Ok(event)) => {
+                    if backoff.failures > 0 {
+                        tracing::info!(%url, failures = backoff.failures, "list/watch recovered");
+                    }
+                    backoff.succeeded();
+                    self.handle(event, &mut listing, &url);
+                    continue;
                 }
-                backoff.succeeded();
+                Some(Err(error)) => error,
+            };
+            self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+            if !listing.lenient && is_decode_error(&error) {
+                // One object of this kind does not fit `K`. Decoding leniently costs a little
+                // more per object, so it is only switched on once needed: the lenient stream
+                // relists once, and from then on bad objects are logged and skipped without
+                // disturbing the watch.
+                tracing::warn!(%url, error = %excerpt(&error), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
+                listing.lenient = true;
+                stream = self.stream(listing.lenient);
+                continue;
             }
-            match item {
-                Ok(watcher::Event::Init) => {
-                    initial.clear();
-                    listed_bad.clear();
-                }
-                Ok(watcher::Event::InitApply(Ok(obj))) => initial.push(self.prepare(obj)),
-                Ok(watcher::Event::InitApply(Err(invalid))) => {
-                    listed_bad.insert(invalid_key(&invalid));
-                    // Keep the last good copy (announced only when the object is being deleted,
-                    // with its current metadata, so a finalizer can still be released).
-                    if let Some(kept) = self.undecodable(&invalid) {
-                        initial.push(kept);
-                    }
-                }
-                Ok(watcher::Event::InitDone) => {
-                    if lenient {
-                        // Bad objects fixed or deleted while the watch was down.
-                        self.lock_undecodable()
-                            .retain(|k, _| listed_bad.contains(k));
-                    }
-                    let listed = std::mem::take(&mut initial);
-                    self.apply_list(listed);
-                    if let Some(hook) = &self.hook {
-                        hook.relisted(std::any::TypeId::of::<K>());
-                    }
-                    self.stats.lists.fetch_add(1, Ordering::Relaxed);
-                    self.synced.send_replace(true);
-                    tracing::debug!(%url, cached = self.store.len(), "informer synced");
-                }
-                Ok(watcher::Event::Apply(Err(invalid))) => {
-                    let key = invalid_key(&invalid);
-                    self.stats.events.fetch_add(1, Ordering::Relaxed);
-                    let kept = self.undecodable(&invalid);
-                    // Store first, then the tracker (as for every event).
-                    let announce = kept
-                        .filter(|k| k.meta().deletion_timestamp.is_some())
-                        .map(|new| (self.store.apply(Arc::clone(&new)), new));
-                    self.observed(&key, invalid.metadata.resource_version.as_deref());
-                    if let Some((old, new)) = announce {
-                        self.publish(Event::Applied { old, new });
-                    }
-                }
-                Ok(watcher::Event::Apply(Ok(obj))) => {
-                    if lenient {
-                        // Fixed objects are reported again if they break again.
-                        self.lock_undecodable().remove(&ObjectKey::of(&obj));
-                    }
-                    let new = self.prepare(obj);
-                    let old = self.store.apply(Arc::clone(&new));
-                    self.observed(
-                        &ObjectKey::of(new.as_ref()),
-                        new.meta().resource_version.as_deref(),
-                    );
-                    self.stats.events.fetch_add(1, Ordering::Relaxed);
-                    self.publish(Event::Applied { old, new });
-                }
-                Ok(watcher::Event::Delete(obj)) => {
-                    let key = match &obj {
-                        Ok(obj) => ObjectKey::of(obj),
-                        Err(invalid) => invalid_key(invalid),
-                    };
-                    self.lock_undecodable().remove(&key);
-                    let cached = self.store.delete(&key);
-                    self.observed(&key, None);
-                    self.stats.events.fetch_add(1, Ordering::Relaxed);
-                    // The last state the watch sent, or else the last one we could decode.
-                    let gone = obj.ok().map(|o| self.prepare(o)).or(cached);
-                    if let Some(gone) = gone {
-                        self.publish(Event::Deleted(gone));
-                    }
-                }
-                Err(error) => {
-                    self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
-                    if !lenient && is_decode_error(&error) {
-                        // One object of this kind does not fit `K`. Decoding leniently costs a
-                        // little more per object, so it is only switched on once needed: the
-                        // lenient stream relists once, and from then on bad objects are
-                        // logged and skipped without disturbing the watch.
-                        tracing::warn!(%url, error = %excerpt(&error), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
-                        lenient = true;
-                        stream = self.stream(lenient);
-                        continue;
-                    }
-                    let delay = backoff.failed(&error);
-                    if backoff.failures == 1 {
-                        tracing::warn!(%url, error = %excerpt(&error), ?delay, "list/watch failed; retrying");
-                    } else {
-                        tracing::debug!(%url, error = %excerpt(&error), ?delay, failures = backoff.failures, "list/watch failed again; retrying");
-                    }
-                    tokio::select! {
-                        () = shutdown.cancelled() => break,
-                        () = tokio::time::sleep(delay) => {}
-                    }
+            let delay = backoff.failed(&error);
+            if backoff.failures == 1 {
+                tracing::warn!(%url, error = %excerpt(&error), ?delay, "list/watch failed; retrying");
+            } else {
+                tracing::debug!(%url, error = %excerpt(&error), ?delay, failures = backoff.failures, "list/watch failed again; retrying");
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Announces every cached object again (the resync period elapsed).
+    fn resync(&self) {
+        if self.has_synced() {
+            for obj in self.store.list() {
+                self.publish(Event::Resync(obj));
+            }
+        }
+    }
+
+    /// Applies one event of the stream: a (re)list is gathered in `listing` and applied as a
+    /// whole; changes are applied to the store, reported to the hook, then published.
+    fn handle(&self, event: watcher::Event<Decoded<K>>, listing: &mut Listing<K>, url: &str) {
+        match event {
+            watcher::Event::Init => {
+                listing.initial.clear();
+                listing.bad.clear();
+            }
+            watcher::Event::InitApply(Ok(obj)) => listing.initial.push(self.prepare(obj)),
+            watcher::Event::InitApply(Err(invalid)) => {
+                listing.bad.insert(invalid_key(&invalid));
+                // Keep the last good copy (announced only when the object is being deleted,
+                // with its current metadata, so a finalizer can still be released).
+                if let Some(kept) = self.undecodable(&invalid) {
+                    listing.initial.push(kept);
                 }
             }
+            watcher::Event::InitDone => self.listed(listing, url),
+            watcher::Event::Apply(Err(invalid)) => self.applied_undecodable(&invalid),
+            watcher::Event::Apply(Ok(obj)) => {
+                if listing.lenient {
+                    // Fixed objects are reported again if they break again.
+                    self.lock_undecodable().remove(&ObjectKey::of(&obj));
+                }
+                let new = self.prepare(obj);
+                let old = self.store.apply(Arc::clone(&new));
+                self.observed(
+                    &ObjectKey::of(new.as_ref()),
+                    new.meta().resource_version.as_deref(),
+                );
+                self.stats.events.fetch_add(1, Ordering::Relaxed);
+                self.publish(Event::Applied { old, new });
+            }
+            watcher::Event::Delete(obj) => self.deleted(obj),
+        }
+    }
+
+    /// A complete (re)list arrived: replace the store with it.
+    fn listed(&self, listing: &mut Listing<K>, url: &str) {
+        if listing.lenient {
+            // Bad objects fixed or deleted while the watch was down.
+            self.lock_undecodable()
+                .retain(|k, _| listing.bad.contains(k));
+        }
+        let listed = std::mem::take(&mut listing.initial);
+        self.apply_list(listed);
+        if let Some(hook) = &self.hook {
+            hook.relisted(std::any::TypeId::of::<K>());
+        }
+        self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        self.synced.send_replace(true);
+        tracing::debug!(%url, cached = self.store.len(), "informer synced");
+    }
+
+    /// A watch event carried an object that does not decode as `K`.
+    fn applied_undecodable(&self, invalid: &InvalidObject) {
+        let key = invalid_key(invalid);
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        let kept = self.undecodable(invalid);
+        // Store first, then the tracker (as for every event).
+        let announce = kept
+            .filter(|k| k.meta().deletion_timestamp.is_some())
+            .map(|new| (self.store.apply(Arc::clone(&new)), new));
+        self.observed(&key, invalid.metadata.resource_version.as_deref());
+        if let Some((old, new)) = announce {
+            self.publish(Event::Applied { old, new });
+        }
+    }
+
+    /// An object was deleted.
+    fn deleted(&self, obj: Decoded<K>) {
+        let key = match &obj {
+            Ok(obj) => ObjectKey::of(obj),
+            Err(invalid) => invalid_key(invalid),
+        };
+        self.lock_undecodable().remove(&key);
+        let cached = self.store.delete(&key);
+        self.observed(&key, None);
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        // The last state the watch sent, or else the last one we could decode.
+        let gone = obj.ok().map(|o| self.prepare(o)).or(cached);
+        if let Some(gone) = gone {
+            self.publish(Event::Deleted(gone));
         }
     }
 

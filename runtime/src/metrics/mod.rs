@@ -57,6 +57,15 @@ const RECONCILE_BUCKETS: &[f64] = &[
 /// The metrics of a manager; see the [module docs](self).
 pub struct Metrics {
     registry: Registry,
+    reconcile: ReconcileSeries,
+    queue: QueueSeries,
+    informer: InformerSeries,
+    leader: IntGaugeVec,
+    queues: Mutex<Vec<(String, WorkQueue<ObjectKey>)>>,
+}
+
+/// controller-runtime's `controller_runtime_*` series.
+struct ReconcileSeries {
     reconcile_total: IntCounterVec,
     reconcile_errors: IntCounterVec,
     terminal_errors: IntCounterVec,
@@ -64,6 +73,10 @@ pub struct Metrics {
     reconcile_time: HistogramVec,
     max_concurrent: IntGaugeVec,
     active_workers: IntGaugeVec,
+}
+
+/// client-go's `workqueue_*` series.
+struct QueueSeries {
     depth: IntGaugeVec,
     adds: IntCounterVec,
     retries: IntCounterVec,
@@ -71,14 +84,16 @@ pub struct Metrics {
     work_duration: HistogramVec,
     unfinished: GaugeVec,
     longest: GaugeVec,
-    leader: IntGaugeVec,
+}
+
+/// kubeforge's `kubeforge_informer_*` series.
+struct InformerSeries {
     informer_cached: IntGaugeVec,
     informer_synced: IntGaugeVec,
     informer_lists: IntGaugeVec,
     informer_errors: IntGaugeVec,
     informer_undecodable: IntGaugeVec,
     informer_late: IntGaugeVec,
-    queues: Mutex<Vec<(String, WorkQueue<ObjectKey>)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -135,144 +150,168 @@ fn histogram(
     metric
 }
 
-impl Metrics {
-    /// A fresh registry with every metric defined.
-    pub fn new() -> Self {
-        let r = Registry::new();
-        let queue_buckets =
-            prometheus::exponential_buckets(10e-9, 10.0, 12).expect("invariant: valid buckets");
+impl ReconcileSeries {
+    fn new(r: &Registry) -> Self {
         let c = &["controller"];
-        let nc = &["name", "controller"];
-        let res = &["resource"];
         Self {
             reconcile_total: counter(
-                &r,
+                r,
                 "controller_runtime_reconcile_total",
                 "Total number of reconciliations per controller",
                 &["controller", "result"],
             ),
             reconcile_errors: counter(
-                &r,
+                r,
                 "controller_runtime_reconcile_errors_total",
                 "Total number of reconciliation errors per controller",
                 c,
             ),
             terminal_errors: counter(
-                &r,
+                r,
                 "controller_runtime_terminal_reconcile_errors_total",
                 "Total number of terminal reconciliation errors per controller",
                 c,
             ),
             reconcile_panics: counter(
-                &r,
+                r,
                 "controller_runtime_reconcile_panics_total",
                 "Total number of reconciliation panics per controller",
                 c,
             ),
             reconcile_time: histogram(
-                &r,
+                r,
                 "controller_runtime_reconcile_time_seconds",
                 "Length of time per reconciliation per controller",
                 c,
                 RECONCILE_BUCKETS.to_vec(),
             ),
             max_concurrent: gauge(
-                &r,
+                r,
                 "controller_runtime_max_concurrent_reconciles",
                 "Maximum number of concurrent reconciles per controller",
                 c,
             ),
             active_workers: gauge(
-                &r,
+                r,
                 "controller_runtime_active_workers",
                 "Number of currently used workers per controller",
                 c,
             ),
+        }
+    }
+}
+
+impl QueueSeries {
+    fn new(r: &Registry) -> Self {
+        let queue_buckets =
+            prometheus::exponential_buckets(10e-9, 10.0, 12).expect("invariant: valid buckets");
+        let nc = &["name", "controller"];
+        Self {
             depth: gauge(
-                &r,
+                r,
                 "workqueue_depth",
                 "Current depth of workqueue by workqueue and priority",
                 &["name", "controller", "priority"],
             ),
             adds: counter(
-                &r,
+                r,
                 "workqueue_adds_total",
                 "Total number of adds handled by workqueue",
                 nc,
             ),
             retries: counter(
-                &r,
+                r,
                 "workqueue_retries_total",
                 "Total number of retries handled by workqueue",
                 nc,
             ),
             queue_duration: histogram(
-                &r,
+                r,
                 "workqueue_queue_duration_seconds",
                 "How long in seconds an item stays in workqueue before being requested",
                 nc,
                 queue_buckets.clone(),
             ),
             work_duration: histogram(
-                &r,
+                r,
                 "workqueue_work_duration_seconds",
                 "How long in seconds processing an item from workqueue takes.",
                 nc,
                 queue_buckets,
             ),
             unfinished: float_gauge(
-                &r,
+                r,
                 "workqueue_unfinished_work_seconds",
                 "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
                 nc,
             ),
             longest: float_gauge(
-                &r,
+                r,
                 "workqueue_longest_running_processor_seconds",
                 "How many seconds has the longest running processor for workqueue been running.",
                 nc,
             ),
-            leader: gauge(
-                &r,
-                "leader_election_master_status",
-                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
-                &["name"],
-            ),
+        }
+    }
+}
+
+impl InformerSeries {
+    fn new(r: &Registry) -> Self {
+        let res = &["resource"];
+        Self {
             informer_cached: gauge(
-                &r,
+                r,
                 "kubeforge_informer_cached_objects",
                 "Objects in the informer's cache",
                 res,
             ),
             informer_synced: gauge(
-                &r,
+                r,
                 "kubeforge_informer_synced",
                 "Whether the informer has completed its first list (1) or not (0)",
                 res,
             ),
             informer_lists: gauge(
-                &r,
+                r,
                 "kubeforge_informer_lists_total",
                 "Complete lists (initial and relists) applied by the informer",
                 res,
             ),
             informer_errors: gauge(
-                &r,
+                r,
                 "kubeforge_informer_watch_errors_total",
                 "List/watch errors of the informer (each followed by a retry)",
                 res,
             ),
             informer_undecodable: gauge(
-                &r,
+                r,
                 "kubeforge_informer_undecodable_objects_total",
                 "Objects the informer skipped because they did not decode",
                 res,
             ),
             informer_late: gauge(
-                &r,
+                r,
                 "kubeforge_informer_late_events_total",
                 "Events that waited in a subscriber's backlog because its channel was full",
                 res,
+            ),
+        }
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric defined.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        Self {
+            reconcile: ReconcileSeries::new(&r),
+            queue: QueueSeries::new(&r),
+            informer: InformerSeries::new(&r),
+            leader: gauge(
+                &r,
+                "leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+                &["name"],
             ),
             registry: r,
             queues: Mutex::new(Vec::new()),
@@ -282,14 +321,17 @@ impl Metrics {
     /// The queue hooks for controller `controller` (labels `name` and `controller`).
     pub fn queue(&self, controller: &str) -> Arc<dyn QueueMetrics> {
         let labels = [controller, controller];
-        let depth = self.depth.with_label_values(&[controller, controller, ""]);
+        let depth = self
+            .queue
+            .depth
+            .with_label_values(&[controller, controller, ""]);
         depth.set(0);
         Arc::new(QueueHooks {
-            adds: self.adds.with_label_values(&labels),
+            adds: self.queue.adds.with_label_values(&labels),
             depth,
-            queue_duration: self.queue_duration.with_label_values(&labels),
-            work_duration: self.work_duration.with_label_values(&labels),
-            retries: self.retries.with_label_values(&labels),
+            queue_duration: self.queue.queue_duration.with_label_values(&labels),
+            work_duration: self.queue.work_duration.with_label_values(&labels),
+            retries: self.queue.retries.with_label_values(&labels),
         })
     }
 
@@ -311,10 +353,12 @@ impl Metrics {
         for (controller, queue) in self.queues.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let (total, longest) = queue.unfinished_work();
             let labels = [controller.as_str(), controller.as_str()];
-            self.unfinished
+            self.queue
+                .unfinished
                 .with_label_values(&labels)
                 .set(total.as_secs_f64());
-            self.longest
+            self.queue
+                .longest
                 .with_label_values(&labels)
                 .set(longest.as_secs_f64());
         }
@@ -322,22 +366,28 @@ impl Metrics {
             for informer in cache.sync_status() {
                 let label = [informer.name.as_str()];
                 let to_i64 = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-                self.informer_cached
+                self.informer
+                    .informer_cached
                     .with_label_values(&label)
                     .set(to_i64(informer.cached as u64));
-                self.informer_synced
+                self.informer
+                    .informer_synced
                     .with_label_values(&label)
                     .set(i64::from(informer.synced));
-                self.informer_lists
+                self.informer
+                    .informer_lists
                     .with_label_values(&label)
                     .set(to_i64(informer.lists));
-                self.informer_errors
+                self.informer
+                    .informer_errors
                     .with_label_values(&label)
                     .set(to_i64(informer.watch_errors));
-                self.informer_undecodable
+                self.informer
+                    .informer_undecodable
                     .with_label_values(&label)
                     .set(to_i64(informer.undecodable));
-                self.informer_late
+                self.informer
+                    .informer_late
                     .with_label_values(&label)
                     .set(to_i64(informer.late_events));
             }
@@ -352,24 +402,36 @@ impl Metrics {
 
 impl ControllerMetrics for Metrics {
     fn reconciled(&self, controller: &str, result: ReconcileResult, took: Duration) {
-        self.reconcile_total
+        self.reconcile
+            .reconcile_total
             .with_label_values(&[controller, result.as_str()])
             .inc();
         if result == ReconcileResult::Error {
-            self.reconcile_errors.with_label_values(&[controller]).inc();
+            self.reconcile
+                .reconcile_errors
+                .with_label_values(&[controller])
+                .inc();
         }
-        self.reconcile_time
+        self.reconcile
+            .reconcile_time
             .with_label_values(&[controller])
             .observe(took.as_secs_f64());
     }
     fn panicked(&self, controller: &str) {
-        self.reconcile_panics.with_label_values(&[controller]).inc();
+        self.reconcile
+            .reconcile_panics
+            .with_label_values(&[controller])
+            .inc();
     }
     fn terminal_error(&self, controller: &str) {
-        self.terminal_errors.with_label_values(&[controller]).inc();
+        self.reconcile
+            .terminal_errors
+            .with_label_values(&[controller])
+            .inc();
     }
     fn active_workers(&self, controller: &str, delta: i64) {
-        self.active_workers
+        self.reconcile
+            .active_workers
             .with_label_values(&[controller])
             .add(delta);
     }
@@ -377,20 +439,25 @@ impl ControllerMetrics for Metrics {
         // Like controller-runtime, publish every series at zero as soon as the controller starts,
         // so rates and absent-series alerts work from the first scrape.
         for result in ["success", "error", "requeue", "requeue_after"] {
-            self.reconcile_total
+            self.reconcile
+                .reconcile_total
                 .with_label_values(&[controller, result]);
         }
         for counter in [
-            &self.reconcile_errors,
-            &self.terminal_errors,
-            &self.reconcile_panics,
+            &self.reconcile.reconcile_errors,
+            &self.reconcile.terminal_errors,
+            &self.reconcile.reconcile_panics,
         ] {
             counter.with_label_values(&[controller]);
         }
-        self.max_concurrent
+        self.reconcile
+            .max_concurrent
             .with_label_values(&[controller])
             .set(i64::try_from(workers).unwrap_or(i64::MAX));
-        self.active_workers.with_label_values(&[controller]).add(0);
+        self.reconcile
+            .active_workers
+            .with_label_values(&[controller])
+            .add(0);
     }
     fn queue_started(&self, controller: &str, queue: &WorkQueue<ObjectKey>) {
         self.queues
