@@ -1,186 +1,21 @@
-//! Parse: reads the raw keys of `#[custom_resource(...)]`, `#[kubeforge::schema(...)]` and the
-//! field markers `#[validate(...)]` into structs that keep every token's span. No defaults and no
-//! cross-key rules here (see `model.rs` and `validate.rs`); unknown and duplicate keys are reported
-//! here, the duplicate at its second occurrence.
+//! Attributes: the key tables of `#[custom_resource(...)]`, `#[kubeforge::schema(...)]` and their
+//! sub-attributes (`printcolumn(..)`, `scale(..)`, `rule(..)`, `selectable_field(..)`,
+//! `label(..)`/`annotation(..)`, `deprecated(..)`), read by the table parser of `keys.rs` into
+//! structs that hold what the user wrote: every value optional, spans kept, no defaults. Unknown,
+//! duplicate and missing keys and values of the wrong kind are reported here; `model.rs` turns
+//! these structs into the typed model, applying every default in one place.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use syn::meta::ParseNestedMeta;
-use syn::parse::Parser;
-use syn::{Expr, ExprLit, ExprUnary, Lit, LitBool, LitStr, Type, UnOp};
+use syn::{LitStr, Type};
 
-use crate::errors::{Errors, did_you_mean};
+use crate::errors::Errors;
+use crate::keys::{self, Key, Keyed, Table, Value};
 
-/// A value with the span of the key that set it.
-#[derive(Clone)]
-pub struct Keyed<T> {
-    pub value: T,
-    pub key: Span,
-}
-
-/// Keys seen so far in one attribute, to report duplicates at their second occurrence.
-struct Seen(Vec<String>);
-
-impl Seen {
-    fn first(&mut self, meta: &ParseNestedMeta<'_>, name: &str, errors: &mut Errors) -> bool {
-        if self.0.iter().any(|k| k == name) {
-            errors.spanned(
-                &meta.path,
-                format!("duplicate key `{name}`; it is already set above"),
-            );
-            false
-        } else {
-            self.0.push(name.to_owned());
-            true
-        }
-    }
-}
-
-fn key_name(meta: &ParseNestedMeta<'_>) -> String {
-    meta.path
-        .get_ident()
-        .map(ToString::to_string)
-        .unwrap_or_else(|| quote::ToTokens::to_token_stream(&meta.path).to_string())
-}
-
-fn unknown(meta: &ParseNestedMeta<'_>, name: &str, known: &[&str], what: &str) -> syn::Error {
-    let hint = did_you_mean(name, known);
-    let hint = if hint.is_empty() {
-        format!("; expected one of: {}", known.join(", "))
-    } else {
-        hint
-    };
-    syn::Error::new_spanned(&meta.path, format!("unknown {what} key `{name}`{hint}"))
-}
-
-/// Skips the value of a key that errored so that parsing continues with the next key.
-fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
-    if meta.input.peek(syn::Token![=]) {
-        let _: syn::Token![=] = meta.input.parse()?;
-        let _: Expr = meta.input.parse()?;
-    } else if meta.input.peek(syn::token::Paren) {
-        let content;
-        syn::parenthesized!(content in meta.input);
-        let _: TokenStream = content.parse()?;
-    }
-    Ok(())
-}
-
-fn lit_str(meta: &ParseNestedMeta<'_>) -> syn::Result<LitStr> {
-    meta.value()?.parse()
-}
-
-/// The value of `crate = "path"` (every macro accepts it): the path generated code names kubeforge
-/// by instead of `::kubeforge`, for crates that re-export or rename it. `None` (and an error at
-/// the literal) when it is not a path.
-pub fn crate_path(lit: &LitStr, errors: &mut Errors) -> Option<syn::Path> {
-    match lit.parse::<syn::Path>() {
-        Ok(path) => Some(path),
-        Err(_) => {
-            errors.spanned(
-                lit,
-                format!(
-                    "`crate` must be the path of the kubeforge crate, such as \"::kubeforge\" or \"kf\"; `{}` is not a path",
-                    lit.value()
-                ),
-            );
-            None
-        }
-    }
-}
-
-/// `flag` or `flag = true|false`.
-fn flag(meta: &ParseNestedMeta<'_>) -> syn::Result<bool> {
-    if meta.input.peek(syn::Token![=]) {
-        let b: LitBool = meta.value()?.parse()?;
-        Ok(b.value)
-    } else {
-        Ok(true)
-    }
-}
-
-/// A JSON number literal (optionally negative), kept with its span.
-#[derive(Clone)]
-pub struct Number {
-    pub value: serde_json::Number,
-    pub is_integer: bool,
-    pub span: Span,
-}
-
-fn number(meta: &ParseNestedMeta<'_>) -> syn::Result<Number> {
-    let expr: Expr = meta.value()?.parse()?;
-    expr_number(&expr)
-}
-
-fn expr_number(expr: &Expr) -> syn::Result<Number> {
-    let err = || syn::Error::new_spanned(expr, "expected a number literal");
-    let (negative, lit) = match expr {
-        Expr::Lit(ExprLit { lit, .. }) => (false, lit),
-        Expr::Unary(ExprUnary {
-            op: UnOp::Neg(_),
-            expr,
-            ..
-        }) => match &**expr {
-            Expr::Lit(ExprLit { lit, .. }) => (true, lit),
-            _ => return Err(err()),
-        },
-        _ => return Err(err()),
-    };
-    let sign = if negative { "-" } else { "" };
-    let (text, is_integer) = match lit {
-        Lit::Int(i) => (format!("{sign}{}", i.base10_digits()), true),
-        Lit::Float(f) => (format!("{sign}{}", f.base10_digits()), false),
-        _ => return Err(err()),
-    };
-    let value: serde_json::Number = serde_json::from_str(&text).map_err(|_| err())?;
-    Ok(Number {
-        value,
-        is_integer,
-        span: syn::spanned::Spanned::span(expr),
-    })
-}
-
-fn unsigned(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
-    let n = number(meta)?;
-    match n.value.as_u64() {
-        Some(v) if n.is_integer => Ok(Keyed {
-            value: v,
-            key: n.span,
-        }),
-        _ => Err(syn::Error::new(n.span, "expected a non-negative integer")),
-    }
-}
-
-/// Converts a Rust literal expression (`3`, `-1.5`, `"x"`, `true`, `[..]`) to JSON.
-pub fn expr_json(expr: &Expr) -> syn::Result<serde_json::Value> {
-    match expr {
-        Expr::Lit(ExprLit {
-            lit: Lit::Str(s), ..
-        }) => Ok(serde_json::Value::String(s.value())),
-        Expr::Lit(ExprLit {
-            lit: Lit::Bool(b), ..
-        }) => Ok(serde_json::Value::Bool(b.value)),
-        Expr::Array(array) => array
-            .elems
-            .iter()
-            .map(expr_json)
-            .collect::<syn::Result<Vec<_>>>()
-            .map(serde_json::Value::Array),
-        Expr::Path(p) if p.path.is_ident("null") => Ok(serde_json::Value::Null),
-        Expr::Lit(_) | Expr::Unary(_) => {
-            expr_number(expr).map(|n| serde_json::Value::Number(n.value))
-        }
-        _ => Err(syn::Error::new_spanned(
-            expr,
-            "expected a literal (number, string, bool, `null`) or an array of literals; \
-             use `default_json = \"...\"` for objects",
-        )),
-    }
-}
-
-/// `rule(cel = "...", message = "...", message_expression = "...", reason = "...", field_path = "...")`.
-#[derive(Clone)]
-pub struct RawRule {
-    pub span: Span,
+/// `rule(cel = "...", message = "...", message_expression = "...", reason = "...",
+/// field_path = "...", optional_old_self)`.
+#[derive(Default)]
+pub struct RuleAttrs {
     pub cel: Option<LitStr>,
     pub message: Option<LitStr>,
     pub message_expression: Option<LitStr>,
@@ -189,96 +24,150 @@ pub struct RawRule {
     pub optional_old_self: Option<bool>,
 }
 
-const RULE_KEYS: &[&str] = &[
-    "cel",
-    "message",
-    "message_expression",
-    "reason",
-    "field_path",
-    "optional_old_self",
-];
+pub const RULE: Table<RuleAttrs> = Table {
+    what: "rule",
+    keys: &[
+        Key::required(
+            "cel",
+            Value::Str(|r, v| r.cel = Some(v)),
+            "a rule needs `cel = \"...\"`",
+        ),
+        Key::new("message", Value::Str(|r, v| r.message = Some(v))),
+        Key::new(
+            "message_expression",
+            Value::Str(|r, v| r.message_expression = Some(v)),
+        ),
+        Key::new("reason", Value::Str(|r, v| r.reason = Some(v))),
+        Key::new("field_path", Value::Str(|r, v| r.field_path = Some(v))),
+        Key::new(
+            "optional_old_self",
+            Value::Flag(|r, v| r.optional_old_self = Some(v.value)),
+        ),
+    ],
+};
 
-fn rule(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<RawRule> {
-    let mut rule = RawRule {
-        span: meta.path.segments[0].ident.span(),
-        cel: None,
-        message: None,
-        message_expression: None,
-        reason: None,
-        field_path: None,
-        optional_old_self: None,
-    };
-    let mut seen = Seen(Vec::new());
-    meta.parse_nested_meta(|inner| {
-        let name = key_name(&inner);
-        if !RULE_KEYS.contains(&name.as_str()) {
-            errors.push(unknown(&inner, &name, RULE_KEYS, "rule"));
-            return skip_value(&inner);
-        }
-        let first = seen.first(&inner, &name, errors);
-        match name.as_str() {
-            "optional_old_self" => {
-                let v = flag(&inner)?;
-                if first {
-                    rule.optional_old_self = Some(v);
-                }
-            }
-            _ => {
-                let v = lit_str(&inner)?;
-                if first {
-                    *match name.as_str() {
-                        "cel" => &mut rule.cel,
-                        "message" => &mut rule.message,
-                        "message_expression" => &mut rule.message_expression,
-                        "reason" => &mut rule.reason,
-                        _ => &mut rule.field_path,
-                    } = Some(v);
-                }
-            }
-        }
-        Ok(())
-    })?;
-    Ok(rule)
-}
-
-/// `printcolumn(name = .., json_path = .., type = .., format = .., description = .., priority = ..)`.
-pub struct RawPrintColumn {
-    pub span: Span,
+/// `printcolumn(name = .., json_path = .., type = .., format = .., description = .., priority = ..,
+/// unchecked)`.
+#[derive(Default)]
+pub struct PrintColumnAttrs {
     pub name: Option<LitStr>,
     pub json_path: Option<LitStr>,
     pub type_: Option<LitStr>,
     pub format: Option<LitStr>,
     pub description: Option<LitStr>,
     pub priority: Option<Keyed<u64>>,
-    /// An unknown key was reported: do not also report the keys it probably meant as missing.
-    pub had_unknown: bool,
     /// `unchecked`: the JSONPath is not resolved at compile time.
     pub unchecked: bool,
 }
 
-const PRINTCOLUMN_KEYS: &[&str] = &[
-    "name",
-    "json_path",
-    "type",
-    "format",
-    "description",
-    "priority",
-    "unchecked",
-];
+const PRINTCOLUMN: Table<PrintColumnAttrs> = Table {
+    what: "printcolumn",
+    keys: &[
+        Key::required(
+            "name",
+            Value::Str(|c, v| c.name = Some(v)),
+            "a printer column needs `name = \"...\"`",
+        ),
+        Key::required(
+            "json_path",
+            Value::Str(|c, v| c.json_path = Some(v)),
+            "a printer column needs `json_path = \".spec...\"`",
+        ),
+        Key::required(
+            "type",
+            Value::Str(|c, v| c.type_ = Some(v)),
+            "a printer column needs `type = ...`, one of: integer, number, string, boolean, date",
+        ),
+        Key::new("format", Value::Str(|c, v| c.format = Some(v))),
+        Key::new("description", Value::Str(|c, v| c.description = Some(v))),
+        Key::new("priority", Value::Unsigned(|c, v| c.priority = Some(v))),
+        Key::new("unchecked", Value::Flag(|c, v| c.unchecked = v.value)),
+    ],
+};
 
-/// `scale(spec = .., status = .., selector = ..)`.
-pub struct RawScale {
-    pub span: Span,
+/// `scale(spec = .., status = .., selector = .., unchecked)`.
+#[derive(Default)]
+pub struct ScaleAttrs {
     pub spec: Option<LitStr>,
     pub status: Option<LitStr>,
     pub selector: Option<LitStr>,
+    /// `unchecked`: the JSONPaths are not resolved at compile time.
+    pub unchecked: bool,
 }
 
-const SCALE_KEYS: &[&str] = &["spec", "status", "selector", "unchecked"];
+const SCALE: Table<ScaleAttrs> = Table {
+    what: "scale",
+    keys: &[
+        Key::required(
+            "spec",
+            Value::Str(|s, v| s.spec = Some(v)),
+            "`scale` needs `spec = \".spec.replicas\"`",
+        ),
+        Key::required(
+            "status",
+            Value::Str(|s, v| s.status = Some(v)),
+            "`scale` needs `status = \".status.replicas\"`",
+        ),
+        Key::new("selector", Value::Str(|s, v| s.selector = Some(v))),
+        Key::new("unchecked", Value::Flag(|s, v| s.unchecked = v.value)),
+    ],
+};
 
-/// The raw keys of `#[custom_resource(...)]`.
+/// `selectable_field(json_path = .., unchecked)`.
 #[derive(Default)]
-pub struct RawKind {
+pub struct SelectableFieldAttrs {
+    pub json_path: Option<LitStr>,
+    pub unchecked: bool,
+}
+
+const SELECTABLE_FIELD: Table<SelectableFieldAttrs> = Table {
+    what: "selectable_field",
+    keys: &[
+        Key::required(
+            "json_path",
+            Value::Str(|f, v| f.json_path = Some(v)),
+            "expected `selectable_field(json_path = \"...\")`",
+        ),
+        Key::new("unchecked", Value::Flag(|f, v| f.unchecked = v.value)),
+    ],
+};
+
+/// `label(key = .., value = ..)` and `annotation(key = .., value = ..)`.
+#[derive(Default)]
+pub struct KeyValueAttrs {
+    pub key: Option<LitStr>,
+    pub value: Option<LitStr>,
+}
+
+const KEY_VALUE_MISSING: &str = "expected `key = \"...\"` and `value = \"...\"`";
+
+const KEY_VALUE: Table<KeyValueAttrs> = Table {
+    what: "label/annotation",
+    keys: &[
+        Key::required("key", Value::Str(|l, v| l.key = Some(v)), KEY_VALUE_MISSING),
+        Key::required(
+            "value",
+            Value::Str(|l, v| l.value = Some(v)),
+            KEY_VALUE_MISSING,
+        ),
+    ],
+};
+
+/// `deprecated` or `deprecated(warning = "..")`.
+#[derive(Default)]
+pub struct DeprecatedAttrs {
+    pub warning: Option<LitStr>,
+}
+
+const DEPRECATED: Table<DeprecatedAttrs> = Table {
+    what: "deprecated",
+    keys: &[Key::new("warning", Value::Str(|d, v| d.warning = Some(v)))],
+};
+
+/// The keys of `#[custom_resource(...)]`. The required ones (`group`, `version`, `kind`, a scope)
+/// are checked by `model::kind`, which gives placeholders so that the root type is still emitted.
+#[derive(Default)]
+pub struct KindAttrs {
     pub group: Option<LitStr>,
     pub version: Option<LitStr>,
     pub kind: Option<LitStr>,
@@ -289,558 +178,109 @@ pub struct RawKind {
     pub status: Option<Type>,
     pub shortnames: Vec<LitStr>,
     pub categories: Vec<LitStr>,
-    pub printcolumns: Vec<RawPrintColumn>,
-    pub scale: Option<RawScale>,
-    pub rules: Vec<RawRule>,
-    pub selectable_fields: Vec<LitStr>,
-    pub labels: Vec<(LitStr, LitStr)>,
-    pub annotations: Vec<(LitStr, LitStr)>,
-    pub deprecated: Option<Keyed<Option<LitStr>>>,
+    pub printcolumns: Vec<PrintColumnAttrs>,
+    pub scale: Option<Keyed<ScaleAttrs>>,
+    pub rules: Vec<RuleAttrs>,
+    pub selectable_fields: Vec<SelectableFieldAttrs>,
+    pub labels: Vec<KeyValueAttrs>,
+    pub annotations: Vec<KeyValueAttrs>,
+    pub deprecated: Option<DeprecatedAttrs>,
     pub served: Option<Keyed<bool>>,
     pub storage: Option<Keyed<bool>>,
     pub crate_path: Option<syn::Path>,
-    /// JSONPaths marked `unchecked` (not resolved at compile time).
-    pub unchecked: Vec<String>,
 }
 
-pub const KIND_KEYS: &[&str] = &[
-    "group",
-    "version",
-    "kind",
-    "plural",
-    "singular",
-    "namespaced",
-    "cluster",
-    "status",
-    "shortname",
-    "category",
-    "printcolumn",
-    "scale",
-    "rule",
-    "selectable_field",
-    "label",
-    "annotation",
-    "deprecated",
-    "served",
-    "storage",
-    "crate",
-];
+const KIND: Table<KindAttrs> = Table {
+    what: "`custom_resource`",
+    keys: &[
+        Key::new("group", Value::Str(|k, v| k.group = Some(v))),
+        Key::new("version", Value::Str(|k, v| k.version = Some(v))),
+        Key::new("kind", Value::Str(|k, v| k.kind = Some(v))),
+        Key::new("plural", Value::Str(|k, v| k.plural = Some(v))),
+        Key::new("singular", Value::Str(|k, v| k.singular = Some(v))),
+        Key::new("namespaced", Value::Flag(|k, v| k.namespaced = Some(v))),
+        Key::new("cluster", Value::Flag(|k, v| k.cluster = Some(v))),
+        Key::new("status", Value::Type(|k, v| k.status = Some(v))),
+        Key::repeatable("shortname", Value::Str(|k, v| k.shortnames.push(v))),
+        Key::repeatable("category", Value::Str(|k, v| k.categories.push(v))),
+        Key::repeatable(
+            "printcolumn",
+            Value::Custom(|k, meta, e| {
+                keys::push_nested(&mut k.printcolumns, meta, &PRINTCOLUMN, e)
+            }),
+        ),
+        Key::new(
+            "scale",
+            Value::Custom(|k, meta, e| {
+                k.scale = Some(keys::nested(meta, &SCALE, e)?);
+                Ok(())
+            }),
+        ),
+        Key::repeatable(
+            "rule",
+            Value::Custom(|k, meta, e| keys::push_nested(&mut k.rules, meta, &RULE, e)),
+        ),
+        Key::repeatable(
+            "selectable_field",
+            Value::Custom(|k, meta, e| {
+                keys::push_nested(&mut k.selectable_fields, meta, &SELECTABLE_FIELD, e)
+            }),
+        ),
+        Key::repeatable(
+            "label",
+            Value::Custom(|k, meta, e| keys::push_nested(&mut k.labels, meta, &KEY_VALUE, e)),
+        ),
+        Key::repeatable(
+            "annotation",
+            Value::Custom(|k, meta, e| keys::push_nested(&mut k.annotations, meta, &KEY_VALUE, e)),
+        ),
+        Key::new("deprecated", Value::Custom(deprecated)),
+        Key::new("served", Value::Flag(|k, v| k.served = Some(v))),
+        Key::new("storage", Value::Flag(|k, v| k.storage = Some(v))),
+        Key::new("crate", Value::CratePath(|k, v| k.crate_path = Some(v))),
+    ],
+};
 
-/// Keys that may appear several times.
-const REPEATABLE: &[&str] = &[
-    "shortname",
-    "category",
-    "printcolumn",
-    "rule",
-    "selectable_field",
-    "label",
-    "annotation",
-];
-
-fn key_value(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<(LitStr, LitStr)> {
-    let mut key = None;
-    let mut value = None;
-    let mut seen = Seen(Vec::new());
-    meta.parse_nested_meta(|inner| {
-        let name = key_name(&inner);
-        let slot = match name.as_str() {
-            "key" => &mut key,
-            "value" => &mut value,
-            _ => {
-                errors.push(unknown(
-                    &inner,
-                    &name,
-                    &["key", "value"],
-                    "label/annotation",
-                ));
-                return skip_value(&inner);
-            }
-        };
-        let v = lit_str(&inner)?;
-        if seen.first(&inner, &name, errors) {
-            *slot = Some(v);
-        }
-        Ok(())
-    })?;
-    match (key, value) {
-        (Some(k), Some(v)) => Ok((k, v)),
-        _ => Err(meta.error("expected `key = \"...\"` and `value = \"...\"`")),
-    }
+fn deprecated(
+    kind: &mut KindAttrs,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let attrs = if meta.input.peek(syn::token::Paren) {
+        keys::nested(meta, &DEPRECATED, errors)?.value
+    } else {
+        DeprecatedAttrs::default()
+    };
+    kind.deprecated = Some(attrs);
+    Ok(())
 }
 
 /// Parses `#[custom_resource(...)]`'s arguments; errors go to `errors`.
-pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> RawKind {
-    let mut raw = RawKind::default();
-    let mut seen = Seen(Vec::new());
-    let parser = syn::meta::parser(|meta| {
-        let name = key_name(&meta);
-        if !KIND_KEYS.contains(&name.as_str()) {
-            errors.push(unknown(&meta, &name, KIND_KEYS, "`custom_resource`"));
-            return skip_value(&meta);
-        }
-        let first = REPEATABLE.contains(&name.as_str()) || seen.first(&meta, &name, errors);
-        let key = meta.path.segments[0].ident.span();
-        match name.as_str() {
-            "group" | "version" | "kind" | "plural" | "singular" => {
-                let v = lit_str(&meta)?;
-                if first {
-                    *match name.as_str() {
-                        "group" => &mut raw.group,
-                        "version" => &mut raw.version,
-                        "kind" => &mut raw.kind,
-                        "plural" => &mut raw.plural,
-                        _ => &mut raw.singular,
-                    } = Some(v);
-                }
-            }
-            "namespaced" | "cluster" | "served" | "storage" => {
-                let v = Keyed {
-                    value: flag(&meta)?,
-                    key,
-                };
-                if first {
-                    *match name.as_str() {
-                        "namespaced" => &mut raw.namespaced,
-                        "cluster" => &mut raw.cluster,
-                        "served" => &mut raw.served,
-                        _ => &mut raw.storage,
-                    } = Some(v);
-                }
-            }
-            "status" => {
-                let ty: Type = meta.value()?.parse()?;
-                if first {
-                    raw.status = Some(ty);
-                }
-            }
-            "crate" => {
-                let path = crate_path(&lit_str(&meta)?, errors);
-                if first {
-                    raw.crate_path = path;
-                }
-            }
-            "shortname" => raw.shortnames.push(lit_str(&meta)?),
-            "category" => raw.categories.push(lit_str(&meta)?),
-            "selectable_field" => {
-                let mut path = None;
-                let mut unchecked = false;
-                meta.parse_nested_meta(|inner| {
-                    if inner.path.is_ident("json_path") {
-                        path = Some(lit_str(&inner)?);
-                        Ok(())
-                    } else if inner.path.is_ident("unchecked") {
-                        unchecked = flag(&inner)?;
-                        Ok(())
-                    } else {
-                        let n = key_name(&inner);
-                        let known = &["json_path", "unchecked"];
-                        errors.push(unknown(&inner, &n, known, "selectable_field"));
-                        skip_value(&inner)
-                    }
-                })?;
-                match path {
-                    Some(p) => {
-                        if unchecked {
-                            raw.unchecked.push(p.value());
-                        }
-                        raw.selectable_fields.push(p);
-                    }
-                    None => errors.spanned(
-                        &meta.path,
-                        "expected `selectable_field(json_path = \"...\")`",
-                    ),
-                }
-            }
-            "label" => raw.labels.push(key_value(&meta, errors)?),
-            "annotation" => raw.annotations.push(key_value(&meta, errors)?),
-            "deprecated" => {
-                let mut warning = None;
-                if meta.input.peek(syn::token::Paren) {
-                    meta.parse_nested_meta(|inner| {
-                        if inner.path.is_ident("warning") {
-                            warning = Some(lit_str(&inner)?);
-                            Ok(())
-                        } else {
-                            let n = key_name(&inner);
-                            errors.push(unknown(&inner, &n, &["warning"], "deprecated"));
-                            skip_value(&inner)
-                        }
-                    })?;
-                }
-                if first {
-                    raw.deprecated = Some(Keyed {
-                        value: warning,
-                        key,
-                    });
-                }
-            }
-            "rule" => raw.rules.push(rule(&meta, errors)?),
-            "printcolumn" => {
-                let mut col = RawPrintColumn {
-                    span: key,
-                    name: None,
-                    json_path: None,
-                    type_: None,
-                    format: None,
-                    description: None,
-                    priority: None,
-                    had_unknown: false,
-                    unchecked: false,
-                };
-                let mut seen = Seen(Vec::new());
-                meta.parse_nested_meta(|inner| {
-                    let n = key_name(&inner);
-                    if !PRINTCOLUMN_KEYS.contains(&n.as_str()) {
-                        col.had_unknown = true;
-                        errors.push(unknown(&inner, &n, PRINTCOLUMN_KEYS, "printcolumn"));
-                        return skip_value(&inner);
-                    }
-                    let first = seen.first(&inner, &n, errors);
-                    if n == "unchecked" {
-                        col.unchecked = flag(&inner)?;
-                        return Ok(());
-                    }
-                    if n == "priority" {
-                        let p = unsigned(&inner)?;
-                        if first {
-                            col.priority = Some(p);
-                        }
-                        return Ok(());
-                    }
-                    let v = lit_str(&inner)?;
-                    if first {
-                        *match n.as_str() {
-                            "name" => &mut col.name,
-                            "json_path" => &mut col.json_path,
-                            "type" => &mut col.type_,
-                            "format" => &mut col.format,
-                            _ => &mut col.description,
-                        } = Some(v);
-                    }
-                    Ok(())
-                })?;
-                if col.unchecked
-                    && let Some(p) = &col.json_path
-                {
-                    raw.unchecked.push(p.value());
-                }
-                raw.printcolumns.push(col);
-            }
-            "scale" => {
-                let mut scale = RawScale {
-                    span: key,
-                    spec: None,
-                    status: None,
-                    selector: None,
-                };
-                let mut seen = Seen(Vec::new());
-                let mut scale_unchecked = false;
-                meta.parse_nested_meta(|inner| {
-                    let n = key_name(&inner);
-                    if !SCALE_KEYS.contains(&n.as_str()) {
-                        errors.push(unknown(&inner, &n, SCALE_KEYS, "scale"));
-                        return skip_value(&inner);
-                    }
-                    if n == "unchecked" {
-                        scale_unchecked = flag(&inner)?;
-                        return Ok(());
-                    }
-                    let v = lit_str(&inner)?;
-                    if seen.first(&inner, &n, errors) {
-                        *match n.as_str() {
-                            "spec" => &mut scale.spec,
-                            "status" => &mut scale.status,
-                            _ => &mut scale.selector,
-                        } = Some(v);
-                    }
-                    Ok(())
-                })?;
-                if scale_unchecked {
-                    raw.unchecked.extend(
-                        [&scale.spec, &scale.status, &scale.selector]
-                            .into_iter()
-                            .flatten()
-                            .map(LitStr::value),
-                    );
-                }
-                if first {
-                    raw.scale = Some(scale);
-                }
-            }
-            _ => unreachable!("every key of KIND_KEYS is handled"),
-        }
-        Ok(())
-    });
-    if let Err(e) = parser.parse2(args) {
-        errors.push(e);
-    }
-    raw
+pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> KindAttrs {
+    keys::parse_args(args, &KIND, errors)
 }
 
-/// The raw keys of `#[kubeforge::schema(...)]` (struct-level rules, crate path).
+/// The keys of `#[kubeforge::schema(...)]`: struct-level rules and the crate path.
 #[derive(Default)]
-pub struct RawSchema {
-    pub rules: Vec<RawRule>,
+pub struct SchemaAttrs {
+    pub rules: Vec<RuleAttrs>,
     pub crate_path: Option<syn::Path>,
 }
 
-const SCHEMA_KEYS: &[&str] = &["rule", "crate"];
+const SCHEMA: Table<SchemaAttrs> = Table {
+    what: "`schema`",
+    keys: &[
+        Key::repeatable(
+            "rule",
+            Value::Custom(|s, meta, e| keys::push_nested(&mut s.rules, meta, &RULE, e)),
+        ),
+        Key::new("crate", Value::CratePath(|s, v| s.crate_path = Some(v))),
+    ],
+};
 
 /// Parses `#[kubeforge::schema(...)]`'s arguments.
-pub fn parse_schema(args: TokenStream, errors: &mut Errors) -> RawSchema {
-    let mut raw = RawSchema::default();
-    let parser = syn::meta::parser(|meta| {
-        let name = key_name(&meta);
-        match name.as_str() {
-            "rule" => raw.rules.push(rule(&meta, errors)?),
-            "crate" => raw.crate_path = crate_path(&lit_str(&meta)?, errors),
-            _ => {
-                errors.push(unknown(&meta, &name, SCHEMA_KEYS, "`schema`"));
-                return skip_value(&meta);
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = parser.parse2(args) {
-        errors.push(e);
-    }
-    raw
-}
-
-/// The raw field markers of `#[validate(...)]` on one field.
-#[derive(Default, Clone)]
-pub struct RawMarkers {
-    pub minimum: Option<Number>,
-    pub maximum: Option<Number>,
-    pub exclusive_minimum: Option<Keyed<bool>>,
-    pub exclusive_maximum: Option<Keyed<bool>>,
-    pub multiple_of: Option<Number>,
-    pub min_length: Option<Keyed<u64>>,
-    pub max_length: Option<Keyed<u64>>,
-    pub pattern: Option<LitStr>,
-    pub enum_values: Option<Keyed<Vec<serde_json::Value>>>,
-    pub format: Option<LitStr>,
-    pub min_items: Option<Keyed<u64>>,
-    pub max_items: Option<Keyed<u64>>,
-    pub unique_items: Option<Keyed<bool>>,
-    pub min_properties: Option<Keyed<u64>>,
-    pub max_properties: Option<Keyed<u64>>,
-    pub rules: Vec<RawRule>,
-    pub default: Option<Keyed<serde_json::Value>>,
-    pub nullable: Option<Keyed<bool>>,
-    pub preserve_unknown_fields: Option<Keyed<bool>>,
-    pub embedded_resource: Option<Keyed<bool>>,
-    pub int_or_string: Option<Keyed<bool>>,
-    pub schemaless: Option<Keyed<bool>>,
-    pub list_type: Option<LitStr>,
-    pub list_map_keys: Vec<LitStr>,
-    pub map_type: Option<LitStr>,
-    /// `items(...)`: constraints of each element of a list.
-    pub items: Option<Keyed<Box<RawMarkers>>>,
-}
-
-pub const MARKER_KEYS: &[&str] = &[
-    "minimum",
-    "maximum",
-    "exclusive_minimum",
-    "exclusive_maximum",
-    "multiple_of",
-    "min_length",
-    "max_length",
-    "pattern",
-    "enum",
-    "format",
-    "min_items",
-    "max_items",
-    "unique_items",
-    "min_properties",
-    "max_properties",
-    "rule",
-    "default",
-    "default_json",
-    "nullable",
-    "preserve_unknown_fields",
-    "embedded_resource",
-    "int_or_string",
-    "schemaless",
-    "list_type",
-    "list_map_keys",
-    "map_type",
-    "items",
-];
-
-/// Parses one `#[validate(...)]` attribute into `markers` (a field may carry several).
-pub fn parse_markers(attr: &syn::Attribute, markers: &mut RawMarkers, errors: &mut Errors) {
-    let mut seen = Seen(Vec::new());
-    let result = attr.parse_nested_meta(|meta| marker(&meta, markers, &mut seen, errors, false));
-    if let Err(e) = result {
-        errors.push(e);
-    }
-}
-
-/// Markers allowed inside `items(...)`: the scalar constraints of each list element.
-pub const ITEM_KEYS: &[&str] = &[
-    "minimum",
-    "maximum",
-    "exclusive_minimum",
-    "exclusive_maximum",
-    "multiple_of",
-    "min_length",
-    "max_length",
-    "pattern",
-    "enum",
-    "format",
-];
-
-fn marker(
-    meta: &ParseNestedMeta<'_>,
-    markers: &mut RawMarkers,
-    seen: &mut Seen,
-    errors: &mut Errors,
-    in_items: bool,
-) -> syn::Result<()> {
-    {
-        let name = key_name(meta);
-        let (known, what) = if in_items {
-            (ITEM_KEYS, "`items`")
-        } else {
-            (MARKER_KEYS, "`validate`")
-        };
-        if !known.contains(&name.as_str()) {
-            errors.push(unknown(meta, &name, known, what));
-            return skip_value(meta);
-        }
-        let first = name == "rule" || seen.first(meta, &name, errors);
-        let key = meta.path.segments[0].ident.span();
-        let m = &mut *markers;
-        match name.as_str() {
-            "items" => {
-                let mut items = RawMarkers::default();
-                let mut inner_seen = Seen(Vec::new());
-                meta.parse_nested_meta(|inner| {
-                    marker(&inner, &mut items, &mut inner_seen, errors, true)
-                })?;
-                if first {
-                    m.items = Some(Keyed {
-                        value: Box::new(items),
-                        key,
-                    });
-                }
-            }
-            "minimum" | "maximum" | "multiple_of" => {
-                let n = number(meta)?;
-                if first {
-                    *match name.as_str() {
-                        "minimum" => &mut m.minimum,
-                        "maximum" => &mut m.maximum,
-                        _ => &mut m.multiple_of,
-                    } = Some(n);
-                }
-            }
-            "exclusive_minimum"
-            | "exclusive_maximum"
-            | "unique_items"
-            | "nullable"
-            | "preserve_unknown_fields"
-            | "embedded_resource"
-            | "int_or_string"
-            | "schemaless" => {
-                let v = Keyed {
-                    value: flag(meta)?,
-                    key,
-                };
-                if first {
-                    *match name.as_str() {
-                        "exclusive_minimum" => &mut m.exclusive_minimum,
-                        "exclusive_maximum" => &mut m.exclusive_maximum,
-                        "unique_items" => &mut m.unique_items,
-                        "nullable" => &mut m.nullable,
-                        "preserve_unknown_fields" => &mut m.preserve_unknown_fields,
-                        "embedded_resource" => &mut m.embedded_resource,
-                        "int_or_string" => &mut m.int_or_string,
-                        _ => &mut m.schemaless,
-                    } = Some(v);
-                }
-            }
-            "min_length" | "max_length" | "min_items" | "max_items" | "min_properties"
-            | "max_properties" => {
-                let v = unsigned(meta)?;
-                if first {
-                    *match name.as_str() {
-                        "min_length" => &mut m.min_length,
-                        "max_length" => &mut m.max_length,
-                        "min_items" => &mut m.min_items,
-                        "max_items" => &mut m.max_items,
-                        "min_properties" => &mut m.min_properties,
-                        _ => &mut m.max_properties,
-                    } = Some(v);
-                }
-            }
-            "pattern" | "format" | "list_type" | "map_type" => {
-                let v = lit_str(meta)?;
-                if first {
-                    *match name.as_str() {
-                        "pattern" => &mut m.pattern,
-                        "format" => &mut m.format,
-                        "list_type" => &mut m.list_type,
-                        _ => &mut m.map_type,
-                    } = Some(v);
-                }
-            }
-            "enum" => {
-                let expr: Expr = meta.value()?.parse()?;
-                let values = match expr_json(&expr)? {
-                    serde_json::Value::Array(values) if !values.is_empty() => values,
-                    _ => {
-                        return Err(syn::Error::new_spanned(
-                            &expr,
-                            "expected a non-empty array, e.g. `enum = [\"a\", \"b\"]`",
-                        ));
-                    }
-                };
-                if first {
-                    m.enum_values = Some(Keyed { value: values, key });
-                }
-            }
-            "default" => {
-                let expr: Expr = meta.value()?.parse()?;
-                let value = expr_json(&expr)?;
-                if first {
-                    m.default = Some(Keyed { value, key });
-                }
-            }
-            "default_json" => {
-                let lit = lit_str(meta)?;
-                let value: serde_json::Value = serde_json::from_str(&lit.value())
-                    .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
-                if m.default.is_some() {
-                    errors.spanned(&meta.path, "`default` is already set");
-                } else {
-                    m.default = Some(Keyed { value, key });
-                }
-            }
-            "list_map_keys" => {
-                let expr: Expr = meta.value()?.parse()?;
-                let Expr::Array(array) = &expr else {
-                    return Err(syn::Error::new_spanned(
-                        &expr,
-                        "expected an array of strings, e.g. `list_map_keys = [\"name\"]`",
-                    ));
-                };
-                for elem in &array.elems {
-                    match elem {
-                        Expr::Lit(ExprLit {
-                            lit: Lit::Str(s), ..
-                        }) => m.list_map_keys.push(s.clone()),
-                        other => errors.spanned(other, "expected a string literal"),
-                    }
-                }
-            }
-            "rule" => m.rules.push(rule(meta, errors)?),
-            _ => unreachable!("every key of MARKER_KEYS is handled"),
-        }
-        Ok(())
-    }
+pub fn parse_schema(args: TokenStream, errors: &mut Errors) -> SchemaAttrs {
+    keys::parse_args(args, &SCHEMA, errors)
 }
 
 #[cfg(test)]
@@ -852,7 +292,7 @@ mod tests {
     #[test]
     fn parse_kind_should_read_every_key() {
         let mut errors = Errors::default();
-        let raw = parse_kind(
+        let attrs = parse_kind(
             quote!(group = "g.dev", version = "v1", kind = "K", namespaced, status = S,
                 shortname = "k", shortname = "kk", category = "all",
                 printcolumn(name = "R", json_path = ".spec.r", type = "integer", priority = 1),
@@ -864,21 +304,22 @@ mod tests {
         );
         let messages = errors.messages();
         assert!(messages.is_empty(), "{messages:?}");
-        assert_eq!(raw.group.map(|g| g.value()).as_deref(), Some("g.dev"));
-        assert_eq!(raw.shortnames.len(), 2);
+        assert_eq!(attrs.group.map(|g| g.value()).as_deref(), Some("g.dev"));
+        assert_eq!(attrs.shortnames.len(), 2);
         assert_eq!(
-            raw.printcolumns[0].priority.as_ref().map(|p| p.value),
+            attrs.printcolumns[0].priority.as_ref().map(|p| p.value),
             Some(1)
         );
-        assert!(raw.scale.is_some());
+        assert!(attrs.scale.is_some());
         assert_eq!(
-            raw.rules[0].cel.as_ref().map(LitStr::value).as_deref(),
+            attrs.rules[0].cel.as_ref().map(LitStr::value).as_deref(),
             Some("self.a")
         );
-        assert_eq!(raw.storage.map(|s| s.value), Some(false));
+        assert_eq!(attrs.storage.map(|s| s.value), Some(false));
         assert_eq!(
-            raw.deprecated
-                .and_then(|d| d.value)
+            attrs
+                .deprecated
+                .and_then(|d| d.warning)
                 .map(|w| w.value())
                 .as_deref(),
             Some("old")
@@ -902,23 +343,25 @@ mod tests {
     }
 
     #[test]
-    fn parse_markers_should_read_numbers_and_literals() {
-        let attr: syn::Attribute = syn::parse_quote!(#[validate(minimum = -5, maximum = 2.5, enum = ["a", "b"], default = 3, list_map_keys = ["name"])]);
-        let mut markers = RawMarkers::default();
+    fn sub_attributes_should_report_missing_keys_unless_one_was_misspelled() {
         let mut errors = Errors::default();
-        parse_markers(&attr, &mut markers, &mut errors);
-        let messages = errors.messages();
-        assert!(messages.is_empty(), "{messages:?}");
-        assert_eq!(
-            markers.minimum.map(|n| n.value.to_string()).as_deref(),
-            Some("-5")
+        parse_kind(
+            quote!(printcolumn(name = "A"), scale(spec = ".spec.r", unchecked),
+                printcolumn(name = "B", jsonpath = ".spec.b", type = "string"),
+                label(key = "k"), selectable_field(unchecked), rule(message = "m")),
+            &mut errors,
         );
         assert_eq!(
-            markers.maximum.map(|n| n.value.to_string()).as_deref(),
-            Some("2.5")
+            errors.messages(),
+            [
+                "a printer column needs `json_path = \".spec...\"`",
+                "a printer column needs `type = ...`, one of: integer, number, string, boolean, date",
+                "`scale` needs `status = \".status.replicas\"`",
+                "unknown printcolumn key `jsonpath`; did you mean `json_path`?",
+                "expected `key = \"...\"` and `value = \"...\"`",
+                "expected `selectable_field(json_path = \"...\")`",
+                "a rule needs `cel = \"...\"`",
+            ]
         );
-        assert_eq!(markers.enum_values.map(|e| e.value.len()), Some(2));
-        assert_eq!(markers.default.map(|d| d.value), Some(serde_json::json!(3)));
-        assert_eq!(markers.list_map_keys.len(), 1);
     }
 }

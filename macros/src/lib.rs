@@ -1,8 +1,10 @@
 //! Procedural macros of kubeforge. Use them through the `kubeforge` crate, which re-exports them.
 //!
-//! This crate only routes: each attribute is a one-line entry point into `pipeline.rs`, which
-//! parses (`attrs.rs`), models (`model.rs`), validates (`validate.rs`, `cel.rs`) and expands
-//! (`expand.rs`).
+//! This crate only routes: each attribute is a one-line entry point into `pipeline.rs`
+//! (`#[custom_resource]`, `#[kubeforge::schema]`) or `controller/` (`#[controller]`). Both
+//! schema macros run the same stages: attributes (`attrs.rs`, read by the table-driven
+//! `key = value` parser of `keys.rs`; field markers in `markers.rs`) → typed model (`model.rs`,
+//! `fields.rs`) → checks (`validate.rs`, `cel.rs`) → expansion (`expand.rs`).
 //!
 //! The reference of every key and marker is on [`macro@custom_resource`] and [`macro@schema`].
 
@@ -11,6 +13,9 @@ mod cel;
 mod controller;
 mod errors;
 mod expand;
+mod fields;
+mod keys;
+mod markers;
 mod model;
 mod pipeline;
 mod validate;

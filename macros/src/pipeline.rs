@@ -1,13 +1,14 @@
-//! The two attribute macros as pipelines: parse → model → validate → expand. On any error the
-//! user's item is still emitted (markers removed, derives added) next to the `compile_error!`s, so
-//! one mistake does not cascade into errors about missing items.
+//! The two attribute macros as pipelines of the same stages: attributes (`attrs.rs`, field markers
+//! in `markers.rs`) → typed model (`model.rs`, `fields.rs`) → checks (`validate.rs`) → expansion
+//! (`expand.rs`). On any error the user's item is still emitted (markers removed, derives added)
+//! next to the `compile_error!`s, so one mistake does not cascade into errors about missing items.
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{Item, ItemStruct};
 
 use crate::errors::Errors;
-use crate::{attrs, expand, model, validate};
+use crate::{attrs, expand, fields, markers, model, validate};
 
 const DERIVED: &[&str] = &["Serialize", "Deserialize", "JsonSchema"];
 
@@ -82,14 +83,14 @@ fn named_struct(
     }
 }
 
-/// `#[custom_resource(...)]`.
+/// `#[custom_resource(...)]`: attributes → model → checks → expansion.
 pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let item: Item = match syn::parse2(input) {
         Ok(item) => item,
         Err(e) => return e.to_compile_error(),
     };
-    let raw = attrs::parse_kind(args, &mut errors);
+    let attrs = attrs::parse_kind(args, &mut errors);
     let mut spec = match named_struct(item, "custom_resource", &mut errors) {
         Ok(s) => s,
         Err(item) => {
@@ -99,36 +100,41 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     check_own_derives(&mut spec.attrs, &mut errors, "custom_resource");
     check_generics(&spec.generics, &mut errors);
-    let rename_all = model::container_rename_all(&spec.attrs);
-    let fields = model::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
+    let rename_all = fields::container_rename_all(&spec.attrs);
+    let fields = fields::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
     for field in &fields {
         validate::field(field, &mut errors);
     }
-    let kind = model::kind(raw, &mut errors);
+    let kind = model::kind(attrs, &mut errors);
+    if let Some(kind) = &kind {
+        validate::kind(kind, &mut errors);
+        validate::root_name(kind, &spec.ident, &mut errors);
+    }
+    let rules = kind.as_ref().map_or(&[][..], |k| &k.rules);
+    validate::rule_fields(rules, &fields, &spec.ident, &mut errors);
     let krate = kind
         .as_ref()
         .map_or_else(model::default_crate, |k| k.crate_path.clone());
-    if let Some(kind) = &kind {
-        validate::kind(kind, &mut errors);
-        if spec.ident == kind.kind.value() {
-            errors.spanned(
-                &kind.kind,
-                format!("the kind is the name of the generated type; rename the spec struct (e.g. `{}Spec`)", spec.ident),
-            );
-        }
-    }
-    let rules = kind.as_ref().map(|k| k.rules.clone()).unwrap_or_default();
-    validate::rule_fields(&rules, &fields, &spec.ident, &mut errors);
-    let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &krate);
+    let spec_tokens = expand::schema_struct(&mut spec, &fields, rules, &krate);
+    expand_kind(spec_tokens, kind.as_ref(), &spec, errors)
+}
+
+/// The spec struct, then the root type: checked when there is no error; as a dummy (no JSONPath
+/// checks) next to the errors, so that code using it keeps compiling and only the reported errors
+/// remain; not at all when the kind is unknown or names the spec struct itself.
+fn expand_kind(
+    spec_tokens: TokenStream,
+    kind: Option<&model::Kind>,
+    spec: &ItemStruct,
+    errors: Errors,
+) -> TokenStream {
     match (kind, errors.check()) {
         (Some(kind), Ok(())) => {
-            let root = expand::kind(&kind, &spec, true);
+            let root = expand::kind(kind, spec, true);
             quote!(#spec_tokens #root)
         }
         (Some(kind), Err(errs)) if spec.ident != kind.kind.value() => {
-            // The root type as a dummy (no JSONPath checks): code using it keeps compiling, only
-            // the reported errors remain.
-            let root = expand::kind(&kind, &spec, false);
+            let root = expand::kind(kind, spec, false);
             let errs = errs.to_compile_error();
             quote!(#spec_tokens #root #errs)
         }
@@ -139,69 +145,71 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     }
 }
 
-/// `#[kubeforge::schema(...)]`.
+/// `#[kubeforge::schema(...)]`: attributes → model → checks → expansion, for an enum, a tuple
+/// struct or a struct with named fields.
 pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     let mut errors = Errors::default();
     let item: Item = match syn::parse2(input) {
         Ok(item) => item,
         Err(e) => return e.to_compile_error(),
     };
-    let raw = attrs::parse_schema(args, &mut errors);
-    validate::rules(&raw.rules, &mut errors);
-    let krate = raw.crate_path.clone().unwrap_or_else(model::default_crate);
+    let options = model::schema(attrs::parse_schema(args, &mut errors));
+    validate::rules(&options.rules, &mut errors);
     let tokens = match item {
-        Item::Enum(mut e) => {
-            check_own_derives(&mut e.attrs, &mut errors, "schema");
-            check_generics(&e.generics, &mut errors);
-            let model = model::enumeration(&mut e, &mut errors);
-            for variant in &model.variants {
-                for field in &variant.fields {
-                    validate::field(field, &mut errors);
-                }
-            }
-            expand::schema_enum(&mut e, &model, &raw.rules, &krate)
-        }
-        Item::Struct(mut s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
-            // Newtypes and tuple structs: serde's shape, no markers on positional fields.
-            check_own_derives(&mut s.attrs, &mut errors, "schema");
-            check_generics(&s.generics, &mut errors);
-            for field in s.fields.iter_mut() {
-                field.attrs.retain(|a| {
-                    if a.path().is_ident("validate") {
-                        errors.spanned(
-                            a,
-                            "markers on tuple struct fields are not supported; use named fields",
-                        );
-                        false
-                    } else {
-                        true
-                    }
-                });
-            }
-            expand::schema_tuple(&s, &raw.rules, &krate)
+        Item::Enum(e) => schema_enum(e, &options, &mut errors),
+        Item::Struct(s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
+            schema_tuple(s, &options, &mut errors)
         }
         other => match named_struct(other, "schema", &mut errors) {
-            Ok(mut s) => {
-                check_own_derives(&mut s.attrs, &mut errors, "schema");
-                check_generics(&s.generics, &mut errors);
-                let rename_all = model::container_rename_all(&s.attrs);
-                let mut fields = model::fields(&mut s.fields, rename_all.as_deref(), &mut errors);
-                if model::container_transparent(&s.attrs) {
-                    for field in &mut fields {
-                        field.serde.transparent = true;
-                    }
-                }
-                for field in &fields {
-                    validate::field(field, &mut errors);
-                }
-                validate::rule_fields(&raw.rules, &fields, &s.ident, &mut errors);
-                expand::schema_struct(&mut s, &fields, &raw.rules, &krate)
-            }
+            Ok(s) => schema_struct(s, &options, &mut errors),
             Err(item) => item,
         },
     };
     let errs = errors.check().err().map(|e| e.to_compile_error());
     quote!(#tokens #errs)
+}
+
+fn schema_enum(mut e: syn::ItemEnum, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+    check_own_derives(&mut e.attrs, errors, "schema");
+    check_generics(&e.generics, errors);
+    let model = fields::enumeration(&mut e, errors);
+    for variant in &model.variants {
+        for field in &variant.fields {
+            validate::field(field, errors);
+        }
+    }
+    expand::schema_enum(&mut e, &model, &options.rules, &options.crate_path)
+}
+
+/// Newtypes and tuple structs: serde's shape, no markers on positional fields.
+fn schema_tuple(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+    check_own_derives(&mut s.attrs, errors, "schema");
+    check_generics(&s.generics, errors);
+    for field in s.fields.iter_mut() {
+        markers::reject(
+            &mut field.attrs,
+            "markers on tuple struct fields are not supported; use named fields",
+            errors,
+        );
+    }
+    expand::schema_tuple(&s, &options.rules, &options.crate_path)
+}
+
+fn schema_struct(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+    check_own_derives(&mut s.attrs, errors, "schema");
+    check_generics(&s.generics, errors);
+    let rename_all = fields::container_rename_all(&s.attrs);
+    let mut fields = fields::fields(&mut s.fields, rename_all.as_deref(), errors);
+    if fields::container_transparent(&s.attrs) {
+        for field in &mut fields {
+            field.serde.transparent = true;
+        }
+    }
+    for field in &fields {
+        validate::field(field, errors);
+    }
+    validate::rule_fields(&options.rules, &fields, &s.ident, errors);
+    expand::schema_struct(&mut s, &fields, &options.rules, &options.crate_path)
 }
 
 #[cfg(test)]

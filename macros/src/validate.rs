@@ -1,11 +1,14 @@
-//! Validate: rules that span several keys or need knowledge of Kubernetes (names, column types,
-//! regexes, marker vs. field type). Each error points at the offending token.
+//! Checks: rules that span several keys or need knowledge of Kubernetes (names, column types,
+//! regexes, marker vs. field type), on the typed model. One function per check; each error
+//! points at the offending token.
 
+use proc_macro2::Span;
 use syn::LitStr;
 
-use crate::attrs::{RawMarkers, RawRule};
 use crate::errors::Errors;
-use crate::model::{Field, Kind, Shape};
+use crate::fields::{Field, SerdeField, Shape};
+use crate::markers::Markers;
+use crate::model::{JsonPath, Kind, PrintColumn, Rule, Scale, parse_path};
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -45,38 +48,6 @@ const RULE_REASONS: &[&str] = &[
     "FieldValueDuplicate",
 ];
 
-/// One step of a simple JSONPath: a field name and how many `[n]` indexes follow it.
-pub struct PathStep {
-    pub name: String,
-    pub indexes: usize,
-}
-
-/// Splits `.a.b[0].c` into steps; `None` if it is not a simple path.
-pub fn parse_path(path: &str) -> Option<Vec<PathStep>> {
-    let rest = path.strip_prefix('.')?;
-    rest.split('.')
-        .map(|seg| {
-            let name = seg.split('[').next().unwrap_or_default();
-            let valid_name = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            let mut indexes = 0;
-            for idx in seg[name.len()..].split_inclusive(']') {
-                let digits = idx.strip_prefix('[').and_then(|i| i.strip_suffix(']'))?;
-                if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
-                    return None;
-                }
-                indexes += 1;
-            }
-            valid_name.then(|| PathStep {
-                name: name.to_owned(),
-                indexes,
-            })
-        })
-        .collect()
-}
-
 /// A JSONPath as Kubernetes accepts in printer columns and subresources: `.a.b[0].c` (simple
 /// paths; no filters).
 pub fn check_json_path(lit: &LitStr, errors: &mut Errors) -> bool {
@@ -110,18 +81,13 @@ fn check_root(lit: &LitStr, kind: &Kind, errors: &mut Errors) {
     }
 }
 
-pub fn rules(rules: &[RawRule], errors: &mut Errors) {
+/// The CEL rules of a kind, a struct or a field.
+pub fn rules(rules: &[Rule], errors: &mut Errors) {
     for rule in rules {
-        match &rule.cel {
-            None => errors.at(rule.span, "a rule needs `cel = \"...\"`"),
-            Some(cel) if cel.value().trim().is_empty() => {
-                errors.spanned(cel, "the CEL expression is empty");
-            }
-            Some(cel) => {
-                if let Err(message) = crate::cel::check(&cel.value()) {
-                    errors.spanned(cel, format!("CEL rule does not parse: {message}"));
-                }
-            }
+        if rule.cel.value().trim().is_empty() {
+            errors.spanned(&rule.cel, "the CEL expression is empty");
+        } else if let Err(message) = crate::cel::check(&rule.cel.value()) {
+            errors.spanned(&rule.cel, format!("CEL rule does not parse: {message}"));
         }
         if let Some(reason) = &rule.reason
             && !RULE_REASONS.contains(&reason.value().as_str())
@@ -148,7 +114,23 @@ pub fn rules(rules: &[RawRule], errors: &mut Errors) {
     }
 }
 
+/// The kind options.
 pub fn kind(kind: &Kind, errors: &mut Errors) {
+    names(kind, errors);
+    printcolumns(kind, errors);
+    if let Some(scale) = &kind.scale {
+        self::scale(scale, kind, errors);
+    }
+    for p in &kind.selectable_fields {
+        if check_json_path(&p.lit, errors) {
+            check_root(&p.lit, kind, errors);
+        }
+    }
+    rules(&kind.rules, errors);
+}
+
+/// Group, version, kind, short names and categories.
+fn names(kind: &Kind, errors: &mut Errors) {
     if !kind.group.value().contains('.') || !is_dns_subdomain(&kind.group.value()) {
         errors.spanned(
             &kind.group,
@@ -175,111 +157,95 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
             errors.spanned(name, "must be a lower-case DNS label");
         }
     }
-    let mut names: Vec<String> = Vec::new();
-    for col in &kind.printcolumns {
-        let missing = |errors: &mut Errors, message: String| {
-            if !col.had_unknown {
-                errors.at(col.span, message);
-            }
-        };
-        match &col.name {
-            None => missing(errors, "a printer column needs `name = \"...\"`".to_owned()),
-            Some(name) => {
-                if names.contains(&name.value()) {
-                    errors.spanned(name, format!("duplicate printer column `{}`", name.value()));
-                }
-                names.push(name.value());
-            }
-        }
-        match &col.json_path {
-            None => missing(
-                errors,
-                "a printer column needs `json_path = \".spec...\"`".to_owned(),
-            ),
-            Some(p) => {
-                if check_json_path(p, errors) {
-                    check_root(p, kind, errors);
-                }
-            }
-        }
-        match &col.type_ {
-            None => missing(
-                errors,
-                format!(
-                    "a printer column needs `type = ...`, one of: {}",
-                    COLUMN_TYPES.join(", ")
-                ),
-            ),
-            Some(t) if !COLUMN_TYPES.contains(&t.value().as_str()) => errors.spanned(
-                t,
-                format!(
-                    "unknown column type; expected one of: {}",
-                    COLUMN_TYPES.join(", ")
-                ),
-            ),
-            Some(_) => {}
-        }
-        if let Some(f) = &col.format
-            && !COLUMN_FORMATS.contains(&f.value().as_str())
-        {
-            errors.spanned(
-                f,
-                format!(
-                    "unknown column format; expected one of: {}",
-                    COLUMN_FORMATS.join(", ")
-                ),
-            );
-        }
-    }
-    if let Some(scale) = &kind.scale {
-        match &scale.spec {
-            None => errors.at(scale.span, "`scale` needs `spec = \".spec.replicas\"`"),
-            Some(p) => {
-                if check_json_path(p, errors) && !p.value().starts_with(".spec.") {
-                    errors.spanned(p, "the spec replicas path must start with `.spec.`");
-                }
-            }
-        }
-        match &scale.status {
-            None => errors.at(scale.span, "`scale` needs `status = \".status.replicas\"`"),
-            Some(p) => {
-                if check_json_path(p, errors) && !p.value().starts_with(".status.") {
-                    errors.spanned(p, "the status replicas path must start with `.status.`");
-                }
-            }
-        }
-        if let Some(p) = &scale.selector
-            && check_json_path(p, errors)
-            && !p.value().starts_with(".status.")
-            && !p.value().starts_with(".spec.")
-        {
-            errors.spanned(
-                p,
-                "the label selector path must start with `.spec.` or `.status.`",
-            );
-        }
-        if kind.status.is_none() {
-            errors.at(
-                scale.span,
-                "the scale subresource needs a status: add `status = YourStatus`",
-            );
-        }
-    }
-    for p in &kind.selectable_fields {
-        if check_json_path(p, errors) {
-            check_root(p, kind, errors);
-        }
-    }
-    rules(&kind.rules, errors);
 }
 
-fn wrong_shape(
-    errors: &mut Errors,
-    key: proc_macro2::Span,
-    marker: &str,
-    applies: &str,
-    field: &Field,
-) {
+/// The generated type is named after the kind: the spec struct needs another name.
+pub fn root_name(kind: &Kind, spec: &syn::Ident, errors: &mut Errors) {
+    if *spec == kind.kind.value() {
+        errors.spanned(
+            &kind.kind,
+            format!("the kind is the name of the generated type; rename the spec struct (e.g. `{spec}Spec`)"),
+        );
+    }
+}
+
+fn printcolumns(kind: &Kind, errors: &mut Errors) {
+    let mut names: Vec<String> = Vec::new();
+    for col in &kind.printcolumns {
+        let name = col.name.value();
+        if names.contains(&name) {
+            errors.spanned(&col.name, format!("duplicate printer column `{name}`"));
+        }
+        names.push(name);
+        if check_json_path(&col.json_path.lit, errors) {
+            check_root(&col.json_path.lit, kind, errors);
+        }
+        column_type_and_format(col, errors);
+    }
+}
+
+fn column_type_and_format(col: &PrintColumn, errors: &mut Errors) {
+    if !COLUMN_TYPES.contains(&col.type_.value().as_str()) {
+        errors.spanned(
+            &col.type_,
+            format!(
+                "unknown column type; expected one of: {}",
+                COLUMN_TYPES.join(", ")
+            ),
+        );
+    }
+    if let Some(f) = &col.format
+        && !COLUMN_FORMATS.contains(&f.value().as_str())
+    {
+        errors.spanned(
+            f,
+            format!(
+                "unknown column format; expected one of: {}",
+                COLUMN_FORMATS.join(", ")
+            ),
+        );
+    }
+}
+
+fn scale(scale: &Scale, kind: &Kind, errors: &mut Errors) {
+    let prefixed = |path: &JsonPath, prefixes: &[&str]| {
+        let value = path.lit.value();
+        prefixes.iter().any(|p| value.starts_with(p))
+    };
+    for (path, prefix, message) in [
+        (
+            &scale.spec,
+            ".spec.",
+            "the spec replicas path must start with `.spec.`",
+        ),
+        (
+            &scale.status,
+            ".status.",
+            "the status replicas path must start with `.status.`",
+        ),
+    ] {
+        if check_json_path(&path.lit, errors) && !prefixed(path, &[prefix]) {
+            errors.spanned(&path.lit, message);
+        }
+    }
+    if let Some(p) = &scale.selector
+        && check_json_path(&p.lit, errors)
+        && !prefixed(p, &[".status.", ".spec."])
+    {
+        errors.spanned(
+            &p.lit,
+            "the label selector path must start with `.spec.` or `.status.`",
+        );
+    }
+    if kind.status.is_none() {
+        errors.at(
+            scale.span,
+            "the scale subresource needs a status: add `status = YourStatus`",
+        );
+    }
+}
+
+fn wrong_shape(errors: &mut Errors, key: Span, marker: &str, applies: &str, field: &Field) {
     errors.at(
         key,
         format!(
@@ -290,40 +256,74 @@ fn wrong_shape(
     );
 }
 
+/// Which kinds of markers a field's shape accepts (`Other` accepts all: it is not checked).
+struct Accepts {
+    numeric: bool,
+    string: bool,
+    array: bool,
+    map: bool,
+}
+
+impl Accepts {
+    fn of(shape: Shape) -> Self {
+        Accepts {
+            numeric: matches!(
+                shape,
+                Shape::Integer | Shape::Number | Shape::IntOrString | Shape::Other
+            ),
+            string: matches!(shape, Shape::String | Shape::IntOrString | Shape::Other),
+            array: matches!(shape, Shape::Array | Shape::Other),
+            map: matches!(shape, Shape::Map | Shape::Other),
+        }
+    }
+}
+
 /// Marker rules of one field.
 pub fn field(field: &Field, errors: &mut Errors) {
-    let m: &RawMarkers = &field.markers;
-    let shape = field.shape;
-    let numeric = matches!(
-        shape,
-        Shape::Integer | Shape::Number | Shape::IntOrString | Shape::Other
-    );
-    let string = matches!(shape, Shape::String | Shape::IntOrString | Shape::Other);
-    let array = matches!(shape, Shape::Array | Shape::Other);
-    let map = matches!(shape, Shape::Map | Shape::Other);
+    let m = &field.markers;
+    let accepts = Accepts::of(field.shape);
     if field.has_markers && field.serde.flatten {
         errors.spanned(
             &field.ident,
             "markers on a `#[serde(flatten)]` field have no schema node to attach to; put them on the fields of the flattened type",
         );
     }
+    numbers(field, accepts.numeric, errors);
+    sizes(field, &accepts, errors);
+    unique_items(field, accepts.array, errors);
+    pattern(field, accepts.string, errors);
+    list_type(field, accepts.array, errors);
+    map_type(field, accepts.map, errors);
+    if let (Some(ios), Some(s)) = (&m.int_or_string, &m.schemaless)
+        && ios.value
+        && s.value
+    {
+        errors.at(s.key, "`schemaless` and `int_or_string` exclude each other");
+    }
+    defaults_and_enum(field, errors);
+    items(field, accepts.array, errors);
+    rules(&m.rules, errors);
+}
+
+/// `minimum`, `maximum`, `multiple_of` and the exclusive flags.
+fn numbers(field: &Field, numeric: bool, errors: &mut Errors) {
+    let m = &field.markers;
     for (n, name) in [
         (&m.minimum, "minimum"),
         (&m.maximum, "maximum"),
         (&m.multiple_of, "multiple_of"),
     ] {
-        if let Some(n) = n {
-            if !numeric {
-                wrong_shape(errors, n.span, name, "integer and number fields", field);
-            } else if shape == Shape::Integer && !n.is_integer {
-                errors.at(
-                    n.span,
-                    format!(
-                        "`{name}` of integer field `{}` must be an integer",
-                        field.ident
-                    ),
-                );
-            }
+        let Some(n) = n else { continue };
+        if !numeric {
+            wrong_shape(errors, n.span, name, "integer and number fields", field);
+        } else if field.shape == Shape::Integer && !n.is_integer {
+            errors.at(
+                n.span,
+                format!(
+                    "`{name}` of integer field `{}` must be an integer",
+                    field.ident
+                ),
+            );
         }
     }
     if let Some(multiple) = &m.multiple_of
@@ -339,13 +339,8 @@ pub fn field(field: &Field, errors: &mut Errors) {
             && flag.value
             && bound.is_none()
         {
-            errors.at(
-                flag.key,
-                format!(
-                    "`{name}` needs `{}` to be set",
-                    name.trim_start_matches("exclusive_")
-                ),
-            );
+            let bound = name.trim_start_matches("exclusive_");
+            errors.at(flag.key, format!("`{name}` needs `{bound}` to be set"));
         }
     }
     if let (Some(min), Some(max)) = (&m.minimum, &m.maximum)
@@ -353,164 +348,176 @@ pub fn field(field: &Field, errors: &mut Errors) {
     {
         errors.at(max.span, "`maximum` is smaller than `minimum`");
     }
-    for (k, name) in [(&m.min_length, "min_length"), (&m.max_length, "max_length")] {
-        if let Some(k) = k
-            && !string
-        {
-            wrong_shape(errors, k.key, name, "string fields", field);
+}
+
+/// Length, item and property counts: on the right shape, the minimum not above the maximum.
+fn sizes(field: &Field, accepts: &Accepts, errors: &mut Errors) {
+    let m = &field.markers;
+    let bounds = [
+        (
+            &m.min_length,
+            &m.max_length,
+            "length",
+            accepts.string,
+            "string fields",
+        ),
+        (
+            &m.min_items,
+            &m.max_items,
+            "items",
+            accepts.array,
+            "list fields",
+        ),
+        (
+            &m.min_properties,
+            &m.max_properties,
+            "properties",
+            accepts.map,
+            "map and object fields",
+        ),
+    ];
+    for (lo, hi, noun, fits, applies) in bounds {
+        for (k, bound) in [(lo, "min"), (hi, "max")] {
+            if let Some(k) = k
+                && !fits
+            {
+                wrong_shape(errors, k.key, &format!("{bound}_{noun}"), applies, field);
+            }
         }
     }
-    for (k, name) in [(&m.min_items, "min_items"), (&m.max_items, "max_items")] {
-        if let Some(k) = k
-            && !array
-        {
-            wrong_shape(errors, k.key, name, "list fields", field);
-        }
-    }
-    for (k, name) in [
-        (&m.min_properties, "min_properties"),
-        (&m.max_properties, "max_properties"),
-    ] {
-        if let Some(k) = k
-            && !map
-        {
-            wrong_shape(errors, k.key, name, "map and object fields", field);
-        }
-    }
-    for (lo, hi, name) in [
-        (&m.min_length, &m.max_length, "max_length"),
-        (&m.min_items, &m.max_items, "max_items"),
-        (&m.min_properties, &m.max_properties, "max_properties"),
-    ] {
+    for (lo, hi, noun, _, _) in bounds {
         if let (Some(lo), Some(hi)) = (lo, hi)
             && lo.value > hi.value
         {
-            errors.at(hi.key, format!("`{name}` is smaller than its minimum"));
+            errors.at(hi.key, format!("`max_{noun}` is smaller than its minimum"));
         }
     }
-    if let Some(u) = &m.unique_items {
-        if !array {
-            wrong_shape(errors, u.key, "unique_items", "list fields", field);
-        }
-        if let Some(lt) = &m.list_type
-            && lt.value() != "set"
-        {
-            errors.at(
-                u.key,
-                "`unique_items` is `list_type = \"set\"` in Kubernetes; it conflicts with this list type",
-            );
-        }
+}
+
+fn unique_items(field: &Field, array: bool, errors: &mut Errors) {
+    let m = &field.markers;
+    let Some(u) = &m.unique_items else { return };
+    if !array {
+        wrong_shape(errors, u.key, "unique_items", "list fields", field);
     }
-    if let Some(p) = &m.pattern {
-        if !string {
-            wrong_shape(errors, p.span(), "pattern", "string fields", field);
-        }
-        if let Err(e) = regex_syntax::Parser::new().parse(&p.value()) {
-            let detail = e.to_string();
-            let last = detail.lines().last().unwrap_or_default().trim().to_owned();
-            errors.spanned(p, format!("invalid regular expression: {last}"));
-        }
-    }
-    if let Some(lt) = &m.list_type {
-        if !array {
-            wrong_shape(errors, lt.span(), "list_type", "list fields", field);
-        }
-        match lt.value().as_str() {
-            "atomic" | "set" => {
-                if let Some(k) = m.list_map_keys.first() {
-                    errors.spanned(k, "`list_map_keys` needs `list_type = \"map\"`");
-                }
-            }
-            "map" => {
-                if m.list_map_keys.is_empty() {
-                    errors.spanned(
-                        lt,
-                        "`list_type = \"map\"` needs `list_map_keys = [\"...\"]`",
-                    );
-                }
-            }
-            _ => errors.spanned(lt, "unknown list type; expected one of: atomic, set, map"),
-        }
-    } else if let Some(k) = m.list_map_keys.first() {
-        errors.spanned(k, "`list_map_keys` needs `list_type = \"map\"`");
-    }
-    if let Some(mt) = &m.map_type {
-        if !map {
-            wrong_shape(
-                errors,
-                mt.span(),
-                "map_type",
-                "map and object fields",
-                field,
-            );
-        }
-        if !matches!(mt.value().as_str(), "atomic" | "granular") {
-            errors.spanned(mt, "unknown map type; expected one of: atomic, granular");
-        }
-    }
-    if let (Some(ios), Some(s)) = (&m.int_or_string, &m.schemaless)
-        && ios.value
-        && s.value
+    if let Some(lt) = &m.list_type
+        && lt.value() != "set"
     {
-        errors.at(s.key, "`schemaless` and `int_or_string` exclude each other");
+        errors.at(
+            u.key,
+            "`unique_items` is `list_type = \"set\"` in Kubernetes; it conflicts with this list type",
+        );
     }
+}
+
+fn pattern(field: &Field, string: bool, errors: &mut Errors) {
+    let Some(p) = &field.markers.pattern else {
+        return;
+    };
+    if !string {
+        wrong_shape(errors, p.span(), "pattern", "string fields", field);
+    }
+    if let Err(e) = regex_syntax::Parser::new().parse(&p.value()) {
+        let detail = e.to_string();
+        let last = detail.lines().last().unwrap_or_default().trim().to_owned();
+        errors.spanned(p, format!("invalid regular expression: {last}"));
+    }
+}
+
+fn list_type(field: &Field, array: bool, errors: &mut Errors) {
+    let m = &field.markers;
+    let keys_need_map = |errors: &mut Errors| {
+        if let Some(k) = m.list_map_keys.first() {
+            errors.spanned(k, "`list_map_keys` needs `list_type = \"map\"`");
+        }
+    };
+    let Some(lt) = &m.list_type else {
+        keys_need_map(errors);
+        return;
+    };
+    if !array {
+        wrong_shape(errors, lt.span(), "list_type", "list fields", field);
+    }
+    match lt.value().as_str() {
+        "atomic" | "set" => keys_need_map(errors),
+        "map" => {
+            if m.list_map_keys.is_empty() {
+                errors.spanned(
+                    lt,
+                    "`list_type = \"map\"` needs `list_map_keys = [\"...\"]`",
+                );
+            }
+        }
+        _ => errors.spanned(lt, "unknown list type; expected one of: atomic, set, map"),
+    }
+}
+
+fn map_type(field: &Field, map: bool, errors: &mut Errors) {
+    let Some(mt) = &field.markers.map_type else {
+        return;
+    };
+    if !map {
+        let applies = "map and object fields";
+        wrong_shape(errors, mt.span(), "map_type", applies, field);
+    }
+    if !matches!(mt.value().as_str(), "atomic" | "granular") {
+        errors.spanned(mt, "unknown map type; expected one of: atomic, granular");
+    }
+}
+
+/// `default` and `enum` values must fit the field's type; a `null` default needs `nullable`.
+fn defaults_and_enum(field: &Field, errors: &mut Errors) {
+    let m = &field.markers;
+    let shape = field.shape;
+    let describe = |kind: &str, what: &str| {
+        format!(
+            "{what} is {kind}, but field `{}` is {}",
+            field.ident,
+            shape.describe()
+        )
+    };
     if let Some(d) = &m.default
         && let Some(kind) = json_mismatch(&d.value, shape)
     {
-        errors.at(
-            d.key,
-            format!(
-                "the default is {kind}, but field `{}` is {}",
-                field.ident,
-                shape.describe()
-            ),
-        );
+        errors.at(d.key, describe(kind, "the default"));
     }
     if let Some(e) = &m.enum_values
         && let Some(kind) = e.value.iter().find_map(|v| json_mismatch(v, shape))
     {
-        errors.at(
-            e.key,
-            format!(
-                "an `enum` value is {kind}, but field `{}` is {}",
-                field.ident,
-                shape.describe()
-            ),
-        );
+        errors.at(e.key, describe(kind, "an `enum` value"));
     }
     if let Some(d) = &m.default
         && d.value.is_null()
-        && !m.nullable.as_ref().is_some_and(|n| n.value)
+        && !Markers::is_set(&m.nullable)
     {
         errors.at(d.key, "a `null` default needs `nullable`");
     }
-    if let Some(items) = &m.items {
-        if !array {
-            wrong_shape(errors, items.key, "items", "list fields", field);
-        }
-        let element = Field {
-            ident: field.ident.clone(),
-            inner_ty: field.inner_ty.clone(),
-            json_name: field.json_name.clone(),
-            serde: crate::model::SerdeField::default(),
-            shape: field.element_shape,
-            element_shape: Shape::Other,
-            markers: (*items.value).clone(),
-            has_markers: true,
-        };
-        self::field(&element, errors);
+}
+
+/// `items(..)`: the markers of each element, checked against the element type.
+fn items(field: &Field, array: bool, errors: &mut Errors) {
+    let Some(items) = &field.markers.items else {
+        return;
+    };
+    if !array {
+        wrong_shape(errors, items.key, "items", "list fields", field);
     }
-    rules(&m.rules, errors);
+    let element = Field {
+        ident: field.ident.clone(),
+        inner_ty: field.inner_ty.clone(),
+        json_name: field.json_name.clone(),
+        serde: SerdeField::default(),
+        shape: field.element_shape,
+        element_shape: Shape::Other,
+        markers: (*items.value).clone(),
+        has_markers: true,
+    };
+    self::field(&element, errors);
 }
 
 /// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
 /// struct (not checkable through `#[serde(flatten)]` fields, which add names of another type).
-pub fn rule_fields(
-    rules: &[RawRule],
-    fields: &[Field],
-    type_name: &syn::Ident,
-    errors: &mut Errors,
-) {
+pub fn rule_fields(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, errors: &mut Errors) {
     if fields
         .iter()
         .any(|f| f.serde.flatten || f.serde.transparent)
@@ -523,8 +530,7 @@ pub fn rule_fields(
         .map(|f| f.json_name.as_str())
         .collect();
     for rule in rules {
-        let Some(cel) = &rule.cel else { continue };
-        let Some(used) = crate::cel::self_fields(&cel.value()) else {
+        let Some(used) = crate::cel::self_fields(&rule.cel.value()) else {
             continue;
         };
         for name in used.iter().filter(|u| !names.contains(&u.as_str())) {
@@ -535,7 +541,7 @@ pub fn rule_fields(
                 hint
             };
             errors.spanned(
-                cel,
+                &rule.cel,
                 format!("CEL rule reads `self.{name}`, but `{type_name}` has no JSON field `{name}`{hint}"),
             );
         }
@@ -589,7 +595,7 @@ mod tests {
         let mut errors = Errors::default();
         let mut fields: syn::FieldsNamed = syn::parse_quote!({ #marker pub f: #ty });
         let mut fields = syn::Fields::Named(std::mem::replace(&mut fields, syn::parse_quote!({})));
-        let model = crate::model::fields(&mut fields, None, &mut errors);
+        let model = crate::fields::fields(&mut fields, None, &mut errors);
         field(&model[0], &mut errors);
         errors.messages()
     }
@@ -634,5 +640,40 @@ mod tests {
             e,
             ["`list_type = \"map\"` needs `list_map_keys = [\"...\"]`"]
         );
+    }
+
+    #[test]
+    fn field_should_report_in_the_order_of_the_checks() {
+        let e = field_errors(
+            syn::parse_quote!(bool),
+            syn::parse_quote!(#[validate(maximum = 1, minimum = 2, min_length = 3, max_items = 1, min_items = 2, max_properties = 1)]),
+        );
+        assert_eq!(
+            e,
+            [
+                "`minimum` applies to integer and number fields, but field `f` is a bool",
+                "`maximum` applies to integer and number fields, but field `f` is a bool",
+                "`maximum` is smaller than `minimum`",
+                "`min_length` applies to string fields, but field `f` is a bool",
+                "`min_items` applies to list fields, but field `f` is a bool",
+                "`max_items` applies to list fields, but field `f` is a bool",
+                "`max_properties` applies to map and object fields, but field `f` is a bool",
+                "`max_items` is smaller than its minimum",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_column_type_message_should_list_the_column_types() {
+        let mut errors = Errors::default();
+        crate::attrs::parse_kind(
+            quote::quote!(printcolumn(name = "a", json_path = ".spec.a")),
+            &mut errors,
+        );
+        let expected = format!(
+            "a printer column needs `type = ...`, one of: {}",
+            COLUMN_TYPES.join(", ")
+        );
+        assert_eq!(errors.messages(), [expected]);
     }
 }

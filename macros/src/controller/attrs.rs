@@ -1,14 +1,14 @@
 //! Parses `#[controller(...)]`'s arguments into [`ControllerArgs`], keeping spans and collecting
 //! every error.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use syn::ext::IdentExt;
-use syn::parse::{ParseStream, Parser};
+use syn::meta::ParseNestedMeta;
 use syn::punctuated::Punctuated;
-use syn::{Ident, LitInt, LitStr, Path, Token, Type};
+use syn::{Ident, LitStr, Path, Token, Type};
 
-use crate::attrs::crate_path;
 use crate::errors::{Errors, did_you_mean};
+use crate::keys::{self, Key, Keyed, Table, Value};
 
 /// A `watches(Kind, map = path)` entry.
 pub struct Watch {
@@ -46,10 +46,10 @@ pub enum PredicateArg {
 /// The keys of `#[controller(...)]`, with the span of each key for error messages.
 #[derive(Default)]
 pub struct ControllerArgs {
-    pub for_kind: Option<(Span, Type)>,
+    pub for_kind: Option<Type>,
     pub owns: Vec<Owned>,
     pub watches: Vec<Watch>,
-    pub concurrency: Option<LitInt>,
+    pub concurrency: Option<Keyed<u64>>,
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     pub name: Option<LitStr>,
@@ -57,19 +57,28 @@ pub struct ControllerArgs {
     pub crate_path: Option<Path>,
 }
 
-const KEYS: &[&str] = &[
-    "for",
-    "owns",
-    "watches",
-    "concurrency",
-    "finalizer",
-    "predicates",
-    "name",
-    "crate",
-];
-
-/// Keys that may appear more than once.
-const REPEATABLE: &[&str] = &["owns", "watches"];
+/// The keys of `#[controller(...)]`, read by the macros' one key parser ([`crate::keys`]).
+const CONTROLLER: Table<ControllerArgs> = Table {
+    what: "#[controller]",
+    keys: &[
+        Key::new("for", Value::Type(|a, ty| a.for_kind = Some(ty))),
+        Key::repeatable("owns", Value::Custom(owns)),
+        Key::repeatable("watches", Value::Custom(watches)),
+        Key::new(
+            "concurrency",
+            Value::Unsigned(|a, n| a.concurrency = Some(n)),
+        ),
+        Key::new("finalizer", Value::Str(|a, lit| a.finalizer = Some(lit))),
+        Key::new("predicates", Value::Custom(predicates)),
+        Key::new("name", Value::Str(|a, lit| a.name = Some(lit))),
+        Key::new(
+            "crate",
+            Value::CratePath(|a, path| a.crate_path = Some(path)),
+        ),
+        Key::repeatable("owns_metadata", Value::Custom(renamed)),
+        Key::repeatable("owns_uncached", Value::Custom(renamed)),
+    ],
+};
 
 pub const BUILTIN_PREDICATES: &[&str] = &[
     "generation_changed",
@@ -79,111 +88,61 @@ pub const BUILTIN_PREDICATES: &[&str] = &[
 ];
 
 impl ControllerArgs {
+    /// Reads the arguments and checks each value on its own (the impl block is checked later).
     pub fn parse(args: TokenStream, errors: &mut Errors) -> Self {
-        let mut parsed = ControllerArgs::default();
-        let parser = |input: ParseStream| -> syn::Result<()> {
-            let mut seen: Vec<String> = Vec::new();
-            while !input.is_empty() {
-                let key = Ident::parse_any(input)?;
-                let name = key.to_string();
-                if seen.contains(&name) && !REPEATABLE.contains(&name.as_str()) {
-                    errors.at(key.span(), format!("duplicate key `{name}`"));
-                }
-                seen.push(name.clone());
-                parsed.key(&key, input, errors)?;
-                if input.is_empty() {
-                    break;
-                }
-                input.parse::<Token![,]>()?;
-            }
-            Ok(())
+        let args = keys::parse_args(args, &CONTROLLER, errors);
+        if let Some(n) = &args.concurrency
+            && n.value == 0
+        {
+            errors.at(n.key, "`concurrency` must be a whole number of at least 1");
+        }
+        if let Some(finalizer) = &args.finalizer
+            && !valid_finalizer(&finalizer.value())
+        {
+            errors.at(
+                finalizer.span(),
+                "a finalizer must be a qualified name like `example.com/cleanup` (a DNS subdomain, `/`, a name)",
+            );
+        }
+        if let Some(name) = &args.name
+            && name.value().is_empty()
+        {
+            errors.at(name.span(), "the controller name must not be empty");
+        }
+        args
+    }
+}
+
+/// `owns(A, B(metadata), C(uncached, any_owner))`.
+fn owns(
+    args: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let content;
+    syn::parenthesized!(content in meta.input);
+    let before = args.owns.len();
+    while !content.is_empty() {
+        let kind: Type = content.parse()?;
+        let options = if content.peek(syn::token::Paren) {
+            let options;
+            syn::parenthesized!(options in content);
+            Punctuated::<Ident, Token![,]>::parse_terminated(&options)?
+                .into_iter()
+                .collect()
+        } else {
+            Vec::new()
         };
-        if let Err(error) = parser.parse2(args) {
-            errors.push(error);
+        args.owns.push(owned(kind, &options, errors));
+        if content.is_empty() {
+            break;
         }
-        parsed
+        content.parse::<Token![,]>()?;
     }
-
-    /// Parses the value of one key.
-    fn key(&mut self, key: &Ident, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
-        match key.to_string().as_str() {
-            "for" => {
-                input.parse::<Token![=]>()?;
-                self.for_kind = Some((key.span(), input.parse()?));
-            }
-            "owns" => self.owns(key, input, errors)?,
-            "watches" => self.watches.push(watch(input)?),
-            "concurrency" => self.concurrency = Some(concurrency(input, errors)?),
-            "finalizer" => self.finalizer = Some(finalizer(input, errors)?),
-            "predicates" => self.predicates(input, errors)?,
-            "name" => {
-                input.parse::<Token![=]>()?;
-                let lit: LitStr = input.parse()?;
-                if lit.value().is_empty() {
-                    errors.at(lit.span(), "the controller name must not be empty");
-                }
-                self.name = Some(lit);
-            }
-            "crate" => {
-                input.parse::<Token![=]>()?;
-                let lit: LitStr = input.parse()?;
-                self.crate_path = crate_path(&lit, errors);
-            }
-            other => unknown_key(key, other, input, errors)?,
-        }
-        Ok(())
+    if args.owns.len() == before {
+        errors.spanned(&meta.path, "`owns(...)` needs at least one kind");
     }
-
-    /// `owns(A, B(metadata), C(uncached, any_owner))`.
-    fn owns(&mut self, key: &Ident, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
-        let content;
-        syn::parenthesized!(content in input);
-        let before = self.owns.len();
-        while !content.is_empty() {
-            let kind: Type = content.parse()?;
-            let options = if content.peek(syn::token::Paren) {
-                let options;
-                syn::parenthesized!(options in content);
-                Punctuated::<Ident, Token![,]>::parse_terminated(&options)?
-                    .into_iter()
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            self.owns.push(owned(kind, &options, errors));
-            if content.is_empty() {
-                break;
-            }
-            content.parse::<Token![,]>()?;
-        }
-        if self.owns.len() == before {
-            errors.at(key.span(), "`owns(...)` needs at least one kind");
-        }
-        Ok(())
-    }
-
-    /// `predicates(generation_changed, Self::custom, ...)`.
-    fn predicates(&mut self, input: ParseStream, errors: &mut Errors) -> syn::Result<()> {
-        let content;
-        syn::parenthesized!(content in input);
-        for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
-            match path.get_ident() {
-                Some(ident) if BUILTIN_PREDICATES.contains(&ident.to_string().as_str()) => {
-                    self.predicates.push(PredicateArg::Builtin(ident.clone()));
-                }
-                Some(ident) => errors.at(
-                    ident.span(),
-                    format!(
-                        "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f`)",
-                        BUILTIN_PREDICATES.join(", "),
-                        did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
-                    ),
-                ),
-                None => self.predicates.push(PredicateArg::Custom(path)),
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// One `owns` entry: the kind and the options in parentheses after it.
@@ -224,9 +183,13 @@ fn owned(kind: Type, options: &[Ident], errors: &mut Errors) -> Owned {
 }
 
 /// `watches(Kind, map = Self::mapper)`.
-fn watch(input: ParseStream) -> syn::Result<Watch> {
+fn watches(
+    args: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
+    _: &mut Errors,
+) -> syn::Result<()> {
     let content;
-    syn::parenthesized!(content in input);
+    syn::parenthesized!(content in meta.input);
     let kind: Type = content.parse()?;
     content.parse::<Token![,]>()?;
     let map_key = Ident::parse_any(&content)?;
@@ -243,59 +206,56 @@ fn watch(input: ParseStream) -> syn::Result<Watch> {
     if !content.is_empty() {
         content.parse::<Token![,]>()?;
     }
-    Ok(Watch { kind, map })
+    args.watches.push(Watch { kind, map });
+    Ok(())
 }
 
-fn concurrency(input: ParseStream, errors: &mut Errors) -> syn::Result<LitInt> {
-    input.parse::<Token![=]>()?;
-    let lit: LitInt = input.parse()?;
-    if !matches!(lit.base10_parse::<usize>(), Ok(n) if n > 0) {
-        errors.at(
-            lit.span(),
-            "`concurrency` must be a whole number of at least 1",
-        );
-    }
-    Ok(lit)
-}
-
-fn finalizer(input: ParseStream, errors: &mut Errors) -> syn::Result<LitStr> {
-    input.parse::<Token![=]>()?;
-    let lit: LitStr = input.parse()?;
-    if !valid_finalizer(&lit.value()) {
-        errors.at(
-            lit.span(),
-            "a finalizer must be a qualified name like `example.com/cleanup` (a DNS subdomain, `/`, a name)",
-        );
-    }
-    Ok(lit)
-}
-
-/// Reports an unknown key and skips its value, so later keys are still checked.
-fn unknown_key(
-    key: &Ident,
-    name: &str,
-    input: ParseStream,
+/// `predicates(generation_changed, Self::custom, ...)`.
+fn predicates(
+    args: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
 ) -> syn::Result<()> {
-    let message = match name {
-        "owns_metadata" | "owns_uncached" => {
-            let option = name.trim_start_matches("owns_");
-            format!("`{name}(A)` is written `owns(A({option}))`")
+    let content;
+    syn::parenthesized!(content in meta.input);
+    for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
+        match path.get_ident() {
+            Some(ident) if BUILTIN_PREDICATES.contains(&ident.to_string().as_str()) => {
+                args.predicates.push(PredicateArg::Builtin(ident.clone()));
+            }
+            Some(ident) => errors.at(
+                ident.span(),
+                format!(
+                    "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f`)",
+                    BUILTIN_PREDICATES.join(", "),
+                    did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
+                ),
+            ),
+            None => args.predicates.push(PredicateArg::Custom(path)),
         }
-        _ => format!(
-            "unknown key `{name}` in #[controller]{}",
-            did_you_mean(name, KEYS)
-        ),
-    };
-    errors.at(key.span(), message);
-    if input.peek(Token![=]) {
-        input.parse::<Token![=]>()?;
-        input.parse::<syn::Expr>()?;
-    } else if input.peek(syn::token::Paren) {
-        let content;
-        syn::parenthesized!(content in input);
-        content.parse::<TokenStream>()?;
     }
+    Ok(())
+}
+
+/// `owns_metadata(A)` and `owns_uncached(A)` became options of `owns`: says how to write them.
+fn renamed(
+    _: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let name = meta
+        .path
+        .get_ident()
+        .map(Ident::to_string)
+        .unwrap_or_default();
+    let option = name.trim_start_matches("owns_");
+    errors.spanned(
+        &meta.path,
+        format!("`{name}(A)` is written `owns(A({option}))`"),
+    );
+    let content;
+    syn::parenthesized!(content in meta.input);
+    content.parse::<TokenStream>()?;
     Ok(())
 }
 
@@ -368,16 +328,19 @@ mod tests {
             for = WebApp, concurency = 4, concurrency = 0, finalizer = "cleanup",
             predicates(generation_change), name = "a", name = "b"
         ));
+        // Parse errors in order, then the checks of the values read.
         assert_eq!(errors.len(), 5, "{errors:?}");
-        assert!(
-            errors[0].contains("did you mean `concurrency`"),
-            "{errors:?}"
+        assert_eq!(
+            errors[0],
+            "unknown #[controller] key `concurency`; did you mean `concurrency`?"
         );
         assert!(
-            errors[3].contains("did you mean `generation_changed`"),
+            errors[1].contains("did you mean `generation_changed`"),
             "{errors:?}"
         );
-        assert_eq!(errors[4], "duplicate key `name`");
+        assert_eq!(errors[2], "duplicate key `name`; it is already set above");
+        assert!(errors[3].contains("at least 1"), "{errors:?}");
+        assert!(errors[4].contains("qualified name"), "{errors:?}");
     }
 
     #[test]

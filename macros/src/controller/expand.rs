@@ -230,11 +230,10 @@ impl Expander<'_> {
         let owns = self.owns_calls();
         let watches = self.watches_calls();
         let predicates = self.predicate_calls();
-        let concurrency = self
-            .model
-            .concurrency
-            .as_ref()
-            .map(|n| quote!(.concurrency(#n)));
+        let concurrency = self.model.concurrency.map(|n| {
+            let n = proc_macro2::Literal::u64_unsuffixed(n);
+            quote!(.concurrency(#n))
+        });
         let finalizer = self
             .model
             .finalizer

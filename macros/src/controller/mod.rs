@@ -6,7 +6,7 @@ mod expand;
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
-use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitInt, LitStr, Path, ReturnType, Type};
+use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitStr, Path, ReturnType, Type};
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::model::default_crate;
@@ -21,7 +21,7 @@ pub struct Model {
     pub name: String,
     pub owns: Vec<Owned>,
     pub watches: Vec<Watch>,
-    pub concurrency: Option<LitInt>,
+    pub concurrency: Option<u64>,
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     pub error_ty: Type,
@@ -48,7 +48,7 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let args = ControllerArgs::parse(args, &mut errors);
     let krate = args.crate_path.clone().unwrap_or_else(default_crate);
-    let kind = args.for_kind.as_ref().map(|(_, kind)| kind.clone());
+    let kind = args.for_kind.clone();
     let model = check(args, &item, &mut errors);
     let mut out = item.to_token_stream();
     match (model, errors.check()) {
@@ -86,7 +86,7 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
     }
     let find = |name: &str| find_fn(item, name);
     let misspelled = misspelled_hooks(item, errors);
-    let Some((_, kind)) = args.for_kind else {
+    let Some(kind) = args.for_kind else {
         errors.at(
             Span::call_site(),
             "#[controller] needs the primary kind: `#[controller(for = MyKind, ...)]`",
@@ -122,7 +122,7 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         name,
         owns: args.owns,
         watches: args.watches,
-        concurrency: args.concurrency,
+        concurrency: args.concurrency.map(|n| n.value),
         finalizer: args.finalizer,
         predicates: args.predicates,
         error_ty: error_ty?,

@@ -1,0 +1,248 @@
+//! Field markers, `#[validate(...)]`, shared by `#[custom_resource]` and `#[kubeforge::schema]`:
+//! their key table, the typed [`Markers`] of one field, and taking them off the user's fields
+//! (the attribute macro consumes them: `validate` is not a registered attribute). Their checks
+//! are in `validate.rs`, their schema and client-side checks in `expand/markers.rs`.
+
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, LitStr};
+
+use crate::attrs::RULE;
+use crate::errors::Errors;
+use crate::keys::{self, Key, Keyed, Number, Table, Value};
+use crate::model::Rule;
+
+/// The markers of one field. No key has a default: an absent marker adds nothing.
+#[derive(Default, Clone)]
+pub struct Markers {
+    pub minimum: Option<Number>,
+    pub maximum: Option<Number>,
+    pub exclusive_minimum: Option<Keyed<bool>>,
+    pub exclusive_maximum: Option<Keyed<bool>>,
+    pub multiple_of: Option<Number>,
+    pub min_length: Option<Keyed<u64>>,
+    pub max_length: Option<Keyed<u64>>,
+    pub pattern: Option<LitStr>,
+    pub enum_values: Option<Keyed<Vec<serde_json::Value>>>,
+    pub format: Option<LitStr>,
+    pub min_items: Option<Keyed<u64>>,
+    pub max_items: Option<Keyed<u64>>,
+    pub unique_items: Option<Keyed<bool>>,
+    pub min_properties: Option<Keyed<u64>>,
+    pub max_properties: Option<Keyed<u64>>,
+    pub rules: Vec<Rule>,
+    pub default: Option<Keyed<serde_json::Value>>,
+    pub nullable: Option<Keyed<bool>>,
+    pub preserve_unknown_fields: Option<Keyed<bool>>,
+    pub embedded_resource: Option<Keyed<bool>>,
+    pub int_or_string: Option<Keyed<bool>>,
+    pub schemaless: Option<Keyed<bool>>,
+    pub list_type: Option<LitStr>,
+    pub list_map_keys: Vec<LitStr>,
+    pub map_type: Option<LitStr>,
+    /// `items(...)`: constraints of each element of a list.
+    pub items: Option<Keyed<Box<Markers>>>,
+}
+
+impl Markers {
+    /// Whether a flag marker is set (`x` or `x = true`).
+    pub fn is_set(flag: &Option<Keyed<bool>>) -> bool {
+        flag.as_ref().is_some_and(|f| f.value)
+    }
+}
+
+/// Every marker. The first ten, the scalar constraints, are also those of `items(...)`.
+const MARKER_KEYS: &[Key<Markers>] = &[
+    Key::new("minimum", Value::Number(|m, v| m.minimum = Some(v))),
+    Key::new("maximum", Value::Number(|m, v| m.maximum = Some(v))),
+    Key::new(
+        "exclusive_minimum",
+        Value::Flag(|m, v| m.exclusive_minimum = Some(v)),
+    ),
+    Key::new(
+        "exclusive_maximum",
+        Value::Flag(|m, v| m.exclusive_maximum = Some(v)),
+    ),
+    Key::new("multiple_of", Value::Number(|m, v| m.multiple_of = Some(v))),
+    Key::new("min_length", Value::Unsigned(|m, v| m.min_length = Some(v))),
+    Key::new("max_length", Value::Unsigned(|m, v| m.max_length = Some(v))),
+    Key::new("pattern", Value::Str(|m, v| m.pattern = Some(v))),
+    Key::new("enum", Value::JsonArray(|m, v| m.enum_values = Some(v))),
+    Key::new("format", Value::Str(|m, v| m.format = Some(v))),
+    Key::new("min_items", Value::Unsigned(|m, v| m.min_items = Some(v))),
+    Key::new("max_items", Value::Unsigned(|m, v| m.max_items = Some(v))),
+    Key::new("unique_items", Value::Flag(|m, v| m.unique_items = Some(v))),
+    Key::new(
+        "min_properties",
+        Value::Unsigned(|m, v| m.min_properties = Some(v)),
+    ),
+    Key::new(
+        "max_properties",
+        Value::Unsigned(|m, v| m.max_properties = Some(v)),
+    ),
+    Key::repeatable("rule", Value::Custom(rule)),
+    Key::new("default", Value::Json(|m, v| m.default = Some(v))),
+    Key::new("default_json", Value::Custom(default_json)),
+    Key::new("nullable", Value::Flag(|m, v| m.nullable = Some(v))),
+    Key::new(
+        "preserve_unknown_fields",
+        Value::Flag(|m, v| m.preserve_unknown_fields = Some(v)),
+    ),
+    Key::new(
+        "embedded_resource",
+        Value::Flag(|m, v| m.embedded_resource = Some(v)),
+    ),
+    Key::new(
+        "int_or_string",
+        Value::Flag(|m, v| m.int_or_string = Some(v)),
+    ),
+    Key::new("schemaless", Value::Flag(|m, v| m.schemaless = Some(v))),
+    Key::new("list_type", Value::Str(|m, v| m.list_type = Some(v))),
+    Key::new(
+        "list_map_keys",
+        Value::StrList(|m, v| m.list_map_keys.extend(v)),
+    ),
+    Key::new("map_type", Value::Str(|m, v| m.map_type = Some(v))),
+    Key::new("items", Value::Custom(items)),
+];
+
+const MARKERS: Table<Markers> = Table {
+    what: "`validate`",
+    keys: MARKER_KEYS,
+};
+
+/// Markers allowed inside `items(...)`: the scalar constraints of each list element.
+const ITEMS: Table<Markers> = Table {
+    what: "`items`",
+    keys: MARKER_KEYS.split_at(10).0,
+};
+
+fn rule(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
+    let attrs = keys::nested(meta, &RULE, errors)?.value;
+    m.rules.extend(Rule::from_attrs(attrs));
+    Ok(())
+}
+
+/// `default_json = "{..}"`: a default that is not a literal, such as an object.
+fn default_json(
+    m: &mut Markers,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let lit: LitStr = meta.value()?.parse()?;
+    let value: serde_json::Value = serde_json::from_str(&lit.value())
+        .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
+    if m.default.is_some() {
+        errors.spanned(&meta.path, "`default` is already set");
+    } else {
+        m.default = Some(Keyed {
+            value,
+            key: keys::key_span(meta),
+        });
+    }
+    Ok(())
+}
+
+fn items(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
+    let Keyed { value, key } = keys::nested(meta, &ITEMS, errors)?;
+    m.items = Some(Keyed {
+        value: Box::new(value),
+        key,
+    });
+    Ok(())
+}
+
+/// Parses one `#[validate(...)]` attribute into `markers` (a field may carry several).
+pub fn parse(attr: &Attribute, markers: &mut Markers, errors: &mut Errors) {
+    keys::parse_attr(attr, &MARKERS, markers, errors);
+}
+
+/// Takes the `#[validate(...)]` attributes out of `attrs`: their markers, `None` when there
+/// were none.
+pub fn take(attrs: &mut Vec<Attribute>, errors: &mut Errors) -> Option<Markers> {
+    let mut markers: Option<Markers> = None;
+    attrs.retain(|attr| {
+        if attr.path().is_ident("validate") {
+            parse(attr, markers.get_or_insert_default(), errors);
+            false
+        } else {
+            true
+        }
+    });
+    markers
+}
+
+/// Removes and reports `#[validate(...)]` attributes where markers are not supported.
+pub fn reject(attrs: &mut Vec<Attribute>, message: &str, errors: &mut Errors) {
+    attrs.retain(|attr| {
+        if attr.path().is_ident("validate") {
+            errors.spanned(attr, message);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_should_read_numbers_and_literals() {
+        let attr: syn::Attribute = syn::parse_quote!(#[validate(minimum = -5, maximum = 2.5, enum = ["a", "b"], default = 3, list_map_keys = ["name"])]);
+        let mut markers = Markers::default();
+        let mut errors = Errors::default();
+        parse(&attr, &mut markers, &mut errors);
+        let messages = errors.messages();
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(
+            markers.minimum.map(|n| n.value.to_string()).as_deref(),
+            Some("-5")
+        );
+        assert_eq!(
+            markers.maximum.map(|n| n.value.to_string()).as_deref(),
+            Some("2.5")
+        );
+        assert_eq!(markers.enum_values.map(|e| e.value.len()), Some(2));
+        assert_eq!(markers.default.map(|d| d.value), Some(serde_json::json!(3)));
+        assert_eq!(markers.list_map_keys.len(), 1);
+    }
+
+    #[test]
+    fn items_should_accept_only_the_scalar_markers() {
+        let names: Vec<&str> = ITEMS.keys.iter().map(|k| k.name).collect();
+        assert_eq!(
+            names,
+            [
+                "minimum",
+                "maximum",
+                "exclusive_minimum",
+                "exclusive_maximum",
+                "multiple_of",
+                "min_length",
+                "max_length",
+                "pattern",
+                "enum",
+                "format"
+            ]
+        );
+    }
+
+    #[test]
+    fn parse_should_report_bad_values_and_go_on() {
+        let attr: syn::Attribute = syn::parse_quote!(#[validate(min_length = -1, enum = [], default = 1, default_json = "2", list_map_keys = ["a", 1], max_length = 3)]);
+        let mut markers = Markers::default();
+        let mut errors = Errors::default();
+        parse(&attr, &mut markers, &mut errors);
+        assert_eq!(
+            errors.messages(),
+            [
+                "expected a non-negative integer",
+                "expected a non-empty array, e.g. `enum = [\"a\", \"b\"]`",
+                "`default` is already set",
+                "expected a string literal",
+            ]
+        );
+        assert_eq!(markers.max_length.map(|m| m.value), Some(3));
+    }
+}
