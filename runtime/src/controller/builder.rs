@@ -15,8 +15,8 @@ use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::scope::Scoped;
 
-use super::config::SharedLimiter;
-use super::handlers::{Source, owner_keys, source};
+use super::handlers::{Sink, Source, owner_keys, source};
+use super::retries::{Retries, RetryConfig};
 use super::sources::Weight;
 use super::worker::Worker;
 use super::{
@@ -38,29 +38,46 @@ pub struct Controller<K: Resource> {
     sources: Vec<Source>,
     config: ControllerConfig,
     /// The work queue once `run` has started its workers (see [`Controller::idle`]).
-    running: watch::Sender<Option<WorkQueue<ObjectKey>>>,
+    running: watch::Sender<Option<Running>>,
 }
 
+/// The work queue and retries of a running controller, for [`Idle`].
+type Running = (WorkQueue<ObjectKey>, Arc<Retries>);
+
 /// Tells when a controller has nothing left to do; from [`Controller::idle`].
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Idle {
-    running: watch::Receiver<Option<WorkQueue<ObjectKey>>>,
+    running: watch::Receiver<Option<Running>>,
+}
+
+impl std::fmt::Debug for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Idle").finish_non_exhaustive()
+    }
 }
 
 impl Idle {
-    /// Waits until the controller runs (caches synced, workers started) and its queue has had
-    /// nothing queued, in flight or delayed for `quiet` in a row — for tests that must know that
-    /// every event so far was handled (retries included) before they check that nothing more
-    /// happens. A controller that requeues periodically never becomes idle.
+    /// Waits until the controller runs (caches synced, workers started), its queue has had
+    /// nothing queued, in flight or delayed for `quiet` in a row and no retry is pending — for
+    /// tests that must know that every event so far was handled (retries included) before they
+    /// check that nothing more happens. A controller that requeues periodically never becomes
+    /// idle.
     pub async fn wait(&self, quiet: std::time::Duration) {
         let mut running = self.running.clone();
-        let queue = match running.wait_for(Option::is_some).await {
-            Ok(queue) => queue.clone(),
+        let running = match running.wait_for(Option::is_some).await {
+            Ok(running) => running.clone(),
             // The controller was dropped without running: nothing will ever happen.
             Err(_) => return,
         };
-        if let Some(queue) = queue {
+        let Some((queue, retries)) = running else {
+            return;
+        };
+        loop {
             queue.wait_idle(quiet).await;
+            if retries.is_idle() {
+                return;
+            }
+            tokio::time::sleep(quiet).await;
         }
     }
 }
@@ -157,16 +174,19 @@ where
         let source = match owns.weight {
             Weight::Full => source(
                 cache.informer(api, config).subscribe(),
+                false,
                 owner_keys::<K, C>(controller_only),
             ),
             Weight::Metadata => source(
                 cache.informer(metadata_api(api), config).subscribe(),
+                false,
                 owner_keys::<K, PartialObjectMeta<C>>(controller_only),
             ),
             Weight::Uncached => source(
                 cache
                     .skeleton_informer(metadata_api(api), config)
                     .subscribe(),
+                false,
                 owner_keys::<K, PartialObjectMeta<C>>(controller_only),
             ),
         };
@@ -198,7 +218,7 @@ where
             }
             keys
         };
-        self.sources.push(source(informer.subscribe(), map));
+        self.sources.push(source(informer.subscribe(), false, map));
         self
     }
 
@@ -216,13 +236,7 @@ where
             config,
             running,
         } = self;
-        let queue = match &config.rate_limiter {
-            Some(limiter) => {
-                WorkQueue::with(SharedLimiter(limiter.clone()), config.queue_hooks(&name))
-            }
-            None => WorkQueue::with(default_rate_limiter(), config.queue_hooks(&name)),
-        };
-        sources.push(source(primary_events, move |event: &Event<K>| {
+        sources.push(source(primary_events, true, move |event: &Event<K>| {
             let pass = match event {
                 Event::Applied {
                     old: Some(old),
@@ -237,12 +251,7 @@ where
             }
         }));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
-        let mut tasks = AbortOnDrop(Vec::new());
-        for source in sources {
-            tasks
-                .0
-                .push(tokio::spawn(source(queue.clone(), shutdown.clone())));
-        }
+        let (queue, retries, _tasks) = plumbing(&name, &config, sources, &shutdown);
 
         let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
@@ -262,6 +271,8 @@ where
             store: primary.store(),
             reconciler,
             queue: queue.clone(),
+            retries: Arc::clone(&retries),
+            recorder: std::sync::OnceLock::new(),
             config: config.clone(),
             ids: AtomicU64::new(0),
             finalized: std::sync::Mutex::default(),
@@ -279,7 +290,7 @@ where
                 })
                 .collect(),
         );
-        running.send_replace(Some(queue.clone()));
+        running.send_replace(Some((queue.clone(), Arc::clone(&retries))));
 
         shutdown.cancelled().await;
         if !queue.shutdown_with_drain(config.shutdown_grace).await {
@@ -293,6 +304,41 @@ where
         }
         tracing::info!(controller = %name, "stopped");
     }
+}
+
+/// The work queue, the retries, and the tasks that feed them: the sources and the retry
+/// processor (retries go through the processor, not the queue's rate limiter).
+fn plumbing(
+    name: &str,
+    config: &ControllerConfig,
+    sources: Vec<Source>,
+    shutdown: &CancellationToken,
+) -> (WorkQueue<ObjectKey>, Arc<Retries>, AbortOnDrop) {
+    let queue_hooks = config.queue_hooks(name);
+    let queue = WorkQueue::with(default_rate_limiter(), Arc::clone(&queue_hooks));
+    let retries = Arc::new(Retries::new(
+        RetryConfig {
+            policy: Arc::clone(&config.retry),
+            dequeue: Arc::clone(&config.dequeue),
+            bucket: config.retry_rate_limit.clone(),
+            metrics: config.metrics.retry_metrics(name),
+            queue_metrics: queue_hooks,
+        },
+        queue.clone(),
+    ));
+    let mut tasks = AbortOnDrop(Vec::new());
+    let sink = Sink {
+        queue: queue.clone(),
+        retries: Arc::clone(&retries),
+    };
+    for source in sources {
+        tasks
+            .0
+            .push(tokio::spawn(source(sink.clone(), shutdown.clone())));
+    }
+    let processor = retries.processor().clone();
+    tasks.0.push(tokio::spawn(processor.run(shutdown.clone())));
+    (queue, retries, tasks)
 }
 
 /// The metadata-only [`Api`] over the same namespace as `api`.

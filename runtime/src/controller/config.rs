@@ -4,8 +4,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ObjectKey;
-use crate::queue::{NoMetrics, QueueMetrics, RateLimiter};
+use crate::queue::{NoMetrics, QueueMetrics, TokenBucket};
+use crate::retry::{DequeueAll, DequeuePolicy, ExponentialRetry, RetryPolicy};
 
 use super::ControllerMetrics;
 
@@ -17,7 +17,9 @@ pub struct ControllerConfig {
     pub(super) shutdown_grace: Duration,
     pub(super) finalizer: Option<String>,
     pub(super) read_your_writes: Option<Duration>,
-    pub(super) rate_limiter: Option<Arc<dyn RateLimiter<ObjectKey>>>,
+    pub(super) retry: Arc<dyn RetryPolicy>,
+    pub(super) dequeue: Arc<dyn DequeuePolicy>,
+    pub(super) retry_rate_limit: Option<Arc<TokenBucket>>,
     pub(super) metrics: Arc<dyn ControllerMetrics>,
     /// `None`: the queue hooks `metrics` gives for the controller's name.
     pub(super) queue_metrics: Option<Arc<dyn QueueMetrics>>,
@@ -44,7 +46,9 @@ impl Default for ControllerConfig {
             shutdown_grace: Duration::from_secs(30),
             finalizer: None,
             read_your_writes: Some(Duration::from_secs(2)),
-            rate_limiter: None,
+            retry: Arc::new(default_retry()),
+            dequeue: Arc::new(DequeueAll),
+            retry_rate_limit: Some(Arc::new(TokenBucket::default())),
             metrics: Arc::new(NoMetrics),
             queue_metrics: None,
             metrics_set: false,
@@ -93,11 +97,41 @@ impl ControllerConfig {
         self
     }
 
-    /// Replace the per-key retry rate limiter (default: client-go's, 5 ms .. 1000 s per key
-    /// combined with 10 qps / 100 burst overall).
+    /// How failed keys are retried (default: per key exponential 5 ms .. 1000 s without an
+    /// attempt limit, client-go's controller backoff). A failed reconcile, a panic, a timeout or
+    /// `Action::Requeue` counts one failure; the policy gets the error and the failures in a row
+    /// and returns the delay, or `None` to give up: the key is then dropped, with a Warning
+    /// event on the object and the `kubeforge_retries_total{outcome="exhausted"}` metric, until
+    /// the object changes again. `ErrorPolicy::RetryAfter(d)` replaces the policy's delay, not
+    /// its verdict.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use kubeforge::controller::ControllerConfig;
+    /// use kubeforge::retry::ExponentialRetry;
+    /// let config = ControllerConfig::default()
+    ///     .retry(ExponentialRetry::new(Duration::from_secs(1), Duration::from_secs(300), 10));
+    /// ```
     #[must_use]
-    pub fn rate_limiter(mut self, limiter: Arc<dyn RateLimiter<ObjectKey>>) -> Self {
-        self.rate_limiter = Some(limiter);
+    pub fn retry(mut self, policy: impl RetryPolicy) -> Self {
+        self.retry = Arc::new(policy);
+        self
+    }
+
+    /// Which new events drop a key's pending retry (default [`DequeueAll`]: any event; the
+    /// event's reconcile replaces the retry). [`DequeueOnGeneration`](crate::retry::DequeueOnGeneration)
+    /// keeps a pending retry across status-only updates.
+    #[must_use]
+    pub fn dequeue(mut self, policy: impl DequeuePolicy) -> Self {
+        self.dequeue = Arc::new(policy);
+        self
+    }
+
+    /// An overall limit on retries of all keys together (default 10 per second, bursts of 100,
+    /// as client-go's controllers); `None` lifts it.
+    #[must_use]
+    pub fn retry_rate_limit(mut self, limit: Option<TokenBucket>) -> Self {
+        self.retry_rate_limit = limit.map(Arc::new);
         self
     }
 
@@ -131,15 +165,12 @@ impl ControllerConfig {
     }
 }
 
-pub(super) struct SharedLimiter(pub(super) Arc<dyn RateLimiter<ObjectKey>>);
-impl RateLimiter<ObjectKey> for SharedLimiter {
-    fn when(&self, item: &ObjectKey) -> Duration {
-        self.0.when(item)
-    }
-    fn forget(&self, item: &ObjectKey) {
-        self.0.forget(item);
-    }
-    fn retries(&self, item: &ObjectKey) -> u32 {
-        self.0.retries(item)
-    }
+/// client-go's per-key controller backoff as a retry policy: 5 ms doubling up to 1000 s, never
+/// giving up.
+pub(super) fn default_retry() -> ExponentialRetry {
+    ExponentialRetry::new(
+        Duration::from_millis(5),
+        Duration::from_secs(1000),
+        u32::MAX,
+    )
 }

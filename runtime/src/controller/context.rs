@@ -18,6 +18,8 @@ pub struct Context<K> {
     pub(super) wiring: Arc<Wiring>,
     pub(super) key: ObjectKey,
     pub(super) retries: u32,
+    /// What this key's reconciles carry across retries.
+    pub(super) state: super::retries::State,
     pub(super) controller: Arc<str>,
     /// The object being reconciled: its UID guards status writes.
     pub(super) object: Arc<K>,
@@ -65,6 +67,37 @@ impl<K> Context<K> {
     /// How many times this key has failed in a row (0 on a first attempt or after a success).
     pub fn retries(&self) -> u32 {
         self.retries
+    }
+
+    /// The value of type `T` an earlier attempt of this key stored with [`Context::set_state`],
+    /// if the attempts since have all failed (app-sdk's per-request state). The state of a key is
+    /// dropped when a reconcile succeeds (also with `RequeueAfter`), on a terminal error, when
+    /// the retry policy gives up and when the object is deleted.
+    ///
+    /// ```no_run
+    /// # use kubeforge::controller::Context;
+    /// # fn doc(ctx: &Context<kubeforge::k8s_openapi::api::core::v1::ConfigMap>) {
+    /// // Remember which backup the first attempt started, so a retry resumes it.
+    /// let backup: String = ctx.state::<String>().unwrap_or_else(|| {
+    ///     let id = "backup-1".to_owned();
+    ///     ctx.set_state(id.clone());
+    ///     id
+    /// });
+    /// # }
+    /// ```
+    pub fn state<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state
+            .get(&std::any::TypeId::of::<T>())
+            .and_then(|value| value.downcast_ref::<T>())
+            .cloned()
+    }
+
+    /// Stores `value` for the next attempts of this key (see [`Context::state`]); one value per
+    /// type.
+    pub fn set_state<T: Send + Sync + 'static>(&self, value: T) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.insert(std::any::TypeId::of::<T>(), Box::new(value));
     }
 
     /// The controller's name.

@@ -5,10 +5,15 @@ use kube::Resource;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use std::sync::Arc;
+
 use crate::ObjectKey;
 use crate::informer::Event;
 use crate::queue::WorkQueue;
+use crate::retry::{NewEvent, ResourceAction};
 use crate::scope::Scoped;
+
+use super::retries::Retries;
 
 /// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
 /// reference marked `controller: true` if `controller_only`).
@@ -51,16 +56,37 @@ where
     }
 }
 
-/// Feeds keys into the queue until cancelled.
-pub(super) type Source =
-    Box<dyn FnOnce(WorkQueue<ObjectKey>, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+/// Where sources put keys: the retries hear of the event first (the dequeue policy may drop a
+/// pending retry it supersedes), then the key is queued.
+#[derive(Clone)]
+pub(super) struct Sink {
+    pub(super) queue: WorkQueue<ObjectKey>,
+    pub(super) retries: Arc<Retries>,
+}
 
-/// Drains a subscription, mapping each event to keys.
-pub(super) fn source<T: Send + Sync + 'static>(
+impl Sink {
+    fn add(&self, key: ObjectKey, event: NewEvent) {
+        self.retries.on_event(&key, event);
+        self.queue.add(key);
+    }
+}
+
+/// Feeds keys into the queue until cancelled.
+pub(super) type Source = Box<dyn FnOnce(Sink, CancellationToken) -> BoxFuture<'static, ()> + Send>;
+
+/// Drains a subscription, mapping each event to keys. `primary`: the events are the keys' own
+/// (their action and generation change count for the dequeue policy); otherwise an event of
+/// another object that concerns the key (an update that did not change its generation).
+pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
     mut events: mpsc::Receiver<Event<T>>,
+    primary: bool,
     map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
 ) -> Source {
-    Box::new(move |queue, shutdown| {
+    let related = NewEvent {
+        action: ResourceAction::Update,
+        generation_changed: false,
+    };
+    Box::new(move |sink, shutdown| {
         Box::pin(async move {
             loop {
                 let event = tokio::select! {
@@ -68,8 +94,13 @@ pub(super) fn source<T: Send + Sync + 'static>(
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
+                let new_event = if primary {
+                    NewEvent::of(&event)
+                } else {
+                    related
+                };
                 for key in map(&event) {
-                    queue.add(key);
+                    sink.add(key, new_event);
                 }
             }
         })

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::ObjectKey;
 use crate::queue::{NoMetrics, QueueMetrics, WorkQueue};
+use crate::retry::{NoRetryMetrics, RetryMetrics};
 
 /// The outcome label of a reconcile, as controller-runtime's `result` metric label spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +49,10 @@ pub trait ControllerMetrics: Send + Sync {
     /// The hooks for the work queue of controller `controller` (none by default).
     fn queue_metrics(&self, _controller: &str) -> Arc<dyn QueueMetrics> {
         Arc::new(NoMetrics)
+    }
+    /// The hooks for the retry processor of controller `controller` (none by default).
+    fn retry_metrics(&self, _controller: &str) -> Arc<dyn RetryMetrics> {
+        Arc::new(NoRetryMetrics)
     }
 }
 

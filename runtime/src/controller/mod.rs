@@ -64,6 +64,7 @@ mod outcome;
 mod precondition;
 mod predicate;
 mod reconciler;
+mod retries;
 mod sources;
 mod wiring;
 mod worker;
@@ -85,6 +86,7 @@ pub use predicate::{
     AnnotationsChanged, GenerationChanged, LabelsChanged, Predicate, ResourceVersionChanged,
 };
 pub use reconciler::{ControllerSpec, Reconciler};
+pub use retries::RequeueRequested;
 pub use sources::{Owns, Watches};
 pub use wiring::Wiring;
 

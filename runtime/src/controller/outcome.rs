@@ -1,4 +1,5 @@
-//! What happens to a key after a run: controller-runtime's `reconcileHandler` as a pure function.
+//! What happens to a key after a run: controller-runtime's `reconcileHandler` as a pure function
+//! (`retries.rs` carries the decision out).
 //!
 //! | outcome | next |
 //! |---|---|
@@ -11,9 +12,6 @@
 //! | panic, timeout | [`Next::RateLimited`] |
 
 use std::time::Duration;
-
-use crate::ObjectKey;
-use crate::queue::WorkQueue;
 
 use super::{Action, ErrorPolicy, ReconcileResult};
 
@@ -63,27 +61,9 @@ pub(super) fn decide<E>(
     }
 }
 
-/// Carries `next` out on `queue` for `key`.
-pub(super) fn apply(next: Next, queue: &WorkQueue<ObjectKey>, key: &ObjectKey) {
-    match next {
-        Next::Forget | Next::Terminal => queue.forget(key),
-        Next::ForgetThenAfter(delay) => {
-            queue.forget(key);
-            queue.add_after(key.clone(), delay);
-        }
-        Next::After(delay) => queue.add_after(key.clone(), delay),
-        Next::RateLimited => queue.add_rate_limited(key.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use tokio::time::Instant;
-
     use super::*;
-    use crate::queue::{NoMetrics, default_rate_limiter};
 
     #[derive(Debug)]
     struct Failed;
@@ -132,54 +112,5 @@ mod tests {
             decide(&Outcome::<Failed>::Panicked("boom".into()), never).0,
             Next::RateLimited
         );
-    }
-
-    /// Ends the current run of the taken `key` with `outcome` as a worker would (decide, apply,
-    /// done) and returns how long until the queue hands the key out again (`None`: not within an
-    /// hour); the key is then taken again, ready for the next run.
-    async fn next_run(
-        queue: &WorkQueue<ObjectKey>,
-        key: &ObjectKey,
-        outcome: Outcome<Failed>,
-    ) -> Option<Duration> {
-        let (next, _) = decide(&outcome, |_| ErrorPolicy::Backoff);
-        apply(next, queue, key);
-        queue.done(key);
-        let start = Instant::now();
-        tokio::select! {
-            got = queue.get() => {
-                assert_eq!(got.as_ref(), Some(key));
-                Some(start.elapsed())
-            }
-            () = tokio::time::sleep(Duration::from_secs(3600)) => None,
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn requeue_should_back_off_like_a_failure_and_success_should_reset_it() {
-        let queue = WorkQueue::with(default_rate_limiter(), Arc::new(NoMetrics));
-        let key = ObjectKey::namespaced("ns", "a");
-        queue.add(key.clone());
-        assert_eq!(queue.get().await.as_ref(), Some(&key));
-        let ms = Duration::from_millis;
-        // Asking to run again, again and again: 5 ms, 10 ms, 20 ms — not a busy loop.
-        assert_eq!(
-            next_run(&queue, &key, finished(Action::Requeue)).await,
-            Some(ms(5))
-        );
-        assert_eq!(
-            next_run(&queue, &key, finished(Action::Requeue)).await,
-            Some(ms(10))
-        );
-        assert_eq!(next_run(&queue, &key, failed()).await, Some(ms(20)));
-        // RequeueAfter resets the backoff: after it, a failure starts from 5 ms again.
-        assert_eq!(
-            next_run(&queue, &key, finished(Action::RequeueAfter(ms(700)))).await,
-            Some(ms(700))
-        );
-        assert_eq!(next_run(&queue, &key, failed()).await, Some(ms(5)));
-        // Done: forgotten and not queued again.
-        assert_eq!(next_run(&queue, &key, finished(Action::Done)).await, None);
-        assert_eq!(queue.num_requeues(&key), 0);
     }
 }

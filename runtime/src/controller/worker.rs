@@ -18,9 +18,11 @@ use crate::scope::Scoped;
 use crate::store::Reader;
 
 use super::outcome::{self, Next, Outcome};
+use super::retries::{Retries, Scheduled};
 use super::{
     Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
 };
+use crate::retry::RetryError;
 
 pub(super) struct Worker<K: Resource, R> {
     pub(super) name: Arc<str>,
@@ -28,6 +30,9 @@ pub(super) struct Worker<K: Resource, R> {
     pub(super) store: Reader<K>,
     pub(super) reconciler: R,
     pub(super) queue: WorkQueue<ObjectKey>,
+    pub(super) retries: Arc<Retries>,
+    /// Publishes the Warning event when the retry policy gives up (created on first use).
+    pub(super) recorder: std::sync::OnceLock<Arc<crate::events::Recorder>>,
     pub(super) config: ControllerConfig,
     pub(super) ids: AtomicU64,
     /// Cleanups by object UID: cleanup runs at most once per UID (see `finalizer.rs`).
@@ -59,7 +64,7 @@ where
         }
         let Some(obj) = self.store.get(key) else {
             // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
-            self.queue.forget(key);
+            self.retries.forget(key);
             return;
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
@@ -80,7 +85,8 @@ where
         let ctx = Context {
             wiring: Arc::clone(&self.wiring),
             key: key.clone(),
-            retries: self.queue.num_requeues(key),
+            retries: self.retries.attempts(key),
+            state: self.retries.state(key),
             controller: self.name.clone(),
             object: Arc::clone(&obj),
         };
@@ -91,7 +97,7 @@ where
                 // The finalizer came off already; the cache still shows the object as it was.
                 finalizer::Stage::Released => {
                     tracing::debug!(%uid, "cleanup already done and finalizer removed; waiting for the deletion to reach the cache");
-                    self.queue.forget(key);
+                    self.retries.forget(key);
                     return;
                 }
                 // Cleanup succeeded before but removing the finalizer failed: only retry that.
@@ -104,7 +110,7 @@ where
             },
             _ if deleting => {
                 // Being deleted and not held by our finalizer: nothing left to reconcile.
-                self.queue.forget(key);
+                self.retries.forget(key);
                 return;
             }
             Some(f) if !has_finalizer(&obj, f) => {
@@ -129,17 +135,43 @@ where
             {
                 tracing::warn!(%error, "retrying");
                 self.metric(ReconcileResult::Error, started.elapsed());
-                self.queue.add_rate_limited(key.clone());
+                self.retry(key, &obj, &error);
                 return;
             }
             self.finalized().released(&uid, std::time::Instant::now());
             tracing::debug!("cleanup done; finalizer removed");
             took = started.elapsed();
         }
-        let (next, result) = outcome::decide(&outcome, |error| {
-            self.reconciler.error_policy(&obj, error, &ctx)
+        self.settle(key, &obj, &ctx, &outcome, took);
+    }
+
+    /// Decides what happens to the key after a run, logs and counts it, and carries it out
+    /// through the retries.
+    fn settle(
+        &self,
+        key: &ObjectKey,
+        obj: &Arc<K>,
+        ctx: &Context<K>,
+        outcome: &Outcome<R::Error>,
+        took: Duration,
+    ) {
+        let (next, result) = outcome::decide(outcome, |error| {
+            self.reconciler.error_policy(obj, error, ctx)
         });
-        match (&outcome, next) {
+        let (panicked, timed_out);
+        let error: Option<&RetryError> = match outcome {
+            Outcome::Finished(Err(error)) => Some(error),
+            Outcome::Panicked(message) => {
+                panicked = Panicked(message.clone());
+                Some(&panicked)
+            }
+            Outcome::TimedOut => {
+                timed_out = TimedOut;
+                Some(&timed_out)
+            }
+            Outcome::Finished(Ok(_)) => None,
+        };
+        match (outcome, next) {
             (Outcome::Finished(Err(error)), Next::RateLimited) => {
                 tracing::warn!(%error, retries = ctx.retries, "reconcile failed; retrying with backoff");
             }
@@ -160,7 +192,40 @@ where
             (Outcome::Finished(Ok(_)), _) => {}
         }
         self.metric(result, took);
-        outcome::apply(next, &self.queue, key);
+        if let Scheduled::Exhausted(attempts) = self.retries.next(next, key, error) {
+            self.exhausted(obj, attempts, error);
+        }
+    }
+
+    /// The retry policy gave up on the object: say so in its events.
+    fn exhausted(&self, obj: &Arc<K>, attempts: u32, error: Option<&RetryError>) {
+        let reason = error.map_or_else(|| "it asked to run again".to_owned(), ToString::to_string);
+        tracing::error!(attempts, error = %reason, "giving up on the object after repeated failures; waiting for it to change");
+        let recorder = Arc::clone(self.recorder.get_or_init(|| {
+            Arc::new(crate::events::Recorder::new(
+                self.wiring.client(),
+                self.name.to_string(),
+            ))
+        }));
+        let obj = Arc::clone(obj);
+        let note = format!(
+            "reconcile failed {attempts} times in a row, giving up until the object changes: {}",
+            crate::text::truncate(reason, 512)
+        );
+        tokio::spawn(async move {
+            let published = recorder
+                .publish(
+                    obj.as_ref(),
+                    crate::events::EventType::Warning,
+                    "RetriesExhausted",
+                    "Reconcile",
+                    Some(note),
+                )
+                .await;
+            if let Err(error) = published {
+                tracing::debug!(%error, "publishing the retries-exhausted event failed");
+            }
+        });
     }
 
     /// Adds the finalizer before the first reconcile; the object with it, or `None` when the
@@ -178,7 +243,7 @@ where
                 tracing::debug!(
                     "object deleted before its finalizer could be added; nothing to do"
                 );
-                self.queue.forget(key);
+                self.retries.forget(key);
                 None
             }
             Err(error) => {
@@ -189,9 +254,18 @@ where
                     tracing::warn!(%error, "retrying");
                 }
                 self.metric(ReconcileResult::Error, started.elapsed());
-                self.queue.add_rate_limited(key.clone());
+                self.retry(key, obj, &error);
                 None
             }
+        }
+    }
+
+    /// A failed finalizer write: retried like a failed reconcile.
+    fn retry(&self, key: &ObjectKey, obj: &K, error: &finalizer::FinalizerError) {
+        if let Scheduled::Exhausted(attempts) =
+            self.retries.next(Next::RateLimited, key, Some(error))
+        {
+            self.exhausted(&Arc::new(obj.clone()), attempts, Some(error));
         }
     }
 
@@ -241,3 +315,13 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-string panic payload".to_owned())
 }
+
+/// A panicked reconcile, as the retry policy sees it.
+#[derive(Debug, thiserror::Error)]
+#[error("the reconcile panicked: {0}")]
+struct Panicked(String);
+
+/// A reconcile that ran past its timeout, as the retry policy sees it.
+#[derive(Debug, thiserror::Error)]
+#[error("the reconcile timed out")]
+struct TimedOut;

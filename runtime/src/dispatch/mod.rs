@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 use crate::BoxError;
 use crate::ObjectKey;
 use crate::informer::Event;
-use crate::retry::{ResourceAction, RetryProcessor, RetryRequest};
+use crate::retry::{NewEvent, RetryProcessor, RetryRequest};
 
 /// Handles informer events; see [`Dispatcher`].
 pub trait EventHandler<K>: Send + Sync + 'static {
@@ -63,15 +63,6 @@ pub struct Dispatcher {
     workers: usize,
     buffer: usize,
     retry: Option<RetryProcessor>,
-}
-
-fn action_of<K: Resource>(event: &Event<K>) -> ResourceAction {
-    match event {
-        Event::Applied { old: None, .. } => ResourceAction::Create,
-        Event::Applied { .. } => ResourceAction::Update,
-        Event::Deleted(_) => ResourceAction::Delete,
-        Event::Resync(_) => ResourceAction::Resync,
-    }
 }
 
 impl Dispatcher {
@@ -112,9 +103,10 @@ impl Dispatcher {
             workers.push(tokio::spawn(async move {
                 while let Some(event) = rx.recv().await {
                     let key = ObjectKey::of(event.object().as_ref()).to_string();
-                    let action = action_of(&event);
+                    let new_event = NewEvent::of(&event);
+                    let action = new_event.action;
                     if let Some(retry) = &retry {
-                        retry.on_event(&key, action);
+                        retry.on_event(&key, new_event);
                     }
                     if let Err(error) = handler.handle(event.clone()).await {
                         match &retry {
@@ -243,9 +235,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn dispatcher_should_retry_failed_events_through_the_processor() {
-        let processor = RetryProcessor::new(RetryProcessorConfig::default(), |_: &BoxError, _| {
-            Some(Duration::from_secs(1))
-        });
+        let processor = RetryProcessor::new(
+            RetryProcessorConfig::default(),
+            |_: &crate::retry::RetryError, _| Some(Duration::from_secs(1)),
+        );
         let token = CancellationToken::new();
         tokio::spawn(processor.clone().run(token.clone()));
         let handler = Arc::new(Recorder::default());

@@ -18,6 +18,9 @@
 //! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | `name`, `controller` |
 //! | `leader_election_master_status` | `name` |
 //! | `kubeforge_informer_cached_objects`, `kubeforge_informer_synced` | `resource` |
+//! | `kubeforge_retry_pending` (retries waiting in the controller's retry processor) | `controller`, `shard` |
+//! | `kubeforge_retries_total` | `controller`, `outcome` (`scheduled`, `exhausted`: the retry policy gave up, `dropped`: a new event superseded the retry) |
+//! | `kubeforge_retry_lag_seconds` (histogram: how late a retry ran after it was due) | `controller` |
 //! | `kubeforge_informer_lists_total`, `kubeforge_informer_watch_errors_total`, `kubeforge_informer_undecodable_objects_total`, `kubeforge_informer_late_events_total` (events that waited in a slow subscriber's backlog) | `resource` |
 //!
 //! # Examples
@@ -60,6 +63,7 @@ pub struct Metrics {
     reconcile: ReconcileSeries,
     queue: QueueSeries,
     informer: InformerSeries,
+    retry: RetrySeries,
     leader: IntGaugeVec,
     queues: Mutex<Vec<(String, WorkQueue<ObjectKey>)>>,
 }
@@ -307,6 +311,7 @@ impl Metrics {
             reconcile: ReconcileSeries::new(&r),
             queue: QueueSeries::new(&r),
             informer: InformerSeries::new(&r),
+            retry: RetrySeries::new(&r),
             leader: gauge(
                 &r,
                 "leader_election_master_status",
@@ -467,6 +472,80 @@ impl ControllerMetrics for Metrics {
     }
     fn queue_metrics(&self, controller: &str) -> Arc<dyn QueueMetrics> {
         self.queue(controller)
+    }
+    fn retry_metrics(&self, controller: &str) -> Arc<dyn crate::retry::RetryMetrics> {
+        let series = &self.retry;
+        let outcome = |o: crate::retry::RetryOutcome| {
+            series.retries.with_label_values(&[controller, o.as_str()])
+        };
+        use crate::retry::RetryOutcome::{Dropped, Exhausted, Scheduled};
+        Arc::new(RetryHooks {
+            controller: controller.to_owned(),
+            pending: series.pending.clone(),
+            outcomes: [outcome(Scheduled), outcome(Exhausted), outcome(Dropped)],
+            lag: series.lag.with_label_values(&[controller]),
+        })
+    }
+}
+
+/// The retry processors' `kubeforge_retry*` series.
+struct RetrySeries {
+    pending: IntGaugeVec,
+    retries: IntCounterVec,
+    lag: HistogramVec,
+}
+
+impl RetrySeries {
+    fn new(r: &Registry) -> Self {
+        Self {
+            pending: gauge(
+                r,
+                "kubeforge_retry_pending",
+                "Retries waiting in the retry processor, per shard",
+                &["controller", "shard"],
+            ),
+            retries: counter(
+                r,
+                "kubeforge_retries_total",
+                "Retries scheduled, given up (exhausted) or superseded by a new event (dropped)",
+                &["controller", "outcome"],
+            ),
+            lag: histogram(
+                r,
+                "kubeforge_retry_lag_seconds",
+                "How long after its due time a retry ran",
+                &["controller"],
+                prometheus::exponential_buckets(1e-4, 4.0, 10).expect("invariant: valid buckets"),
+            ),
+        }
+    }
+}
+
+/// One controller's retry series (the outcomes resolved once).
+struct RetryHooks {
+    controller: String,
+    pending: IntGaugeVec,
+    outcomes: [prometheus::IntCounter; 3],
+    lag: prometheus::Histogram,
+}
+
+impl crate::retry::RetryMetrics for RetryHooks {
+    fn pending(&self, shard: usize, pending: usize) {
+        self.pending
+            .with_label_values(&[self.controller.as_str(), &shard.to_string()])
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+    fn retry(&self, outcome: crate::retry::RetryOutcome) {
+        use crate::retry::RetryOutcome::{Dropped, Exhausted, Scheduled};
+        let i = match outcome {
+            Scheduled => 0,
+            Exhausted => 1,
+            Dropped => 2,
+        };
+        self.outcomes[i].inc();
+    }
+    fn lag(&self, lag: Duration) {
+        self.lag.observe(lag.as_secs_f64());
     }
 }
 

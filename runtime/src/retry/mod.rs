@@ -117,18 +117,21 @@ impl RetryRequest {
     }
 }
 
+/// The error a [`RetryPolicy`] judges.
+pub type RetryError = dyn std::error::Error + Send + Sync + 'static;
+
 /// Decides whether a failed attempt is retried, and after how long.
 pub trait RetryPolicy: Send + Sync + 'static {
     /// `attempt` counts failures so far, this one included (1 after the first failure). `None`
     /// gives up.
-    fn retry_after(&self, error: &BoxError, attempt: u32) -> Option<Duration>;
+    fn retry_after(&self, error: &RetryError, attempt: u32) -> Option<Duration>;
 }
 
 impl<F> RetryPolicy for F
 where
-    F: Fn(&BoxError, u32) -> Option<Duration> + Send + Sync + 'static,
+    F: Fn(&RetryError, u32) -> Option<Duration> + Send + Sync + 'static,
 {
-    fn retry_after(&self, error: &BoxError, attempt: u32) -> Option<Duration> {
+    fn retry_after(&self, error: &RetryError, attempt: u32) -> Option<Duration> {
         self(error, attempt)
     }
 }
@@ -154,24 +157,93 @@ impl ExponentialRetry {
 }
 
 impl RetryPolicy for ExponentialRetry {
-    fn retry_after(&self, _error: &BoxError, attempt: u32) -> Option<Duration> {
+    fn retry_after(&self, _error: &RetryError, attempt: u32) -> Option<Duration> {
         (attempt < self.max_attempts)
             .then(|| exponential(self.base, self.max, attempt.saturating_sub(1)))
     }
 }
 
-/// Decides, when a new event for a key arrives, whether a pending retry of that key is dropped.
+/// A new event for a key, as a [`DequeuePolicy`] sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    /// What happened to the object.
+    pub action: ResourceAction,
+    /// Whether the object's `metadata.generation` changed (its spec did); `false` for a
+    /// status-only or metadata-only update, a resync, or an event of another object (an owned
+    /// or watched one) that concerns this key.
+    pub generation_changed: bool,
+}
+
+impl NewEvent {
+    /// An event of `action` that changed the generation (creations and deletions do).
+    pub fn new(action: ResourceAction) -> Self {
+        Self {
+            action,
+            generation_changed: matches!(action, ResourceAction::Create | ResourceAction::Delete),
+        }
+    }
+}
+
+impl NewEvent {
+    /// The event an informer event is, comparing the generations of the old and new object.
+    pub fn of<K: kube::Resource>(event: &crate::informer::Event<K>) -> Self {
+        use crate::informer::Event;
+        match event {
+            Event::Applied { old: None, .. } => Self::new(ResourceAction::Create),
+            Event::Applied {
+                old: Some(old),
+                new,
+            } => Self {
+                action: ResourceAction::Update,
+                generation_changed: old.meta().generation != new.meta().generation,
+            },
+            Event::Deleted(_) => Self::new(ResourceAction::Delete),
+            Event::Resync(_) => Self::new(ResourceAction::Resync),
+        }
+    }
+}
+
+impl From<ResourceAction> for NewEvent {
+    fn from(action: ResourceAction) -> Self {
+        Self::new(action)
+    }
+}
+
+/// A pending retry, as a [`DequeuePolicy`] sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct PendingRetry<'a> {
+    /// The key it retries.
+    pub key: &'a str,
+    /// The event it handles.
+    pub action: ResourceAction,
+    /// Failures before it.
+    pub attempt: u32,
+}
+
+impl<'a> From<&'a RetryRequest> for PendingRetry<'a> {
+    fn from(request: &'a RetryRequest) -> Self {
+        Self {
+            key: &request.key,
+            action: request.action,
+            attempt: request.attempt,
+        }
+    }
+}
+
+/// Decides, when a new event for a key arrives, whether a pending retry of that key is dropped
+/// (app-sdk's `RetryDequeuePolicy`). A dropped retry does not run; the new event is handled
+/// instead.
 pub trait DequeuePolicy: Send + Sync + 'static {
-    /// Whether `pending` should be dropped because of a new event `new_action`.
-    fn dequeue(&self, new_action: ResourceAction, pending: &RetryRequest) -> bool;
+    /// Whether `pending` should be dropped because of `event`.
+    fn dequeue(&self, event: &NewEvent, pending: &PendingRetry<'_>) -> bool;
 }
 
 impl<F> DequeuePolicy for F
 where
-    F: Fn(ResourceAction, &RetryRequest) -> bool + Send + Sync + 'static,
+    F: Fn(&NewEvent, &PendingRetry<'_>) -> bool + Send + Sync + 'static,
 {
-    fn dequeue(&self, new_action: ResourceAction, pending: &RetryRequest) -> bool {
-        self(new_action, pending)
+    fn dequeue(&self, event: &NewEvent, pending: &PendingRetry<'_>) -> bool {
+        self(event, pending)
     }
 }
 
@@ -180,21 +252,84 @@ where
 pub struct DequeueAll;
 
 impl DequeuePolicy for DequeueAll {
-    fn dequeue(&self, _new_action: ResourceAction, _pending: &RetryRequest) -> bool {
+    fn dequeue(&self, _event: &NewEvent, _pending: &PendingRetry<'_>) -> bool {
         true
     }
 }
 
-/// app-sdk's opinionated policy: a new event drops pending retries of the same action only
-/// (a pending delete retry survives a later update, for example), except that a delete drops all.
+/// app-sdk's opinionated policy: only an event that changed the object's generation (a spec
+/// change, a creation, a deletion) drops the pending retries; a status-only update or a resync
+/// leaves a pending retry in place, so the work it retries is not lost to an update the retry
+/// itself (or another writer of the status) caused.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DequeueOnGeneration;
+
+impl DequeuePolicy for DequeueOnGeneration {
+    fn dequeue(&self, event: &NewEvent, _pending: &PendingRetry<'_>) -> bool {
+        event.generation_changed
+    }
+}
+
+/// A new event drops pending retries of the same action only (a pending delete retry survives a
+/// later update, for example), except that a delete drops all.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DequeueSameAction;
 
 impl DequeuePolicy for DequeueSameAction {
-    fn dequeue(&self, new_action: ResourceAction, pending: &RetryRequest) -> bool {
-        new_action == ResourceAction::Delete || pending.action == new_action
+    fn dequeue(&self, event: &NewEvent, pending: &PendingRetry<'_>) -> bool {
+        event.action == ResourceAction::Delete || pending.action == event.action
     }
 }
+
+/// New events never drop pending retries.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DequeueNone;
+
+impl DequeuePolicy for DequeueNone {
+    fn dequeue(&self, _event: &NewEvent, _pending: &PendingRetry<'_>) -> bool {
+        false
+    }
+}
+
+/// Hooks the processor reports to (the manager's metrics implement them); every method has a
+/// no-op default.
+pub trait RetryMetrics: Send + Sync + 'static {
+    /// Shard `shard` now holds `pending` retries.
+    fn pending(&self, _shard: usize, _pending: usize) {}
+    /// A retry was scheduled (`scheduled`), given up on (`exhausted`) or dropped by a new event
+    /// (`dropped`).
+    fn retry(&self, _outcome: RetryOutcome) {}
+    /// A retry ran `lag` after it was due.
+    fn lag(&self, _lag: Duration) {}
+}
+
+/// What became of a retry, for [`RetryMetrics::retry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryOutcome {
+    /// A retry was scheduled.
+    Scheduled,
+    /// The policy gave up on the key.
+    Exhausted,
+    /// A new event dropped a pending retry.
+    Dropped,
+}
+
+impl RetryOutcome {
+    /// The metric label (`scheduled`, `exhausted`, `dropped`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Exhausted => "exhausted",
+            Self::Dropped => "dropped",
+        }
+    }
+}
+
+/// [`RetryMetrics`] that record nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoRetryMetrics;
+
+impl RetryMetrics for NoRetryMetrics {}
 
 /// Options of a [`RetryProcessor`].
 #[derive(Clone, Debug)]
@@ -220,7 +355,7 @@ impl RetryProcessorConfig {
 enum Command {
     Enqueue(RetryRequest),
     DequeueAll(String),
-    OnEvent(String, ResourceAction),
+    OnEvent(String, NewEvent),
 }
 
 /// Sharded retry workers. Cheap to clone; [`RetryProcessor::run`] drives them.
@@ -230,6 +365,7 @@ pub struct RetryProcessor {
     receivers: Arc<Mutex<Vec<mpsc::UnboundedReceiver<Command>>>>,
     policy: Arc<dyn RetryPolicy>,
     dequeue: Arc<dyn DequeuePolicy>,
+    metrics: Arc<dyn RetryMetrics>,
 }
 
 impl Debug for RetryProcessor {
@@ -252,6 +388,7 @@ impl RetryProcessor {
             receivers: Arc::new(Mutex::new(receivers)),
             policy: Arc::new(policy),
             dequeue: Arc::new(DequeueAll),
+            metrics: Arc::new(NoRetryMetrics),
         }
     }
 
@@ -259,6 +396,20 @@ impl RetryProcessor {
     #[must_use]
     pub fn dequeue_policy(mut self, policy: impl DequeuePolicy) -> Self {
         self.dequeue = Arc::new(policy);
+        self
+    }
+
+    /// Like [`RetryProcessor::dequeue_policy`], with a shared policy.
+    #[must_use]
+    pub fn dequeue_policy_shared(mut self, policy: Arc<dyn DequeuePolicy>) -> Self {
+        self.dequeue = policy;
+        self
+    }
+
+    /// Reports pending retries, outcomes and lag to `metrics`.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn RetryMetrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -283,10 +434,10 @@ impl RetryProcessor {
 
     /// Tells the processor a new event for `key` arrived: pending retries the [`DequeuePolicy`]
     /// selects are dropped.
-    pub fn on_event(&self, key: &str, action: ResourceAction) {
+    pub fn on_event(&self, key: &str, event: impl Into<NewEvent>) {
         let _ = self
             .shard(key)
-            .send(Command::OnEvent(key.to_owned(), action));
+            .send(Command::OnEvent(key.to_owned(), event.into()));
     }
 
     /// Runs the workers until `shutdown` is cancelled (pending retries are dropped then).
@@ -296,13 +447,16 @@ impl RetryProcessor {
             std::mem::take(&mut *self.receivers.lock().unwrap_or_else(|e| e.into_inner()));
         let workers: Vec<_> = receivers
             .into_iter()
-            .map(|rx| {
+            .enumerate()
+            .map(|(shard, rx)| {
                 let worker = ShardWorker {
+                    shard,
                     rx,
                     heap: BinaryHeap::new(),
                     seq: 0,
                     policy: Arc::clone(&self.policy),
                     dequeue: Arc::clone(&self.dequeue),
+                    metrics: Arc::clone(&self.metrics),
                 };
                 tokio::spawn(worker.run(shutdown.clone()))
             })
@@ -337,11 +491,13 @@ impl Ord for Pending {
 }
 
 struct ShardWorker {
+    shard: usize,
     rx: mpsc::UnboundedReceiver<Command>,
     heap: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     policy: Arc<dyn RetryPolicy>,
     dequeue: Arc<dyn DequeuePolicy>,
+    metrics: Arc<dyn RetryMetrics>,
 }
 
 impl ShardWorker {
@@ -358,13 +514,19 @@ impl ShardWorker {
         match command {
             Command::Enqueue(request) => self.push(request),
             Command::DequeueAll(key) => self.heap.retain(|Reverse(p)| p.request.key != key),
-            Command::OnEvent(key, action) => {
+            Command::OnEvent(key, event) => {
                 let dequeue = Arc::clone(&self.dequeue);
+                let before = self.heap.len();
                 self.heap.retain(|Reverse(p)| {
-                    p.request.key != key || !dequeue.dequeue(action, &p.request)
+                    p.request.key != key
+                        || !dequeue.dequeue(&event, &PendingRetry::from(&p.request))
                 });
+                for _ in self.heap.len()..before {
+                    self.metrics.retry(RetryOutcome::Dropped);
+                }
             }
         }
+        self.metrics.pending(self.shard, self.heap.len());
     }
 
     async fn run(mut self, shutdown: CancellationToken) {
@@ -385,7 +547,9 @@ impl ShardWorker {
                 },
                 () = sleep => {
                     let Some(Reverse(pending)) = self.heap.pop() else { continue };
+                    self.metrics.lag(Instant::now().saturating_duration_since(pending.due));
                     self.execute(pending.request).await;
+                    self.metrics.pending(self.shard, self.heap.len());
                 }
             }
         }
@@ -401,14 +565,16 @@ impl ShardWorker {
             }
             Err(error) => {
                 let failures = request.attempt + 1;
-                match self.policy.retry_after(&error, failures) {
+                match self.policy.retry_after(error.as_ref(), failures) {
                     Some(delay) => {
+                        self.metrics.retry(RetryOutcome::Scheduled);
                         tracing::debug!(key = %request.key, attempt = failures, %error, ?delay, "retrying");
                         request.retry_after = Instant::now() + delay;
                         request.attempt = failures;
                         self.push(request);
                     }
                     None => {
+                        self.metrics.retry(RetryOutcome::Exhausted);
                         tracing::warn!(key = %request.key, attempts = failures, %error, "giving up after repeated failures");
                     }
                 }
@@ -500,7 +666,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn explicit_requeue_should_override_the_policy() {
-        let never = |_: &BoxError, _| None;
+        let never = |_: &RetryError, _| None;
         let processor = RetryProcessor::new(RetryProcessorConfig::default(), never);
         let runs = Arc::new(AtomicU32::new(0));
         let _token = started(&processor);
@@ -526,7 +692,7 @@ mod tests {
     async fn dequeue_all_should_drop_pending_retries_of_the_key_only() {
         let processor = RetryProcessor::new(
             RetryProcessorConfig::default().workers(1),
-            |_: &BoxError, _| None,
+            |_: &RetryError, _| None,
         );
         let log: Log = Arc::default();
         let start = Instant::now();
@@ -547,7 +713,7 @@ mod tests {
     async fn dequeue_policy_should_decide_on_new_events() {
         let processor = RetryProcessor::new(
             RetryProcessorConfig::default().workers(1),
-            |_: &BoxError, _| None,
+            |_: &RetryError, _| None,
         )
         .dequeue_policy(DequeueSameAction);
         let log: Log = Arc::default();
@@ -582,7 +748,7 @@ mod tests {
     async fn one_key_should_never_run_concurrently_across_shards() {
         let processor = RetryProcessor::new(
             RetryProcessorConfig::default().workers(4),
-            |_: &BoxError, _| None,
+            |_: &RetryError, _| None,
         );
         let running = Arc::new(AtomicU32::new(0));
         let max = Arc::new(AtomicU32::new(0));
@@ -612,7 +778,7 @@ mod tests {
     fn exponential_retry_should_cap_and_stop() {
         let policy = ExponentialRetry::new(Duration::from_secs(1), Duration::from_secs(5), 5);
         let e: BoxError = "x".into();
-        let delays: Vec<_> = (1..=5).map(|a| policy.retry_after(&e, a)).collect();
+        let delays: Vec<_> = (1..=5).map(|a| policy.retry_after(e.as_ref(), a)).collect();
         let s = |n| Some(Duration::from_secs(n));
         assert_eq!(delays, [s(1), s(2), s(4), s(5), None]);
     }
