@@ -18,6 +18,7 @@ mod faults;
 mod informer;
 mod leader;
 mod manager;
+mod retries;
 mod secret_mirror;
 mod webapp;
 

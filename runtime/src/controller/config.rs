@@ -118,9 +118,13 @@ impl ControllerConfig {
         self
     }
 
-    /// Which new events drop a key's pending retry (default [`DequeueAll`]: any event; the
-    /// event's reconcile replaces the retry). [`DequeueOnGeneration`](crate::retry::DequeueOnGeneration)
-    /// keeps a pending retry across status-only updates.
+    /// What a new event does to a key with a pending retry: the policy either drops the retry
+    /// and the event reconciles the key now, or keeps it and the event waits for it (the retry
+    /// reconciles the latest cached object). Default [`DequeueAll`]: every event reconciles at
+    /// once, as controller-runtime does. [`DequeueOnGeneration`](crate::retry::DequeueOnGeneration):
+    /// only spec changes, creations and deletions do; a status-only update keeps the key's
+    /// backoff (a failing reconcile that writes an error condition does not retrigger itself).
+    /// [`DequeueNone`](crate::retry::DequeueNone): retries are never cut short.
     #[must_use]
     pub fn dequeue(mut self, policy: impl DequeuePolicy) -> Self {
         self.dequeue = Arc::new(policy);

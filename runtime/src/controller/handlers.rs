@@ -56,8 +56,9 @@ where
     }
 }
 
-/// Where sources put keys: the retries hear of the event first (the dequeue policy may drop a
-/// pending retry it supersedes), then the key is queued.
+/// Where sources put keys: the retries hear of the event first (with a retry pending, the
+/// dequeue policy decides whether the event supersedes it or waits for it), then the key is
+/// queued.
 #[derive(Clone)]
 pub(super) struct Sink {
     pub(super) queue: WorkQueue<ObjectKey>,
@@ -66,8 +67,9 @@ pub(super) struct Sink {
 
 impl Sink {
     fn add(&self, key: ObjectKey, event: NewEvent) {
-        self.retries.on_event(&key, event);
-        self.queue.add(key);
+        if self.retries.on_event(&key, event) {
+            self.queue.add(key);
+        }
     }
 }
 

@@ -120,12 +120,15 @@ impl Retries {
         self.pending().is_empty()
     }
 
-    /// A new event for `key`: a pending retry the dequeue policy selects is dropped (the
-    /// event's own reconcile replaces it).
-    pub(super) fn on_event(&self, key: &ObjectKey, event: NewEvent) {
+    /// A new event for `key`; whether it is queued now. Without a pending retry, it is. With
+    /// one, the dequeue policy decides: the retry is dropped and the event reconciles the key
+    /// now, or the retry stays and the event waits for it (the retry reconciles the latest
+    /// cached object, so nothing is lost; the key's backoff is kept, so a failing reconcile
+    /// whose own status writes come back as events does not spin).
+    pub(super) fn on_event(&self, key: &ObjectKey, event: NewEvent) -> bool {
         let mut pending = self.pending();
         if !pending.contains_key(key) {
-            return;
+            return true;
         }
         let name = key.to_string();
         let view = PendingRetry {
@@ -133,12 +136,14 @@ impl Retries {
             action: ResourceAction::Update,
             attempt: self.attempts(key),
         };
-        if self.dequeue.dequeue(&event, &view) {
-            pending.remove(key);
-            drop(pending);
-            self.processor.dequeue_all(&name);
-            self.metrics.retry(RetryOutcome::Dropped);
+        if !self.dequeue.dequeue(&event, &view) {
+            return false;
         }
+        pending.remove(key);
+        drop(pending);
+        self.processor.dequeue_all(&name);
+        self.metrics.retry(RetryOutcome::Dropped);
+        true
     }
 
     /// Forgets `key`: its failures, its state and its pending retry.
@@ -379,11 +384,21 @@ mod tests {
             generation_changed: true,
             ..status_only
         };
+        assert!(
+            retries.on_event(&key, status_only),
+            "nothing pending: queued"
+        );
         retries.next(Next::After(Duration::from_secs(10)), &key, Some(&Boom));
-        retries.on_event(&key, status_only);
-        assert!(!retries.is_idle(), "a status-only update keeps the retry");
-        retries.on_event(&key, spec_change);
-        assert!(retries.is_idle(), "a generation change drops it");
+        assert!(
+            !retries.on_event(&key, status_only),
+            "a status-only update waits for the retry"
+        );
+        assert!(!retries.is_idle(), "and keeps it");
+        assert!(
+            retries.on_event(&key, spec_change),
+            "a generation change is queued"
+        );
+        assert!(retries.is_idle(), "and drops the retry");
         tokio::time::sleep(Duration::from_secs(20)).await;
         assert!(queue.is_empty(), "the dropped retry never ran");
         shutdown.cancel();
