@@ -59,7 +59,8 @@
 //! 3. [`cache`]: the manager's registry of shared informers, one per kind, namespace and selectors;
 //! 4. [`controller`](mod@controller): `for` / `owns` / `watches` turn events into keys; workers
 //!    reconcile the latest cached object, with finalizers, and decide the key's next step;
-//! 5. [`queue`]: the deduplicating, rate-limited, delaying work queue between the two;
+//! 5. [`queue`]: the deduplicating, delaying work queue between the two, and [`retry`]: the
+//!    retry processor a failed key waits in, under the controller's retry and dequeue policies;
 //! 6. [`manager`]: the shared cache, the controllers, leader election ([`leader`]), metrics
 //!    ([`metrics`]), probes ([`health`]) and the process lifecycle.
 //!
@@ -74,7 +75,7 @@
 //! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, CRD installation, a fault proxy.
-//! - Not on the controller's path yet: [`retry`] (the sharded retry processor), [`dispatch`]
+//! - Not on the controller's path yet: [`dispatch`]
 //!   (per-object-ordered concurrent dispatch), [`runner`] (`MultiRunner`, `SingletonRunner`,
 //!   `DynamicMultiRunner`; the manager uses `MultiRunner`).
 //!

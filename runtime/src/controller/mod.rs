@@ -8,15 +8,24 @@
 //!
 //! # Retry semantics
 //!
+//! Failed keys wait in the controller's retry processor ([`crate::retry`]); a due retry puts the
+//! key back into the queue. The [`RetryPolicy`](crate::retry::RetryPolicy)
+//! ([`ControllerConfig::retry`]) gets each failure and the failures in a row.
+//!
 //! | outcome | what happens |
 //! |---|---|
-//! | `Ok(Action::Done)` | the key's backoff is reset |
-//! | `Ok(Action::Requeue)` | the key runs again after its next backoff delay (as after a failure: a key that asks again and again slows down instead of spinning) |
-//! | `Ok(Action::RequeueAfter(d))` | backoff reset; the key runs again after `d` |
-//! | `Err(e)` | [`Reconciler::error_policy`] decides: exponential backoff (default), a fixed delay (the failure still counts), or terminal (logged, not retried) |
-//! | a finalizer write fails ([`FinalizerError`]) | retried with backoff |
-//! | panic | caught, logged with the key, counted, retried with backoff |
-//! | timeout ([`ControllerConfig::reconcile_timeout`]) | the reconcile future is dropped; retried with backoff |
+//! | `Ok(Action::Done)` | the key's failures, state and pending retry are dropped |
+//! | `Ok(Action::Requeue)` | counts as a failure: the key runs again after the policy's delay (a key that asks again and again slows down instead of spinning) |
+//! | `Ok(Action::RequeueAfter(d))` | failures and state dropped; the key runs again after `d` |
+//! | `Err(e)` | [`Reconciler::error_policy`] decides: the retry policy's delay (default), a fixed delay (the failure still counts), or terminal (logged, not retried) |
+//! | a finalizer write fails ([`FinalizerError`]) | a failure, retried by the policy |
+//! | panic | caught, logged with the key, counted, a failure |
+//! | timeout ([`ControllerConfig::reconcile_timeout`]) | the reconcile future is dropped; a failure |
+//! | the policy gives up | the key is dropped until the object changes; Warning event `RetriesExhausted` |
+//!
+//! A new event for a key with a pending retry meets the dequeue policy
+//! ([`ControllerConfig::dequeue`]): it reconciles now (the retry dropped) or waits for the retry.
+//! [`Context::state`] carries typed values across the retries of a key.
 //!
 //! The decision is one pure function (`outcome.rs`), as controller-runtime's `reconcileHandler`.
 //! One key is never reconciled twice at the same time. A key whose object is no longer cached
