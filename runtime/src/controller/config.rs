@@ -88,7 +88,7 @@ impl ControllerConfig {
     }
 
     /// Before reconciling an object this controller (or anything recording through
-    /// [`Cache::record_write`](crate::cache::Cache::record_write)) wrote, wait up to `wait` for the informer to deliver that
+    /// [`Wiring::record_write`](super::Wiring::record_write)) wrote, wait up to `wait` for the informer to deliver that
     /// version, so the reconcile never sees an older cached copy of its own write (default 2 s;
     /// `None` turns it off).
     #[must_use]
