@@ -208,13 +208,57 @@ fn doohickey_crd()
 
 struct Ignore;
 
-impl kubeforge::controller::Reconciler<Doohickey> for Ignore {
+impl<K: kubeforge::controller::Kind> kubeforge::controller::Reconciler<K> for Ignore {
     type Error = kube::Error;
     async fn reconcile(
         &self,
-        _obj: Arc<Doohickey>,
-        _ctx: &kubeforge::controller::Context<Doohickey>,
+        _obj: Arc<K>,
+        _ctx: &kubeforge::controller::Context<K>,
     ) -> Result<kubeforge::controller::Action, kube::Error> {
         Ok(kubeforge::controller::Action::Done)
     }
+}
+
+/// A kind no test ever installs a CRD for.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Nonexistent {
+    metadata: kube::api::ObjectMeta,
+}
+
+crate::test_resource!(
+    Nonexistent,
+    group = "never-installed.kubeforge.dev",
+    kind = "Nonexistent",
+    plural = "nonexistents"
+);
+
+/// A controller whose informer cannot sync (no CRD) fails start-up after its sync timeout with
+/// an error naming the informer, and the manager stops with it instead of waiting for ever.
+#[tokio::test]
+async fn a_controller_whose_informers_cannot_sync_should_stop_the_manager_after_the_timeout() {
+    let ns = TestNamespace::new().await.unwrap();
+    let manager = Manager::new(ns.client());
+    let controller = Controller::new(
+        "nonexistent",
+        manager.wiring(),
+        ns.api::<Nonexistent>(),
+        InformerConfig::default(),
+    )
+    .config(ControllerConfig::default().sync_timeout(Some(Duration::from_secs(3))));
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        manager
+            .add_controller(controller, Ignore)
+            .run_until(CancellationToken::new()),
+    )
+    .await
+    .expect("the manager stops on its own");
+    let error = result.expect_err("start-up fails").to_string();
+    assert!(started.elapsed() >= Duration::from_secs(3), "{error}");
+    assert!(
+        error.contains("informers did not sync within 3s")
+            && error.contains(&format!("/namespaces/{}/nonexistents", ns.name())),
+        "{error}"
+    );
 }

@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use kube::core::PartialObjectMeta;
 use kube::{Api, Resource};
@@ -225,7 +226,16 @@ where
     /// Runs until `shutdown` is cancelled: starts the cache if needed, waits for every informer
     /// to sync, then reconciles with the configured number of workers. On shutdown, running
     /// reconciles get [`ControllerConfig::shutdown_grace`] to finish.
-    pub async fn run<R: Reconciler<K>>(self, reconciler: R, shutdown: CancellationToken) {
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::CacheSyncTimeout`] when the informers did not sync within
+    /// [`ControllerConfig::sync_timeout`].
+    pub async fn run<R: Reconciler<K>>(
+        self,
+        reconciler: R,
+        shutdown: CancellationToken,
+    ) -> Result<(), ControllerError> {
         let Controller {
             name,
             wiring,
@@ -256,8 +266,12 @@ where
         let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
         tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = cache.wait_for_sync() => {}
+            () = shutdown.cancelled() => return Ok(()),
+            synced = wait_for_sync(&cache, config.sync_timeout) => synced.map_err(|waited| {
+                let pending = unsynced(&cache);
+                tracing::error!(controller = %name, ?waited, ?pending, "informers did not sync in time; stopping");
+                ControllerError::CacheSyncTimeout { controller: name.to_string(), waited, pending }
+            })?,
         }
         tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
         config.metrics.queue_started(&name, &queue);
@@ -303,7 +317,52 @@ where
             let _ = w.await;
         }
         tracing::info!(controller = %name, "stopped");
+        Ok(())
     }
+}
+
+/// Waits for `cache` to sync, at most `timeout`; `Err(timeout)` when it ran out.
+async fn wait_for_sync(
+    cache: &crate::cache::Cache,
+    timeout: Option<Duration>,
+) -> Result<(), Duration> {
+    match timeout {
+        None => {
+            cache.wait_for_sync().await;
+            Ok(())
+        }
+        Some(limit) => tokio::time::timeout(limit, cache.wait_for_sync())
+            .await
+            .map_err(|_| limit),
+    }
+}
+
+/// The informers of `cache` that have not synced.
+fn unsynced(cache: &crate::cache::Cache) -> Vec<String> {
+    cache
+        .sync_status()
+        .into_iter()
+        .filter(|s| !s.synced)
+        .map(|s| s.name)
+        .collect()
+}
+
+/// Why [`Controller::run`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The informers did not list everything within [`ControllerConfig::sync_timeout`].
+    #[error(
+        "controller {controller}: informers did not sync within {waited:?} (missing CRD or RBAC?): {}",
+        pending.join(", ")
+    )]
+    CacheSyncTimeout {
+        /// The controller's name.
+        controller: String,
+        /// How long it waited.
+        waited: Duration,
+        /// The informers that had not synced (resource URL with selectors).
+        pending: Vec<String>,
+    },
 }
 
 /// The work queue, the retries, and the tasks that feed them: the sources and the retry

@@ -15,6 +15,7 @@ pub struct ControllerConfig {
     pub(super) concurrency: usize,
     pub(super) reconcile_timeout: Option<Duration>,
     pub(super) shutdown_grace: Duration,
+    pub(super) sync_timeout: Option<Duration>,
     pub(super) finalizer: Option<String>,
     pub(super) read_your_writes: Option<Duration>,
     pub(super) retry: Arc<dyn RetryPolicy>,
@@ -44,6 +45,7 @@ impl Default for ControllerConfig {
             concurrency: 4,
             reconcile_timeout: None,
             shutdown_grace: Duration::from_secs(30),
+            sync_timeout: Some(Duration::from_secs(120)),
             finalizer: None,
             read_your_writes: Some(Duration::from_secs(2)),
             retry: Arc::new(default_retry()),
@@ -69,6 +71,17 @@ impl ControllerConfig {
     #[must_use]
     pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
         self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// How long the controller waits at start for its informers to list everything (default
+    /// 2 min, as controller-runtime's `CacheSyncTimeout`; `None` waits for ever). When it runs
+    /// out, [`Controller::run`](super::Controller::run) fails with
+    /// [`ControllerError::CacheSyncTimeout`](super::ControllerError::CacheSyncTimeout) naming the
+    /// informers that did not sync (a missing CRD, missing RBAC), and a manager stops with it.
+    #[must_use]
+    pub fn sync_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.sync_timeout = timeout;
         self
     }
 

@@ -86,7 +86,7 @@ use serde::de::DeserializeOwned;
 use crate::scope::Scoped;
 
 pub use action::{Action, ErrorPolicy};
-pub use builder::{Controller, Idle};
+pub use builder::{Controller, ControllerError, Idle};
 pub use config::ControllerConfig;
 pub use context::Context;
 pub use finalizer::FinalizerError;

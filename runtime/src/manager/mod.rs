@@ -123,10 +123,10 @@ where
         let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take();
         async move {
             match parts {
-                Some((controller, reconciler)) => {
-                    controller.run(reconciler, shutdown).await;
-                    Ok(())
-                }
+                Some((controller, reconciler)) => controller
+                    .run(reconciler, shutdown)
+                    .await
+                    .map_err(BoxError::from),
                 None => Err("a controller can only be run once".into()),
             }
         }
