@@ -123,6 +123,7 @@ pub mod runner;
 mod scope;
 pub mod store;
 mod text;
+pub mod watcher;
 mod writes;
 
 pub use key::ObjectKey;

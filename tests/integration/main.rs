@@ -20,6 +20,7 @@ mod leader;
 mod manager;
 mod retries;
 mod secret_mirror;
+mod watcher;
 mod webapp;
 
 /// What users spawn must be `Send` (checked at compile time).

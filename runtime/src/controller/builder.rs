@@ -267,11 +267,7 @@ where
         cache.start(shutdown.clone());
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            synced = wait_for_sync(&cache, config.sync_timeout) => synced.map_err(|waited| {
-                let pending = unsynced(&cache);
-                tracing::error!(controller = %name, ?waited, ?pending, "informers did not sync in time; stopping");
-                ControllerError::CacheSyncTimeout { controller: name.to_string(), waited, pending }
-            })?,
+            synced = synced(&name, &cache, config.sync_timeout) => synced?,
         }
         tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
         config.metrics.queue_started(&name, &queue);
@@ -319,6 +315,23 @@ where
         tracing::info!(controller = %name, "stopped");
         Ok(())
     }
+}
+
+/// Waits for `cache` to sync, at most `timeout`; the error names what did not sync.
+pub(crate) async fn synced(
+    controller: &str,
+    cache: &crate::cache::Cache,
+    timeout: Option<Duration>,
+) -> Result<(), ControllerError> {
+    wait_for_sync(cache, timeout).await.map_err(|waited| {
+        let pending = unsynced(cache);
+        tracing::error!(%controller, ?waited, ?pending, "informers did not sync in time; stopping");
+        ControllerError::CacheSyncTimeout {
+            controller: controller.to_owned(),
+            waited,
+            pending,
+        }
+    })
 }
 
 /// Waits for `cache` to sync, at most `timeout`; `Err(timeout)` when it ran out.

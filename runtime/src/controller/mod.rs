@@ -86,6 +86,7 @@ use serde::de::DeserializeOwned;
 use crate::scope::Scoped;
 
 pub use action::{Action, ErrorPolicy};
+pub(crate) use builder::synced;
 pub use builder::{Controller, ControllerError, Idle};
 pub use config::ControllerConfig;
 pub use context::Context;

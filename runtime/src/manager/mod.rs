@@ -53,6 +53,7 @@ use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
+use crate::watcher::{Watcher, WatcherController};
 
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
@@ -128,6 +129,31 @@ where
                     .await
                     .map_err(BoxError::from),
                 None => Err("a controller can only be run once".into()),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// A watcher with its handlers, runnable once.
+struct WatcherRunnable<K: Resource, W> {
+    parts: Mutex<Option<(WatcherController<K>, W)>>,
+}
+
+impl<K, W> Runnable for WatcherRunnable<K, W>
+where
+    K: Kind,
+    W: Watcher<K>,
+{
+    fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take();
+        async move {
+            match parts {
+                Some((watcher, handlers)) => watcher
+                    .run(handlers, shutdown)
+                    .await
+                    .map_err(BoxError::from),
+                None => Err("a watcher can only be run once".into()),
             }
         }
         .boxed()
@@ -309,6 +335,20 @@ impl Manager {
         let controller = controller.default_metrics(&metrics);
         self.runnables.push(Arc::new(ControllerRunnable {
             parts: Mutex::new(Some((controller, reconciler))),
+        }));
+        self
+    }
+
+    /// Adds a watcher (event handlers through the concurrent dispatcher, see
+    /// [`crate::watcher`]); it reports to the manager's metrics.
+    #[must_use]
+    pub fn add_watcher<K, W>(mut self, watcher: WatcherController<K>, handlers: W) -> Self
+    where
+        K: Kind,
+        W: Watcher<K>,
+    {
+        self.runnables.push(Arc::new(WatcherRunnable {
+            parts: Mutex::new(Some((watcher, handlers))),
         }));
         self
     }

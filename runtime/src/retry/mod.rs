@@ -380,13 +380,18 @@ impl RetryProcessor {
     /// A processor with `config.workers` shards retrying by `policy`, dropping pending retries
     /// on new events by [`DequeueAll`].
     pub fn new(config: RetryProcessorConfig, policy: impl RetryPolicy) -> Self {
+        Self::with_policy(config, Arc::new(policy))
+    }
+
+    /// Like [`RetryProcessor::new`], with a shared policy.
+    pub fn with_policy(config: RetryProcessorConfig, policy: Arc<dyn RetryPolicy>) -> Self {
         let (senders, receivers) = (0..config.workers)
             .map(|_| mpsc::unbounded_channel())
             .unzip();
         Self {
             shards: Arc::new(senders),
             receivers: Arc::new(Mutex::new(receivers)),
-            policy: Arc::new(policy),
+            policy,
             dequeue: Arc::new(DequeueAll),
             metrics: Arc::new(NoRetryMetrics),
         }

@@ -1,0 +1,345 @@
+//! Watchers: event handlers run through the concurrent dispatcher (app-sdk's `ResourceWatcher`
+//! under its `InformerController`).
+//!
+//! Where a [`Reconciler`](crate::controller::Reconciler) is level-triggered (it gets the latest
+//! object of a key, however many events led to it), a [`Watcher`] is told about every event:
+//! [`Watcher::add`], [`Watcher::update`] with the old and the new object, [`Watcher::delete`],
+//! [`Watcher::sync`] on a resync. A [`WatcherController`] hands the events of its informer to a
+//! [`Dispatcher`] with `workers` workers: events of one object always go to the same worker, in
+//! order; events of different objects run in parallel. A failed (or panicking, or timed-out)
+//! handler is retried through the controller's [`RetryProcessor`] under its [`RetryPolicy`], and a
+//! newer event of the same object drops pending retries per the [`DequeuePolicy`].
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kubeforge::k8s_openapi::api::core::v1::ConfigMap;
+//! use kubeforge::prelude::*;
+//! use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
+//!
+//! struct Audit;
+//!
+//! impl Watcher<ConfigMap> for Audit {
+//!     type Error = kube::Error;
+//!     async fn add(&self, cm: Arc<ConfigMap>, _: &WatchContext) -> Result<(), kube::Error> {
+//!         println!("added {}", cm.name_any());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # async fn doc(manager: Manager, client: Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let audit = WatcherController::new("audit", manager.wiring(), Api::<ConfigMap>::all(client))
+//!     .workers(16);
+//! manager.add_watcher(audit, Audit).run().await?;
+//! # Ok(()) }
+//! ```
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::{Api, Client, Resource};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::BoxError;
+use crate::cache::Cache;
+use crate::controller::{ControllerError, ControllerMetrics, Kind, ReconcileResult, Wiring};
+use crate::dispatch::{Dispatcher, EventHandler};
+use crate::informer::{Event, InformerConfig};
+use crate::queue::NoMetrics;
+use crate::retry::{
+    DequeueAll, DequeuePolicy, ExponentialRetry, RetryPolicy, RetryProcessor, RetryProcessorConfig,
+};
+
+/// Handlers of the events of kind `K`; every one but [`Watcher::add`] does nothing by default.
+pub trait Watcher<K>: Send + Sync + 'static {
+    /// The handlers' error.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// An object appeared (also every object of the initial list).
+    fn add(
+        &self,
+        obj: Arc<K>,
+        ctx: &WatchContext,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send;
+
+    /// An object changed from `old` to `new`.
+    fn update(
+        &self,
+        old: Arc<K>,
+        new: Arc<K>,
+        ctx: &WatchContext,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (old, new, ctx);
+        async { Ok(()) }
+    }
+
+    /// An object was deleted (its last known state).
+    fn delete(
+        &self,
+        obj: Arc<K>,
+        ctx: &WatchContext,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (obj, ctx);
+        async { Ok(()) }
+    }
+
+    /// The resync period elapsed: a cached object, unchanged.
+    fn sync(
+        &self,
+        obj: Arc<K>,
+        ctx: &WatchContext,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let _ = (obj, ctx);
+        async { Ok(()) }
+    }
+}
+
+/// What a handler gets besides the object: the wiring's client (fenced under leader election),
+/// the cache and the controller's name.
+#[derive(Clone, Debug)]
+pub struct WatchContext {
+    wiring: Arc<Wiring>,
+    controller: Arc<str>,
+}
+
+impl WatchContext {
+    /// The client (see [`Wiring::client`]).
+    pub fn client(&self) -> Client {
+        self.wiring.client()
+    }
+
+    /// The shared cache.
+    pub fn cache(&self) -> &Cache {
+        self.wiring.cache()
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.controller
+    }
+}
+
+/// A watcher of kind `K`: its informer, dispatcher and retries; build it, then
+/// [`WatcherController::run`] it (or add it to a manager with
+/// [`Manager::add_watcher`](crate::manager::Manager::add_watcher)).
+pub struct WatcherController<K: Resource> {
+    name: Arc<str>,
+    wiring: Wiring,
+    events: mpsc::Receiver<Event<K>>,
+    workers: usize,
+    buffer: usize,
+    event_timeout: Option<Duration>,
+    sync_timeout: Option<Duration>,
+    retry: Arc<dyn RetryPolicy>,
+    dequeue: Arc<dyn DequeuePolicy>,
+    metrics: Arc<dyn ControllerMetrics>,
+}
+
+impl<K: Kind> WatcherController<K> {
+    /// A watcher named `name` of the objects of `api`, with the wiring's informer defaults.
+    pub fn new(name: impl Into<String>, wiring: &Wiring, api: Api<K>) -> Self {
+        Self::with_informer(name, wiring, api, wiring.informer_defaults.clone())
+    }
+
+    /// Like [`WatcherController::new`], with these informer options (selectors, resync, ...).
+    pub fn with_informer(
+        name: impl Into<String>,
+        wiring: &Wiring,
+        api: Api<K>,
+        config: InformerConfig,
+    ) -> Self {
+        let events = wiring.cache().informer(api, config).subscribe();
+        Self {
+            name: name.into().into(),
+            wiring: wiring.clone(),
+            events,
+            workers: 4,
+            buffer: 64,
+            event_timeout: None,
+            sync_timeout: Some(Duration::from_secs(120)),
+            retry: Arc::new(ExponentialRetry::new(
+                Duration::from_millis(5),
+                Duration::from_secs(1000),
+                u32::MAX,
+            )),
+            dequeue: Arc::new(DequeueAll),
+            metrics: wiring
+                .metrics()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(NoMetrics)),
+        }
+    }
+
+    /// Handle events on `workers` workers (at least 1, default 4); events of one object always
+    /// go to the same worker, in order.
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Events buffered per worker before the informer waits (default 64).
+    #[must_use]
+    pub fn buffer(mut self, events: usize) -> Self {
+        self.buffer = events.max(1);
+        self
+    }
+
+    /// Cancel a handler that runs longer than this and retry its event (default: no limit).
+    #[must_use]
+    pub fn event_timeout(mut self, timeout: Duration) -> Self {
+        self.event_timeout = Some(timeout);
+        self
+    }
+
+    /// How long start-up waits for the informer to sync (default 2 min; `None`: for ever).
+    #[must_use]
+    pub fn sync_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.sync_timeout = timeout;
+        self
+    }
+
+    /// How failed events are retried (default: 5 ms doubling to 1000 s, never giving up).
+    #[must_use]
+    pub fn retry(mut self, policy: impl RetryPolicy) -> Self {
+        self.retry = Arc::new(policy);
+        self
+    }
+
+    /// Which new events of an object drop its pending retries (default: any).
+    #[must_use]
+    pub fn dequeue(mut self, policy: impl DequeuePolicy) -> Self {
+        self.dequeue = Arc::new(policy);
+        self
+    }
+
+    /// The watcher's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Runs until `shutdown` is cancelled: starts the cache if needed, waits for it to sync,
+    /// then dispatches every event (the initial list's as `add`).
+    ///
+    /// # Errors
+    ///
+    /// [`ControllerError::CacheSyncTimeout`] when the informer did not sync in time.
+    pub async fn run<W: Watcher<K>>(
+        self,
+        watcher: W,
+        shutdown: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        let retry_metrics = self.metrics.retry_metrics(&self.name);
+        let processor = RetryProcessor::with_policy(RetryProcessorConfig::default(), self.retry)
+            .dequeue_policy_shared(self.dequeue)
+            .metrics(retry_metrics);
+        let retries = AbortOnDrop(tokio::spawn(processor.clone().run(shutdown.clone())));
+        let cache = self.wiring.cache().clone();
+        cache.start(shutdown.clone());
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            synced = crate::controller::synced(&self.name, &cache, self.sync_timeout) => synced?,
+        }
+        tracing::info!(watcher = %self.name, workers = self.workers, "cache synced; dispatching events");
+        self.metrics
+            .max_concurrent_reconciles(&self.name, self.workers);
+        let handler = Handler {
+            watcher,
+            ctx: WatchContext {
+                wiring: Arc::new(self.wiring),
+                controller: Arc::clone(&self.name),
+            },
+            timeout: self.event_timeout,
+            metrics: self.metrics,
+        };
+        Dispatcher::new(self.workers, self.buffer)
+            .retry(processor)
+            .run(self.events, Arc::new(handler), shutdown)
+            .await;
+        drop(retries);
+        Ok(())
+    }
+}
+
+impl<K: Resource> std::fmt::Debug for WatcherController<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatcherController")
+            .field("name", &self.name)
+            .field("workers", &self.workers)
+            .field("event_timeout", &self.event_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The watcher as the dispatcher's event handler: picks the handler, applies the timeout,
+/// catches panics, reports each event as a reconcile to the metrics.
+struct Handler<W> {
+    watcher: W,
+    ctx: WatchContext,
+    timeout: Option<Duration>,
+    metrics: Arc<dyn ControllerMetrics>,
+}
+
+impl<K: Kind, W: Watcher<K>> EventHandler<K> for Handler<W> {
+    async fn handle(&self, event: Event<K>) -> Result<(), BoxError> {
+        let started = Instant::now();
+        let ctx = &self.ctx;
+        let run = async {
+            let handled = match event {
+                Event::Applied { old: None, new } => self.watcher.add(new, ctx).await,
+                Event::Applied {
+                    old: Some(old),
+                    new,
+                } => self.watcher.update(old, new, ctx).await,
+                Event::Deleted(obj) => self.watcher.delete(obj, ctx).await,
+                Event::Resync(obj) => self.watcher.sync(obj, ctx).await,
+            };
+            handled.map_err(BoxError::from)
+        };
+        let caught = AssertUnwindSafe(run).catch_unwind();
+        self.metrics.active_workers(&ctx.controller, 1);
+        let result = match self.timeout {
+            Some(limit) => match tokio::time::timeout(limit, caught).await {
+                Ok(caught) => flatten(caught),
+                Err(_) => Err(BoxError::from(EventTimeout(limit))),
+            },
+            None => flatten(caught.await),
+        };
+        self.metrics.active_workers(&ctx.controller, -1);
+        let label = match &result {
+            Ok(()) => ReconcileResult::Success,
+            Err(_) => ReconcileResult::Error,
+        };
+        self.metrics
+            .reconciled(&ctx.controller, label, started.elapsed());
+        result
+    }
+}
+
+fn flatten(caught: std::thread::Result<Result<(), BoxError>>) -> Result<(), BoxError> {
+    caught.unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        Err(BoxError::from(format!("the handler panicked: {message}")))
+    })
+}
+
+/// A handler ran past the event timeout (it is retried).
+#[derive(Debug, thiserror::Error)]
+#[error("the event handler ran longer than {0:?}")]
+pub struct EventTimeout(pub Duration);
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
