@@ -133,7 +133,15 @@ const _: () = {
             .config(
                 kf::controller::ControllerConfig::default()
                     .concurrency(2)
-                    .finalizer("apps.example.com/cleanup"),
+                    .finalizer("apps.example.com/cleanup")
+                    .retry(
+                        kf::retry::ExponentialRetry::new(
+                            ::core::time::Duration::from_millis(1000),
+                            ::core::time::Duration::from_millis(300000),
+                            10,
+                        ),
+                    )
+                    .dequeue(kf::retry::DequeueOnGeneration),
             )
     }
     fn __rbac<

@@ -117,7 +117,8 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 ///
 /// ```text
 /// #[kubeforge::controller(for = WebApp, owns(Deployment, Service), watches(Secret, map = Self::apps_for_secret),
-///     concurrency = 4, finalizer = "apps.example.com/cleanup", predicates(generation_changed))]
+///     concurrency = 4, finalizer = "apps.example.com/cleanup", predicates(generation_changed),
+///     retry = exponential(base = "1s", max = "5m"), dequeue = generation_changed)]
 /// impl WebAppController {
 ///     async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { .. }
 ///     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { .. }
@@ -128,14 +129,18 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | key | meaning |
 /// |---|---|
 /// | `for = Kind` | the primary kind (required) |
-/// | `owns(A, B, ..)` | kinds whose controller owner reference leads to the primary |
-/// | `owns_metadata(A, ..)` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
-/// | `owns_uncached(A, ..)` | as `owns`, not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read `A` from the cache) |
+/// | `owns(A, B, ..)` | kinds whose controller owner reference leads to the primary, cached in full |
+/// | `owns(A(metadata))` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
+/// | `owns(A(uncached))` | as `owns`, not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read `A` from the cache) |
+/// | `owns(A(any_owner))` | every owner reference to the primary counts, not only the controller one (combines with `metadata` / `uncached`) |
 /// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable; the cache lets the mapper look up primaries) |
 /// | `concurrency = N` | maximum concurrent reconciles (default 4) |
 /// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
 /// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool` |
 /// | `name = "..."` | the controller's name (default: the lowercased kind) |
+/// | `retry = exponential(base = "1s", max = "5m", attempts = 10)` | how failed reconciles are retried: per key, after `base`, then doubling up to `max`, giving up after `attempts` failures in a row. Every key is optional: `base = "5ms"`, `max = "1000s"`, no `attempts` limit, client-go's controller backoff (also the policy without `retry`). Durations are written as in Kubernetes with integers and the units `ms`, `s`, `m`, `h` (`"500ms"`, `"1m30s"`); checked at compile time, with `base` above 0 and at most `max`, and `attempts` at least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and counts in `kubeforge_retries_total{outcome="exhausted"}`; it runs again when the object changes |
+/// | `retry = expr` | any expression of a `kubeforge::retry::RetryPolicy` type, such as `Self::retry_policy()` (`Self` is the controller) |
+/// | `dequeue = all` / `generation_changed` / `same_action` / `none` | what a new event for a key with a pending retry does: drop the retry and reconcile now, or wait for the retry. `all` (default): any event reconciles now. `generation_changed`: only spec changes (generation bumps), creations and deletions do, so a status-only update (often the controller's own) waits and the key keeps its backoff. `same_action`: an event of the retry's action (create, update, ...) or a deletion. `none`: never |
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->

@@ -4,10 +4,11 @@
 use proc_macro2::TokenStream;
 use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
+use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
-use syn::{Ident, LitStr, Path, Token, Type};
+use syn::{Expr, Ident, LitStr, Path, Token, Type};
 
-use crate::errors::{Errors, did_you_mean};
+use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::keys::{self, Key, Keyed, Table, Value};
 
 /// A `watches(Kind, map = path)` entry.
@@ -43,6 +44,66 @@ pub enum PredicateArg {
     Custom(Path),
 }
 
+/// `retry = ..` as written.
+pub enum RetryAttr {
+    /// `exponential(base = "1s", max = "5m", attempts = 10)` (or a bare `exponential`), spanned
+    /// at `exponential`.
+    Exponential(Keyed<ExponentialAttrs>),
+    /// Any other expression: a value of a `RetryPolicy` type, such as `Self::retry_policy()`.
+    Expr(Expr),
+}
+
+/// The keys of `exponential(..)`, each optional; durations in milliseconds, spanned at their
+/// literals.
+#[derive(Default)]
+pub struct ExponentialAttrs {
+    pub base: Option<Keyed<u64>>,
+    pub max: Option<Keyed<u64>>,
+    pub attempts: Option<Keyed<u64>>,
+}
+
+const EXPONENTIAL: Table<ExponentialAttrs> = Table {
+    what: "`exponential(..)`",
+    keys: &[
+        Key::new(
+            "base",
+            Value::Custom(|e, meta, _| {
+                e.base = Some(duration(meta)?);
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "max",
+            Value::Custom(|e, meta, _| {
+                e.max = Some(duration(meta)?);
+                Ok(())
+            }),
+        ),
+        Key::new("attempts", Value::Unsigned(|e, n| e.attempts = Some(n))),
+    ],
+};
+
+/// `dequeue = ..`: which new events drop a key's pending retry (the runtime's `Dequeue*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DequeueArg {
+    /// `all`: any new event.
+    All,
+    /// `generation_changed`: spec changes, creations and deletions.
+    OnGeneration,
+    /// `same_action`: an event of the pending retry's action, or a deletion.
+    SameAction,
+    /// `none`: no event.
+    None,
+}
+
+/// The words `dequeue = ..` takes, in the order of [`DequeueArg`].
+const DEQUEUE_POLICIES: &[(&str, DequeueArg)] = &[
+    ("all", DequeueArg::All),
+    ("generation_changed", DequeueArg::OnGeneration),
+    ("same_action", DequeueArg::SameAction),
+    ("none", DequeueArg::None),
+];
+
 /// The keys of `#[controller(...)]`, with the span of each key for error messages.
 #[derive(Default)]
 pub struct ControllerArgs {
@@ -53,6 +114,8 @@ pub struct ControllerArgs {
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     pub name: Option<LitStr>,
+    pub retry: Option<RetryAttr>,
+    pub dequeue: Option<DequeueArg>,
     /// `crate = "path"`: how generated code names kubeforge.
     pub crate_path: Option<Path>,
 }
@@ -71,6 +134,8 @@ const CONTROLLER: Table<ControllerArgs> = Table {
         Key::new("finalizer", Value::Str(|a, lit| a.finalizer = Some(lit))),
         Key::new("predicates", Value::Custom(predicates)),
         Key::new("name", Value::Str(|a, lit| a.name = Some(lit))),
+        Key::new("retry", Value::Custom(retry)),
+        Key::new("dequeue", Value::Custom(dequeue)),
         Key::new(
             "crate",
             Value::CratePath(|a, path| a.crate_path = Some(path)),
@@ -259,6 +324,161 @@ fn renamed(
     Ok(())
 }
 
+/// What `retry = ..` takes, for its errors.
+const RETRY_FORMS: &str = "`exponential(base = \"5ms\", max = \"1000s\", attempts = 10)` or an expression of a `RetryPolicy` type such as `Self::retry_policy()`";
+
+/// `retry = exponential(..)`, or `retry = <expression>` of a `RetryPolicy` type.
+fn retry(
+    args: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let input = meta.value()?;
+    if is_exponential(input) {
+        let name: Ident = input.parse()?;
+        let list = if input.peek(syn::token::Paren) {
+            let content;
+            syn::parenthesized!(content in input);
+            content.parse::<TokenStream>()?
+        } else {
+            TokenStream::new()
+        };
+        let value = keys::parse_args(list, &EXPONENTIAL, errors);
+        args.retry = Some(RetryAttr::Exponential(Keyed {
+            value,
+            key: name.span(),
+        }));
+        return Ok(());
+    }
+    let expr: Expr = input.parse()?;
+    if let Expr::Lit(_) = expr {
+        errors.spanned(&expr, format!("`retry` takes {RETRY_FORMS}"));
+    } else if let Some(name) = called_name(&expr)
+        && let Some(known) = misspelling_of(&name, &["exponential"])
+    {
+        errors.spanned(
+            &expr,
+            format!("unknown retry policy `{name}`; did you mean `{known}`?"),
+        );
+    } else {
+        args.retry = Some(RetryAttr::Expr(expr));
+    }
+    Ok(())
+}
+
+/// Whether the value is `exponential` or `exponential(..)` on its own (`exponential(..).x()`
+/// is an expression).
+fn is_exponential(input: ParseStream<'_>) -> bool {
+    let alone = |fork: ParseStream<'_>| -> syn::Result<bool> {
+        let name: Ident = fork.parse()?;
+        if fork.peek(syn::token::Paren) {
+            let list;
+            syn::parenthesized!(list in fork);
+            list.parse::<TokenStream>()?;
+        }
+        Ok(name == "exponential" && (fork.is_empty() || fork.peek(Token![,])))
+    };
+    alone(&input.fork()).unwrap_or(false)
+}
+
+/// `f` of a call `f(..)` to a bare name.
+fn called_name(expr: &Expr) -> Option<String> {
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    match &*call.func {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
+        _ => None,
+    }
+}
+
+/// A duration string of `exponential(..)`, in milliseconds, spanned at the literal.
+fn duration(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
+    let name = keys::key_name(meta);
+    let lit: LitStr = meta.value()?.parse()?;
+    match duration_ms(&lit.value()) {
+        Ok(ms) => Ok(Keyed {
+            value: ms,
+            key: lit.span(),
+        }),
+        Err(problem) => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{name} = {:?}` {problem}: write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"",
+                lit.value()
+            ),
+        )),
+    }
+}
+
+/// Parses a Go/Kubernetes-style duration with integer numbers (`"500ms"`, `"1m30s"`) into
+/// milliseconds; the error says what is wrong with it.
+pub fn duration_ms(text: &str) -> Result<u64, &'static str> {
+    const NOT: &str = "is not a duration";
+    if text.is_empty() {
+        return Err(NOT);
+    }
+    let mut rest = text;
+    let mut total: u64 = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(digits);
+        let (unit_ms, tail) = if let Some(tail) = tail.strip_prefix("ms") {
+            (1, tail)
+        } else if let Some(tail) = tail.strip_prefix('s') {
+            (1_000, tail)
+        } else if let Some(tail) = tail.strip_prefix('m') {
+            (60_000, tail)
+        } else if let Some(tail) = tail.strip_prefix('h') {
+            (3_600_000, tail)
+        } else {
+            return Err(NOT);
+        };
+        if number.is_empty() {
+            return Err(NOT);
+        }
+        const TOO_LONG: &str = "is too long";
+        let n: u64 = number.parse().map_err(|_| TOO_LONG)?;
+        total = n
+            .checked_mul(unit_ms)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or(TOO_LONG)?;
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// `dequeue = all | generation_changed | same_action | none`.
+fn dequeue(
+    args: &mut ControllerArgs,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let expr: Expr = meta.value()?.parse()?;
+    let word = match &expr {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(Ident::to_string),
+        _ => None,
+    }
+    .unwrap_or_else(|| quote::ToTokens::to_token_stream(&expr).to_string());
+    match DEQUEUE_POLICIES.iter().find(|(name, _)| *name == word) {
+        Some((_, policy)) => args.dequeue = Some(*policy),
+        None => {
+            let names: Vec<&str> = DEQUEUE_POLICIES.iter().map(|(name, _)| *name).collect();
+            errors.spanned(
+                &expr,
+                format!(
+                    "unknown dequeue policy `{word}`; expected one of {}{}",
+                    names.join(", "),
+                    did_you_mean(&word, &names)
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `prefix/name` where the prefix is a DNS subdomain (kubebuilder's finalizer convention).
 fn valid_finalizer(value: &str) -> bool {
     let Some((domain, name)) = value.split_once('/') else {
@@ -354,6 +574,125 @@ mod tests {
                 "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner; did you mean `metadata`?",
                 "an owned kind is cached one way: `full`, `metadata` or `uncached`",
                 "`owns_uncached(A)` is written `owns(A(uncached))`",
+            ]
+        );
+    }
+
+    #[test]
+    fn retry_should_read_exponential_with_any_keys_and_other_expressions() {
+        let (args, errors) = parse(quote!(
+            for = WebApp, retry = exponential(base = "1s", max = "1m30s", attempts = 10)
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        let Some(RetryAttr::Exponential(e)) = args.retry else {
+            panic!("not exponential");
+        };
+        let values = (e.value.base.map(|b| b.value), e.value.max.map(|m| m.value));
+        assert_eq!(values, (Some(1_000), Some(90_000)));
+        assert_eq!(e.value.attempts.map(|a| a.value), Some(10));
+
+        for defaults in [
+            quote!(retry = exponential()),
+            quote!(retry = exponential, name = "x"),
+        ] {
+            let (args, errors) = parse(defaults);
+            assert!(errors.is_empty(), "{errors:?}");
+            let Some(RetryAttr::Exponential(e)) = args.retry else {
+                panic!("not exponential");
+            };
+            assert!(e.value.base.is_none() && e.value.max.is_none() && e.value.attempts.is_none());
+        }
+
+        for expr in [
+            quote!(Self::policy()),
+            quote!(my::policy()),
+            quote!(exponential(1).limit(3)),
+        ] {
+            let (args, errors) = parse(quote!(retry = #expr, concurrency = 2));
+            assert!(errors.is_empty(), "{errors:?}");
+            let Some(RetryAttr::Expr(e)) = args.retry else {
+                panic!("not an expression: {expr}");
+            };
+            assert_eq!(quote!(#e).to_string(), expr.to_string());
+            assert_eq!(args.concurrency.map(|c| c.value), Some(2));
+        }
+    }
+
+    #[test]
+    fn retry_should_report_bad_durations_unknown_keys_and_misspellings() {
+        let (_, errors) = parse(quote!(
+            retry = exponential(
+                base = "1.5s",
+                max = "5 m",
+                atempts = 3,
+                attempts = -1,
+                max = "2x"
+            )
+        ));
+        let forms = "write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"";
+        assert_eq!(
+            errors,
+            [
+                format!("`base = \"1.5s\"` is not a duration: {forms}"),
+                format!("`max = \"5 m\"` is not a duration: {forms}"),
+                "unknown `exponential(..)` key `atempts`; did you mean `attempts`?".to_owned(),
+                "expected a non-negative integer".to_owned(),
+                "duplicate key `max`; it is already set above".to_owned(),
+                format!("`max = \"2x\"` is not a duration: {forms}"),
+            ]
+        );
+        assert_eq!(
+            parse(quote!(retry = exponentail(base = "1s"))).1,
+            ["unknown retry policy `exponentail`; did you mean `exponential`?"]
+        );
+        let (args, errors) = parse(quote!(retry = "5m"));
+        assert!(args.retry.is_none());
+        assert_eq!(
+            errors,
+            [
+                "`retry` takes `exponential(base = \"5ms\", max = \"1000s\", attempts = 10)` or an expression of a `RetryPolicy` type such as `Self::retry_policy()`"
+            ]
+        );
+    }
+
+    #[test]
+    fn duration_ms_should_read_go_durations_with_integers() {
+        assert_eq!(duration_ms("500ms"), Ok(500));
+        assert_eq!(duration_ms("1s"), Ok(1_000));
+        assert_eq!(duration_ms("5m"), Ok(300_000));
+        assert_eq!(duration_ms("1h"), Ok(3_600_000));
+        assert_eq!(duration_ms("1m30s"), Ok(90_000));
+        assert_eq!(duration_ms("1h1m1s1ms"), Ok(3_661_001));
+        assert_eq!(duration_ms("0s"), Ok(0));
+        for bad in [
+            "", "5", "s", "1.5s", "-1s", "1 s", "1d", "1mss", "1S", "ms5",
+        ] {
+            assert_eq!(duration_ms(bad), Err("is not a duration"), "{bad:?}");
+        }
+        assert_eq!(duration_ms("99999999999999999999s"), Err("is too long"));
+        assert_eq!(duration_ms("18446744073709551615s"), Err("is too long"));
+    }
+
+    #[test]
+    fn dequeue_should_read_its_four_words_and_report_others() {
+        for (word, policy) in [
+            (quote!(all), DequeueArg::All),
+            (quote!(generation_changed), DequeueArg::OnGeneration),
+            (quote!(same_action), DequeueArg::SameAction),
+            (quote!(none), DequeueArg::None),
+        ] {
+            let (args, errors) = parse(quote!(dequeue = #word));
+            assert!(errors.is_empty(), "{errors:?}");
+            assert_eq!(args.dequeue, Some(policy));
+        }
+        let (args, errors) = parse(quote!(dequeue = generation, dequeue = DequeueAll));
+        assert!(args.dequeue.is_none());
+        assert_eq!(
+            errors,
+            [
+                "unknown dequeue policy `generation`; expected one of all, generation_changed, same_action, none; did you mean `generation_changed`?",
+                "duplicate key `dequeue`; it is already set above",
+                "unknown dequeue policy `DequeueAll`; expected one of all, generation_changed, same_action, none",
             ]
         );
     }

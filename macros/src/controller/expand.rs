@@ -13,8 +13,8 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ItemImpl, Path, Type};
 
-use super::Model;
-use super::attrs::{PredicateArg, Weight};
+use super::attrs::{DequeueArg, PredicateArg, Weight};
+use super::{Model, RetryArg};
 
 /// The kinds named besides the primary, each once (by their tokens), with the type parameter
 /// that stands for it in the generic wiring.
@@ -239,6 +239,8 @@ impl Expander<'_> {
             .finalizer
             .as_ref()
             .map(|f| quote!(.finalizer(#f)));
+        let retry = self.exponential_call();
+        let dequeue = self.dequeue_call();
         quote! {
             fn __controller<__S: #spec, #(#params: #kind_trait),*>(
                 wiring: &#kf::controller::Wiring,
@@ -256,9 +258,53 @@ impl Expander<'_> {
                 #(#owns)*
                 #(#watches)*
                 #(#predicates)*
-                .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer)
+                .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer #retry #dequeue)
             }
         }
+    }
+
+    /// `.retry(ExponentialRetry::new(base, max, attempts))` for `retry = exponential(..)`.
+    fn exponential_call(&self) -> Option<TokenStream> {
+        let kf = self.kf;
+        let Some(RetryArg::Exponential {
+            base_ms,
+            max_ms,
+            attempts,
+        }) = &self.model.retry
+        else {
+            return None;
+        };
+        let millis = |ms: u64| {
+            let ms = proc_macro2::Literal::u64_unsuffixed(ms);
+            quote!(::core::time::Duration::from_millis(#ms))
+        };
+        let (base, max) = (millis(*base_ms), millis(*max_ms));
+        let attempts = proc_macro2::Literal::u32_unsuffixed(*attempts);
+        Some(quote!(.retry(#kf::retry::ExponentialRetry::new(#base, #max, #attempts))))
+    }
+
+    /// `.retry(<expression>)` for `retry = <expression>`, after the wiring's options, in
+    /// `ControllerSpec::controller`: the expression is the user's, so `Self` in it must be the
+    /// controller, and it is spanned at the user's tokens so a type error points there.
+    fn retry_expr_call(&self) -> Option<TokenStream> {
+        let kf = self.kf;
+        let Some(RetryArg::Expr(expr)) = &self.model.retry else {
+            return None;
+        };
+        let retry = quote_spanned!(expr.span()=> .retry(#expr));
+        Some(quote!(.configure(|config: #kf::controller::ControllerConfig| config #retry)))
+    }
+
+    /// `.dequeue(Dequeue*)` for `dequeue = ..`.
+    fn dequeue_call(&self) -> Option<TokenStream> {
+        let kf = self.kf;
+        let policy = match self.model.dequeue? {
+            DequeueArg::All => quote!(DequeueAll),
+            DequeueArg::OnGeneration => quote!(DequeueOnGeneration),
+            DequeueArg::SameAction => quote!(DequeueSameAction),
+            DequeueArg::None => quote!(DequeueNone),
+        };
+        Some(quote!(.dequeue(#kf::retry::#policy)))
     }
 
     /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()])` per owned kind.
@@ -372,6 +418,7 @@ impl Expander<'_> {
             PredicateArg::Custom(path) => Some(path),
             PredicateArg::Builtin(_) => None,
         });
+        let retry = self.retry_expr_call();
         quote! {
             #[automatically_derived]
             impl #kf::controller::ControllerSpec for #self_ty {
@@ -380,7 +427,7 @@ impl Expander<'_> {
                 const FINALIZER: ::core::option::Option<&'static str> = #finalizer;
 
                 fn controller(wiring: &#kf::controller::Wiring) -> #kf::controller::Controller<Self::Kind> {
-                    (__WIRING.controller)(wiring, #(#mappers,)* #(#predicates,)*)
+                    (__WIRING.controller)(wiring, #(#mappers,)* #(#predicates,)*) #retry
                 }
 
                 fn rbac() -> #kf::rbac::Rules {

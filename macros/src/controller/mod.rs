@@ -10,7 +10,7 @@ use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitStr, Path, ReturnType, Type}
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::model::default_crate;
-use attrs::{ControllerArgs, Owned, PredicateArg, Watch};
+use attrs::{ControllerArgs, DequeueArg, ExponentialAttrs, Owned, PredicateArg, RetryAttr, Watch};
 
 /// The checked model the expansion works from.
 pub struct Model {
@@ -24,11 +24,34 @@ pub struct Model {
     pub concurrency: Option<u64>,
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
+    /// `retry = ..`; `None` keeps the runtime's default policy.
+    pub retry: Option<RetryArg>,
+    /// `dequeue = ..`; `None` keeps the runtime's default (`DequeueAll`).
+    pub dequeue: Option<DequeueArg>,
     pub error_ty: Type,
     pub reconcile: ImplItemFn,
     pub cleanup: Option<ImplItemFn>,
     pub has_error_policy: bool,
 }
+
+/// How failed reconciles are retried (`retry = ..`).
+pub enum RetryArg {
+    /// `exponential(..)` with its defaults applied: `ExponentialRetry::new(base, max, attempts)`.
+    Exponential {
+        base_ms: u64,
+        max_ms: u64,
+        /// `u32::MAX`: no limit.
+        attempts: u32,
+    },
+    /// The user's expression of a `RetryPolicy` type.
+    Expr(syn::Expr),
+}
+
+/// `exponential(..)`'s defaults: client-go's controller backoff, 5 ms doubling up to 1000 s,
+/// never giving up.
+const DEFAULT_BASE_MS: u64 = 5;
+const DEFAULT_MAX_MS: u64 = 1_000_000;
+const UNLIMITED_ATTEMPTS: u32 = u32::MAX;
 
 /// The methods `#[controller]` forwards to; a method whose name misspells one of them is reported.
 const HOOKS: &[&str] = &["reconcile", "cleanup", "error_policy"];
@@ -70,7 +93,9 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     out
 }
 
-fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<Model> {
+fn check(mut args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<Model> {
+    // Before anything can end the checks: its errors are reported with the others.
+    let retry = args.retry.take().map(|r| retry_arg(r, errors));
     if let Some((_, trait_path, _)) = &item.trait_ {
         errors.spanned(
             trait_path,
@@ -125,11 +150,99 @@ fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<M
         concurrency: args.concurrency.map(|n| n.value),
         finalizer: args.finalizer,
         predicates: args.predicates,
+        retry: retry.flatten(),
+        dequeue: args.dequeue,
         error_ty: error_ty?,
         reconcile,
         cleanup,
         has_error_policy: find("error_policy").is_some(),
     })
+}
+
+/// `retry = ..` as the model holds it: `exponential(..)` with its defaults applied and its keys
+/// checked together; `None` (with the errors) when they do not fit.
+fn retry_arg(attr: RetryAttr, errors: &mut Errors) -> Option<RetryArg> {
+    let e = match attr {
+        RetryAttr::Expr(expr) => return Some(RetryArg::Expr(expr)),
+        RetryAttr::Exponential(e) => e.value,
+    };
+    // `base` and `max` first: they usually come first in the list, and so do their errors.
+    let backoff = backoff(&e, errors);
+    let attempts = match &e.attempts {
+        None => Some(UNLIMITED_ATTEMPTS),
+        Some(n) => match u32::try_from(n.value) {
+            Ok(0) => {
+                errors.at(n.key, "`attempts` must be at least 1: it counts the failures before giving up (leave it out to retry without limit)");
+                None
+            }
+            Ok(attempts) => Some(attempts),
+            Err(_) => {
+                errors.at(
+                    n.key,
+                    format!(
+                        "`attempts` must be at most {} (leave it out to retry without limit)",
+                        u32::MAX
+                    ),
+                );
+                None
+            }
+        },
+    };
+    let ((base_ms, max_ms), attempts) = (backoff?, attempts?);
+    Some(RetryArg::Exponential {
+        base_ms,
+        max_ms,
+        attempts,
+    })
+}
+
+/// `exponential(..)`'s `base` and `max` with their defaults: `base` more than zero and at most
+/// `max`.
+fn backoff(e: &ExponentialAttrs, errors: &mut Errors) -> Option<(u64, u64)> {
+    let base_ms = e.base.as_ref().map_or(DEFAULT_BASE_MS, |b| b.value);
+    let max_ms = e.max.as_ref().map_or(DEFAULT_MAX_MS, |m| m.value);
+    let shown = |ms: u64, given: bool| {
+        let default = if given { "" } else { " by default" };
+        format!("{}{default}", show_duration(ms))
+    };
+    let (base_given, max_given) = (e.base.is_some(), e.max.is_some());
+    if let Some(base) = &e.base
+        && base.value == 0
+    {
+        errors.at(base.key, "`base` must be more than 0: the delay starts at `base` and doubles, so a zero `base` retries at once, forever");
+        return None;
+    }
+    if base_ms <= max_ms {
+        return Some((base_ms, max_ms));
+    }
+    let message = format!(
+        "`base` ({}) must not be longer than `max` ({}): the delay starts at `base` and doubles up to `max`",
+        shown(base_ms, base_given),
+        shown(max_ms, max_given)
+    );
+    let at = e.base.as_ref().or(e.max.as_ref());
+    errors.at(at.map_or_else(Span::call_site, |k| k.key), message);
+    None
+}
+
+/// A duration in milliseconds the way it is written in `exponential(..)`: `1m30s`, `5ms`.
+fn show_duration(ms: u64) -> String {
+    let parts = [
+        (ms / 3_600_000, "h"),
+        (ms / 60_000 % 60, "m"),
+        (ms / 1_000 % 60, "s"),
+        (ms % 1_000, "ms"),
+    ];
+    let shown: String = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if shown.is_empty() {
+        "0s".to_owned()
+    } else {
+        shown
+    }
 }
 
 /// The method `name` of the impl block.
@@ -357,13 +470,110 @@ mod tests {
         assert!(helper.is_empty(), "{helper:?}");
     }
 
+    fn retry_of(args: TokenStream) -> (Option<RetryArg>, Vec<String>) {
+        let mut errors = Errors::default();
+        let args = ControllerArgs::parse(args, &mut errors);
+        let retry = args.retry.and_then(|r| retry_arg(r, &mut errors));
+        (retry, errors.messages())
+    }
+
+    fn exponential_of(args: TokenStream) -> (u64, u64, u32) {
+        match retry_of(args) {
+            (
+                Some(RetryArg::Exponential {
+                    base_ms,
+                    max_ms,
+                    attempts,
+                }),
+                errors,
+            ) if errors.is_empty() => (base_ms, max_ms, attempts),
+            (_, errors) => panic!("not exponential: {errors:?}"),
+        }
+    }
+
+    #[test]
+    fn retry_arg_should_apply_client_go_defaults_to_missing_keys() {
+        let all = quote!(retry = exponential(base = "1s", max = "5m", attempts = 10));
+        assert_eq!(exponential_of(all), (1_000, 300_000, 10));
+        let none = quote!(retry = exponential());
+        assert_eq!(exponential_of(none), (5, 1_000_000, u32::MAX));
+        let base = quote!(retry = exponential(base = "1s"));
+        assert_eq!(exponential_of(base), (1_000, 1_000_000, u32::MAX));
+        let equal = quote!(retry = exponential(base = "1m", max = "60s", attempts = 1));
+        assert_eq!(exponential_of(equal), (60_000, 60_000, 1));
+        let (retry, errors) = retry_of(quote!(retry = Self::policy()));
+        assert!(matches!(retry, Some(RetryArg::Expr(_))), "{errors:?}");
+    }
+
+    #[test]
+    fn retry_arg_should_report_attempts_zero_and_base_longer_than_max() {
+        let explain = ": the delay starts at `base` and doubles up to `max`";
+        let cases = [
+            (
+                quote!(retry = exponential(base = "1h", max = "1m30s", attempts = 0)),
+                vec![
+                    format!("`base` (1h) must not be longer than `max` (1m30s){explain}"),
+                    "`attempts` must be at least 1: it counts the failures before giving up (leave it out to retry without limit)".to_owned(),
+                ],
+            ),
+            (
+                quote!(retry = exponential(base = "2000s")),
+                vec![format!("`base` (33m20s) must not be longer than `max` (16m40s by default){explain}")],
+            ),
+            (
+                quote!(retry = exponential(max = "1ms", attempts = 4294967296)),
+                vec![
+                    format!("`base` (5ms by default) must not be longer than `max` (1ms){explain}"),
+                    "`attempts` must be at most 4294967295 (leave it out to retry without limit)".to_owned(),
+                ],
+            ),
+            (
+                quote!(retry = exponential(base = "0ms", max = "0s")),
+                vec!["`base` must be more than 0: the delay starts at `base` and doubles, so a zero `base` retries at once, forever".to_owned()],
+            ),
+        ];
+        for (args, expected) in cases {
+            let (retry, errors) = retry_of(args);
+            assert!(retry.is_none());
+            assert_eq!(errors, expected);
+        }
+    }
+
+    #[test]
+    fn check_should_report_retry_errors_with_the_other_errors() {
+        let errors = errors_of(
+            quote!(retry = exponential(attempts = 0), dequeue = nothing),
+            quote!(impl C {}),
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors[0].starts_with("unknown dequeue policy `nothing`"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].starts_with("`attempts` must be at least 1"),
+            "{errors:?}"
+        );
+        assert!(errors[2].contains("needs the primary kind"), "{errors:?}");
+    }
+
+    #[test]
+    fn show_duration_should_write_durations_as_they_are_read() {
+        assert_eq!(show_duration(5), "5ms");
+        assert_eq!(show_duration(1_000_000), "16m40s");
+        assert_eq!(show_duration(3_661_001), "1h1m1s1ms");
+        assert_eq!(show_duration(0), "0s");
+    }
+
     #[test]
     fn controller_should_expand_like_the_snapshot() {
         let out = controller(
             quote!(for = WebApp, owns(Deployment, Service, Pod(metadata), ConfigMap(uncached, any_owner)),
                 watches(Secret, map = Self::apps_for_secret), watches(Service, map = Self::apps_for_service),
                 concurrency = 2, finalizer = "apps.example.com/cleanup",
-                predicates(generation_changed, Self::changed), crate = "kf"),
+                predicates(generation_changed, Self::changed),
+                retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = generation_changed,
+                crate = "kf"),
             quote!(impl WebAppController {
                 async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
                 async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
@@ -371,6 +581,30 @@ mod tests {
             }),
         );
         crate::pipeline::tests::snapshot("controller.rs", &crate::pipeline::tests::pretty(out));
+    }
+
+    #[test]
+    fn controller_should_evaluate_a_retry_expression_where_self_is_the_controller() {
+        let out = controller(
+            quote!(for = WebApp, retry = Self::policy(), dequeue = none),
+            quote!(impl WebAppController {
+                async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        let in_spec = out
+            .split_once("impl ::kubeforge::controller::ControllerSpec for WebAppController")
+            .map(|(_, spec)| spec.split_whitespace().collect::<String>());
+        assert!(
+            in_spec.is_some_and(|spec| spec.contains(
+                ".configure(|config:::kubeforge::controller::ControllerConfig|{config.retry(Self::policy())})"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains(".dequeue(::kubeforge::retry::DequeueNone)"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ use kubeforge::cache::Cache;
 use kubeforge::k8s_openapi::api::core::v1::{Pod, Secret};
 
 #[kubeforge::controller(for = ConfigMap, owns(Secret, Pod(uncached, any_owner)), watches(Secret, map = Self::by_secret),
-    concurrency = 2, finalizer = "ui.kubeforge.dev/cleanup", predicates(generation_changed, Self::changed), name = "copier")]
+    concurrency = 2, finalizer = "ui.kubeforge.dev/cleanup", predicates(generation_changed, Self::changed), name = "copier",
+    retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = generation_changed)]
 impl Copier {
     async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
         Ok(Action::Done)
@@ -32,6 +33,43 @@ impl Copier {
     }
     fn changed(old: &ConfigMap, new: &ConfigMap) -> bool {
         old.data != new.data
+    }
+}
+
+/// `retry = <expression>`: `Self` is the controller; the other dequeue words.
+pub struct Retrier;
+
+#[kubeforge::controller(for = ConfigMap, retry = Self::policy(), dequeue = same_action)]
+impl Retrier {
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+        Ok(Action::Done)
+    }
+    fn policy() -> kubeforge::retry::ExponentialRetry {
+        kubeforge::retry::ExponentialRetry::new(std::time::Duration::from_millis(100), std::time::Duration::from_secs(60), 5)
+    }
+}
+
+mod policies {
+    pub fn forever() -> kubeforge::retry::ExponentialRetry {
+        kubeforge::retry::ExponentialRetry::new(std::time::Duration::from_secs(1), std::time::Duration::from_secs(1), u32::MAX)
+    }
+}
+
+pub struct Defaults;
+
+#[kubeforge::controller(for = ConfigMap, retry = exponential(), dequeue = all, name = "defaults")]
+impl Defaults {
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+        Ok(Action::Done)
+    }
+}
+
+pub struct ByPath;
+
+#[kubeforge::controller(for = ConfigMap, retry = policies::forever(), dequeue = none, name = "bypath")]
+impl ByPath {
+    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+        Ok(Action::Done)
     }
 }
 
