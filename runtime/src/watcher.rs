@@ -98,6 +98,20 @@ pub trait Watcher<K>: Send + Sync + 'static {
     }
 }
 
+/// A watcher declared with `#[kubeforge::controller(for = Kind, watcher, ...)]`: the handlers
+/// (this type's [`Watcher`] impl) and their wiring. Add it with
+/// [`Manager::watcher`](crate::manager::Manager::watcher).
+pub trait WatcherSpec: Watcher<Self::Kind> + Sized {
+    /// The watched kind (`for = ...`).
+    type Kind: Kind;
+    /// The watcher's name (metrics label, logs); defaults to the lowercased kind.
+    const NAME: &'static str;
+    /// The watcher wired to `wiring` (its cache, client, namespace and informer options).
+    fn watcher(wiring: &Wiring) -> WatcherController<Self::Kind>;
+    /// The RBAC rules the watcher needs.
+    fn rbac() -> crate::rbac::Rules;
+}
+
 /// What a handler gets besides the object: the wiring's client (fenced under leader election),
 /// the cache and the controller's name.
 #[derive(Clone, Debug)]

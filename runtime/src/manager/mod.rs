@@ -53,7 +53,7 @@ use crate::health::{Check, Endpoints, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
-use crate::watcher::{Watcher, WatcherController};
+use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
@@ -339,7 +339,20 @@ impl Manager {
         self
     }
 
-    /// Adds a watcher (event handlers through the concurrent dispatcher, see
+    /// Adds a watcher declared with `#[kubeforge::controller(for = Kind, watcher, ...)]`; it
+    /// is wired when the manager runs, to the manager's [`Wiring`].
+    #[must_use]
+    pub fn watcher<W: WatcherSpec>(mut self, watcher: W) -> Self {
+        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
+        unwired.push(Box::new(move |wiring, _metrics| {
+            Arc::new(WatcherRunnable {
+                parts: Mutex::new(Some((W::watcher(wiring), watcher))),
+            })
+        }));
+        self
+    }
+
+    /// Adds a watcher built by hand (event handlers through the concurrent dispatcher, see
     /// [`crate::watcher`]); it reports to the manager's metrics.
     #[must_use]
     pub fn add_watcher<K, W>(mut self, watcher: WatcherController<K>, handlers: W) -> Self
