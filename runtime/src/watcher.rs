@@ -151,6 +151,8 @@ pub struct WatcherController<K: Resource> {
     retry: Arc<dyn RetryPolicy>,
     dequeue: Arc<dyn DequeuePolicy>,
     metrics: Arc<dyn ControllerMetrics>,
+    /// The opinionated mode's finalizer.
+    finalizer: Option<Arc<str>>,
 }
 
 impl<K: Kind> WatcherController<K> {
@@ -185,7 +187,22 @@ impl<K: Kind> WatcherController<K> {
                 .metrics()
                 .cloned()
                 .unwrap_or_else(|| Arc::new(NoMetrics)),
+            finalizer: None,
         }
+    }
+
+    /// app-sdk's opinionated watcher: every object gets `finalizer` (a qualified name such as
+    /// `example.com/watcher`) before [`Watcher::add`] sees it, so a deletion is always delivered
+    /// — also one that happened while the operator was down: [`Watcher::delete`] runs once, then
+    /// the finalizer comes off and the object goes. Objects that already carry the finalizer when
+    /// the watcher starts existed before: they go to [`Watcher::sync`], not `add`. Updates that
+    /// did not change the generation (status, metadata, the finalizer itself) are skipped. Use
+    /// it with [`DequeueOnGeneration`](crate::retry::DequeueOnGeneration), so a status update does
+    /// not cancel a pending retry.
+    #[must_use]
+    pub fn opinionated(mut self, finalizer: &str) -> Self {
+        self.finalizer = Some(finalizer.into());
+        self
     }
 
     /// Handle events on `workers` workers (at least 1, default 4); events of one object always
@@ -269,6 +286,8 @@ impl<K: Kind> WatcherController<K> {
             },
             timeout: self.event_timeout,
             metrics: self.metrics,
+            finalizer: self.finalizer,
+            delivered: std::sync::Mutex::default(),
         };
         Dispatcher::new(self.workers, self.buffer)
             .retry(processor)
@@ -296,23 +315,25 @@ struct Handler<W> {
     ctx: WatchContext,
     timeout: Option<Duration>,
     metrics: Arc<dyn ControllerMetrics>,
+    /// The opinionated mode's finalizer.
+    finalizer: Option<Arc<str>>,
+    /// UIDs whose `delete` was delivered (opinionated mode), so a late event of the same object
+    /// (the watch's DELETED event still carries the finalizer) does not deliver it again.
+    delivered: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
 }
+
+/// How long a delivered delete is remembered.
+const DELIVERED_FOR: Duration = Duration::from_secs(600);
 
 impl<K: Kind, W: Watcher<K>> EventHandler<K> for Handler<W> {
     async fn handle(&self, event: Event<K>) -> Result<(), BoxError> {
         let started = Instant::now();
         let ctx = &self.ctx;
         let run = async {
-            let handled = match event {
-                Event::Applied { old: None, new } => self.watcher.add(new, ctx).await,
-                Event::Applied {
-                    old: Some(old),
-                    new,
-                } => self.watcher.update(old, new, ctx).await,
-                Event::Deleted(obj) => self.watcher.delete(obj, ctx).await,
-                Event::Resync(obj) => self.watcher.sync(obj, ctx).await,
-            };
-            handled.map_err(BoxError::from)
+            match &self.finalizer {
+                None => self.plain(event).await,
+                Some(finalizer) => self.opinionated(event, finalizer).await,
+            }
         };
         let caught = AssertUnwindSafe(run).catch_unwind();
         self.metrics.active_workers(&ctx.controller, 1);
@@ -331,6 +352,113 @@ impl<K: Kind, W: Watcher<K>> EventHandler<K> for Handler<W> {
         self.metrics
             .reconciled(&ctx.controller, label, started.elapsed());
         result
+    }
+}
+
+impl<W> Handler<W> {
+    /// Every event to its handler.
+    async fn plain<K: Kind>(&self, event: Event<K>) -> Result<(), BoxError>
+    where
+        W: Watcher<K>,
+    {
+        let ctx = &self.ctx;
+        let handled = match event {
+            Event::Applied { old: None, new } => self.watcher.add(new, ctx).await,
+            Event::Applied {
+                old: Some(old),
+                new,
+            } => self.watcher.update(old, new, ctx).await,
+            Event::Deleted(obj) => self.watcher.delete(obj, ctx).await,
+            Event::Resync(obj) => self.watcher.sync(obj, ctx).await,
+        };
+        handled.map_err(BoxError::from)
+    }
+
+    /// The opinionated mode (see [`WatcherController::opinionated`]).
+    async fn opinionated<K: Kind>(&self, event: Event<K>, finalizer: &str) -> Result<(), BoxError>
+    where
+        W: Watcher<K>,
+    {
+        let ctx = &self.ctx;
+        let held = |obj: &K| {
+            obj.meta()
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == finalizer)
+        };
+        let (old, new) = match event {
+            Event::Applied { old, new } => (old, new),
+            // Gone with the finalizer still on (already delivered, or removed behind our back):
+            // delivered once.
+            Event::Deleted(obj) if held(&obj) => return self.deleted(obj, finalizer).await,
+            // Never held by this watcher: it was never added either.
+            Event::Deleted(_) => return Ok(()),
+            Event::Resync(obj) if held(&obj) => {
+                return self.watcher.sync(obj, ctx).await.map_err(BoxError::from);
+            }
+            Event::Resync(_) => return Ok(()),
+        };
+        if new.meta().deletion_timestamp.is_some() {
+            return if held(&new) {
+                self.deleted(new, finalizer).await
+            } else {
+                Ok(())
+            };
+        }
+        if !held(&new) {
+            let api = self.api_for(new.as_ref());
+            let Some(with) =
+                crate::controller::finalizer::add(&api, &ctx.wiring, new.as_ref(), finalizer)
+                    .await?
+            else {
+                return Ok(()); // gone meanwhile
+            };
+            return self.watcher.add(with, ctx).await.map_err(BoxError::from);
+        }
+        let handled = match old {
+            // Carried our finalizer before this run saw it: it existed before.
+            None => self.watcher.sync(new, ctx).await,
+            Some(old) if !held(&old) => Ok(()), // our own finalizer patch
+            Some(old) if old.meta().generation == new.meta().generation => Ok(()),
+            Some(old) => self.watcher.update(old, new, ctx).await,
+        };
+        handled.map_err(BoxError::from)
+    }
+
+    /// `delete` (once per object UID), then the finalizer comes off (retried as a whole if
+    /// either fails).
+    async fn deleted<K: Kind>(&self, obj: Arc<K>, finalizer: &str) -> Result<(), BoxError>
+    where
+        W: Watcher<K>,
+    {
+        let uid = obj.meta().uid.clone().unwrap_or_default();
+        let already = self.delivered().contains_key(&uid);
+        if already {
+            return Ok(());
+        }
+        let api = self.api_for(obj.as_ref());
+        self.watcher
+            .delete(Arc::clone(&obj), &self.ctx)
+            .await
+            .map_err(BoxError::from)?;
+        {
+            let now = Instant::now();
+            let mut delivered = self.delivered();
+            delivered.retain(|_, at| now.duration_since(*at) < DELIVERED_FOR);
+            delivered.insert(uid, now);
+        }
+        crate::controller::finalizer::remove(&api, &self.ctx.wiring, obj.as_ref(), finalizer)
+            .await?;
+        Ok(())
+    }
+
+    fn delivered(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Instant>> {
+        self.delivered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn api_for<K: Kind>(&self, obj: &K) -> Api<K> {
+        crate::controller::api_for(self.ctx.client(), obj.meta().namespace.as_deref())
     }
 }
 

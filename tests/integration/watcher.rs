@@ -16,6 +16,7 @@ use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::widget::{Widget, widget, widget_crd};
 use crate::support::{configmap, eventually};
 
 /// Records each handled event: (name, resourceVersion), after sleeping `delay`.
@@ -265,5 +266,155 @@ async fn failed_and_timed_out_handlers_should_be_retried() {
     let attempts = attempts.lock().unwrap().clone();
     assert_eq!(attempts.get("fail-1"), Some(&2), "{attempts:?}");
     assert_eq!(attempts.get("hang-1"), Some(&2), "{attempts:?}");
+    shutdown.cancel();
+}
+
+/// Records every handler call as `(handler, name)`.
+#[derive(Clone, Default)]
+struct Calls(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl Calls {
+    fn push(&self, handler: &'static str, obj: &Widget) {
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        self.0.lock().unwrap().push((handler, name));
+    }
+    fn count(&self, handler: &str, name: &str) -> usize {
+        let calls = self.0.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(h, n)| *h == handler && n == name)
+            .count()
+    }
+}
+
+impl Watcher<Widget> for Calls {
+    type Error = kube::Error;
+    async fn add(&self, w: Arc<Widget>, _: &WatchContext) -> Result<(), kube::Error> {
+        self.push("add", &w);
+        Ok(())
+    }
+    async fn update(
+        &self,
+        _old: Arc<Widget>,
+        new: Arc<Widget>,
+        _: &WatchContext,
+    ) -> Result<(), kube::Error> {
+        self.push("update", &new);
+        Ok(())
+    }
+    async fn delete(&self, w: Arc<Widget>, _: &WatchContext) -> Result<(), kube::Error> {
+        self.push("delete", &w);
+        Ok(())
+    }
+    async fn sync(&self, w: Arc<Widget>, _: &WatchContext) -> Result<(), kube::Error> {
+        self.push("sync", &w);
+        Ok(())
+    }
+}
+
+const FINALIZER: &str = "watcher-test.kubeforge.dev/watch";
+
+fn start_opinionated(ns: &TestNamespace, calls: &Calls) -> CancellationToken {
+    let wiring = Wiring::new(ns.client());
+    let watcher = WatcherController::new("opinionated", &wiring, ns.api::<Widget>())
+        .opinionated(FINALIZER)
+        .dequeue(kubeforge::retry::DequeueOnGeneration);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(watcher.run(calls.clone(), shutdown.clone()));
+    shutdown
+}
+
+/// The opinionated watcher: a finalizer on every object, `sync` for objects that existed at
+/// start-up, updates only on generation changes, and exactly one `delete` for an object deleted
+/// while the operator was stopped.
+#[tokio::test]
+async fn opinionated_watcher_should_deliver_a_delete_that_happened_while_it_was_stopped_once() {
+    let ns = TestNamespace::new().await.unwrap();
+    kubeforge::testing::apply_crds(&ns.client(), [widget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let widgets = ns.api::<Widget>();
+    for name in ["kept", "doomed"] {
+        widgets
+            .create(&PostParams::default(), &widget(name, 1))
+            .await
+            .unwrap();
+    }
+    let first = Calls::default();
+    let shutdown = start_opinionated(&ns, &first);
+    eventually(
+        "both added, with the finalizer",
+        Duration::from_secs(30),
+        async || {
+            let held = |w: &Widget| {
+                w.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == FINALIZER)
+            };
+            let kept = widgets.get("kept").await.ok()?;
+            let doomed = widgets.get("doomed").await.ok()?;
+            (first.count("add", "kept") == 1 && held(&kept) && held(&doomed)).then_some(())
+        },
+    )
+    .await;
+    // A status-only update is skipped, a spec change is an update.
+    widgets
+        .patch_status(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "observed": 5 } })),
+        )
+        .await
+        .unwrap();
+    widgets
+        .patch(
+            "kept",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "value": 2 } })),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the spec change handled",
+        Duration::from_secs(30),
+        async || (first.count("update", "kept") == 1).then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // While the operator is down: one object deleted (held by the finalizer), one created.
+    widgets.delete("doomed", &Default::default()).await.unwrap();
+    widgets
+        .create(&PostParams::default(), &widget("newcomer", 1))
+        .await
+        .unwrap();
+
+    let second = Calls::default();
+    let shutdown = start_opinionated(&ns, &second);
+    eventually(
+        "the deleted widget released and gone",
+        Duration::from_secs(30),
+        async || {
+            let gone = widgets.get_opt("doomed").await.ok()?.is_none();
+            (gone && second.count("add", "newcomer") == 1).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(second.count("delete", "doomed"), 1, "exactly one delete");
+    assert_eq!(
+        second.count("sync", "kept"),
+        1,
+        "existed before: sync, not add"
+    );
+    assert_eq!(second.count("add", "kept"), 0);
+    assert_eq!(
+        first.count("update", "kept"),
+        1,
+        "the status update was skipped"
+    );
     shutdown.cancel();
 }

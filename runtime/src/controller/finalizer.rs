@@ -155,7 +155,7 @@ pub(super) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Op
 /// changed meanwhile; `None` if the object is gone. The patch goes through the metadata API (its
 /// answer is metadata only, so it decodes even if the object no longer fits `K`); the returned
 /// object is `obj` with the new metadata, recorded for read-your-writes.
-pub(super) async fn add<K: Kind>(
+pub(crate) async fn add<K: Kind>(
     api: &Api<K>,
     wiring: &Wiring,
     obj: &K,
@@ -180,7 +180,7 @@ pub(super) async fn add<K: Kind>(
 /// Removes `finalizer` from `obj` with a JSON patch guarded by tests of the UID and of the list
 /// (from the metadata alone: it works on an object that no longer decodes as `K`). Done also when
 /// the object is gone, or when another object took its name.
-pub(super) async fn remove<K: Kind>(
+pub(crate) async fn remove<K: Kind>(
     api: &Api<K>,
     wiring: &Wiring,
     obj: &K,

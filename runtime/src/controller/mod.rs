@@ -66,7 +66,7 @@ mod action;
 mod builder;
 mod config;
 mod context;
-mod finalizer;
+pub(crate) mod finalizer;
 mod handlers;
 mod metrics;
 mod outcome;
