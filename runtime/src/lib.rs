@@ -75,9 +75,9 @@
 //! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, CRD installation, a fault proxy.
-//! - Not on the controller's path yet: [`dispatch`]
-//!   (per-object-ordered concurrent dispatch), [`runner`] (`MultiRunner`, `SingletonRunner`,
-//!   `DynamicMultiRunner`; the manager uses `MultiRunner`).
+//! - [`watcher`]: event handlers (add / update / delete / sync) instead of a reconciler, through
+//!   [`dispatch`] (per-object-ordered concurrent dispatch) and the retry processor.
+//! - [`runner`]: `MultiRunner` (the manager's), `SingletonRunner`, `DynamicMultiRunner`.
 //!
 //! ## Macros
 //!
