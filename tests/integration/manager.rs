@@ -262,3 +262,181 @@ async fn a_controller_whose_informers_cannot_sync_should_stop_the_manager_after_
         "{error}"
     );
 }
+
+/// A kind whose CRD the test installs, deletes and installs again while the manager runs.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Gizmo {
+    #[serde(rename = "apiVersion", default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    metadata: kube::api::ObjectMeta,
+}
+
+crate::test_resource!(
+    Gizmo,
+    group = "crd-follow.kubeforge.dev",
+    kind = "Gizmo",
+    plural = "gizmos"
+);
+
+const GIZMO_CRD: &str = "gizmos.crd-follow.kubeforge.dev";
+
+fn gizmo_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(serde_json::json!({
+        "metadata": { "name": GIZMO_CRD },
+        "spec": {
+            "group": "crd-follow.kubeforge.dev", "scope": "Namespaced",
+            "names": { "plural": "gizmos", "singular": "gizmo", "kind": "Gizmo" },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object" } } }]
+        }
+    }))
+    .unwrap()
+}
+
+/// Counts the reconciles of each gizmo name.
+#[derive(Default)]
+struct GizmoController {
+    reconciled: std::sync::Mutex<Vec<String>>,
+}
+
+impl kubeforge::controller::Reconciler<Gizmo> for GizmoController {
+    type Error = kube::Error;
+    async fn reconcile(
+        &self,
+        gizmo: Arc<Gizmo>,
+        _ctx: &kubeforge::controller::Context<Gizmo>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        let name = gizmo.metadata.name.clone().unwrap_or_default();
+        self.reconciled.lock().unwrap().push(name);
+        Ok(kubeforge::controller::Action::Done)
+    }
+}
+
+/// What `#[controller(for = Gizmo)]` would generate, by hand.
+impl kubeforge::controller::ControllerSpec for GizmoController {
+    type Kind = Gizmo;
+    const NAME: &'static str = "gizmo";
+    const FINALIZER: Option<&'static str> = None;
+    fn controller(wiring: &kubeforge::controller::Wiring) -> Controller<Gizmo> {
+        let api = kubeforge::controller::api_for::<Gizmo>(
+            wiring.cache().client(),
+            wiring.namespace.as_deref(),
+        );
+        Controller::new(Self::NAME, wiring, api, wiring.informer_defaults.clone())
+    }
+    fn rbac() -> kubeforge::rbac::Rules {
+        kubeforge::rbac::Rules::new()
+    }
+}
+
+/// A shared controller, so the test can read what the manager's copy reconciled.
+struct Shared(Arc<GizmoController>);
+
+impl kubeforge::controller::Reconciler<Gizmo> for Shared {
+    type Error = kube::Error;
+    async fn reconcile(
+        &self,
+        gizmo: Arc<Gizmo>,
+        ctx: &kubeforge::controller::Context<Gizmo>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        self.0.reconcile(gizmo, ctx).await
+    }
+}
+
+impl kubeforge::controller::ControllerSpec for Shared {
+    type Kind = Gizmo;
+    const NAME: &'static str = "gizmo";
+    const FINALIZER: Option<&'static str> = None;
+    fn controller(wiring: &kubeforge::controller::Wiring) -> Controller<Gizmo> {
+        GizmoController::controller(wiring)
+    }
+    fn rbac() -> kubeforge::rbac::Rules {
+        GizmoController::rbac()
+    }
+}
+
+async fn crd_gone(
+    crds: &kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+) {
+    let _ = crds.delete(GIZMO_CRD, &Default::default()).await;
+    eventually(
+        "the Gizmo CRD to be gone",
+        Duration::from_secs(60),
+        async || crate::support::is_not_found(crds.get(GIZMO_CRD).await).then_some(()),
+    )
+    .await;
+}
+
+/// A controller for a kind whose CRD is applied after the manager started begins when the CRD
+/// is Established, stops when it is deleted and begins again when it comes back; `/readyz`
+/// follows.
+#[tokio::test]
+async fn a_controller_following_its_crd_should_start_stop_and_start_again_with_it() {
+    let ns = TestNamespace::new().await.unwrap();
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(ns.client());
+    crd_gone(&crds).await;
+    let gizmos = Arc::new(GizmoController::default());
+    let mut manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .health_probe_bind_address("127.0.0.1:0".parse().unwrap())
+        .controller_following_crd(Shared(Arc::clone(&gizmos)));
+    let mut listening = manager.on_listening();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let (_, health) = listening.recv().await.unwrap();
+    let ready = async || http_get(health, "/readyz").await;
+    let (status, body) = ready().await;
+    assert_ne!(status, 200, "no CRD yet: not ready: {body}");
+    assert!(body.contains(&format!("crd-{GIZMO_CRD}")), "{body}");
+
+    for round in 1..=2 {
+        apply_crds(&ns.client(), [gizmo_crd()], Duration::from_secs(30))
+            .await
+            .unwrap();
+        let name = format!("gizmo-{round}");
+        let gizmo = Gizmo {
+            api_version: "crd-follow.kubeforge.dev/v1".into(),
+            kind: "Gizmo".into(),
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+        };
+        ns.api::<Gizmo>()
+            .create(&PostParams::default(), &gizmo)
+            .await
+            .unwrap();
+        eventually(
+            &format!("round {round}: the new gizmo reconciled"),
+            Duration::from_secs(30),
+            async || {
+                gizmos
+                    .reconciled
+                    .lock()
+                    .unwrap()
+                    .contains(&name)
+                    .then_some(())
+            },
+        )
+        .await;
+        eventually(
+            &format!("round {round}: ready"),
+            Duration::from_secs(30),
+            async || (ready().await.0 == 200).then_some(()),
+        )
+        .await;
+        crd_gone(&crds).await;
+        eventually(
+            &format!("round {round}: not ready without the CRD"),
+            Duration::from_secs(30),
+            async || (ready().await.0 != 200).then_some(()),
+        )
+        .await;
+    }
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -51,3 +51,29 @@ pub trait Reconciler<K>: Send + Sync + 'static {
         ErrorPolicy::Backoff
     }
 }
+
+/// A shared reconciler reconciles like the one it shares (a controller that is started again,
+/// for example when its CRD comes back, keeps its reconciler).
+impl<K, R: Reconciler<K>> Reconciler<K> for Arc<R> {
+    type Error = R::Error;
+
+    fn reconcile(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send {
+        (**self).reconcile(obj, ctx)
+    }
+
+    fn cleanup(
+        &self,
+        obj: Arc<K>,
+        ctx: &Context<K>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send {
+        (**self).cleanup(obj, ctx)
+    }
+
+    fn error_policy(&self, obj: &K, error: &Self::Error, ctx: &Context<K>) -> ErrorPolicy {
+        (**self).error_policy(obj, error, ctx)
+    }
+}

@@ -55,6 +55,8 @@ use crate::metrics::Metrics;
 use crate::runner::{MultiRunner, Runnable, RunnerError};
 use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 
+mod crd;
+
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
     client: Client,
@@ -73,6 +75,8 @@ pub struct Manager {
     liveness: Vec<(String, Check)>,
     readiness: Vec<(String, Check)>,
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
+    /// Runs the controllers that follow their CRD (see [`Manager::controller_following_crd`]).
+    dynamic: Option<crate::runner::DynamicMultiRunner>,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -181,6 +185,7 @@ impl Manager {
             liveness: Vec::new(),
             readiness: Vec::new(),
             listening: None,
+            dynamic: None,
         }
     }
 
@@ -229,6 +234,60 @@ impl Manager {
             Arc::new(ControllerRunnable {
                 parts: Mutex::new(Some((wired, controller))),
             })
+        }));
+        self
+    }
+
+    /// Like [`Manager::controller`], for a kind whose CRD may come and go while the operator runs:
+    /// the controller starts when the CRD `<plural>.<group>` is Established, stops when the CRD
+    /// is deleted, and starts again when it comes back (its reconciler is shared between the
+    /// runs). Until then `/readyz` reports `crd-<name>` as failing. The operator needs `get`,
+    /// `list` and `watch` on `customresourcedefinitions` (`apiextensions.k8s.io`).
+    #[must_use]
+    pub fn controller_following_crd<C: ControllerSpec>(mut self, controller: C) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let crd = format!(
+            "{}.{}",
+            <C::Kind as Resource>::plural(&()),
+            <C::Kind as Resource>::group(&())
+        );
+        let established = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&established);
+        let what = crd.clone();
+        self.readiness.push((
+            format!("crd-{crd}"),
+            check(move || {
+                let ready = flag.load(Ordering::Relaxed);
+                let what = what.clone();
+                async move {
+                    ready
+                        .then_some(())
+                        .ok_or_else(|| format!("CRD {what} is not established"))
+                }
+            }),
+        ));
+        let dynamic = self
+            .dynamic
+            .get_or_insert_with(crate::runner::DynamicMultiRunner::new)
+            .clone();
+        let reconciler = Arc::new(controller);
+        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
+        unwired.push(Box::new(move |wiring, metrics| {
+            let metrics = Arc::clone(metrics);
+            let start: crd::Start = Arc::new(move |wiring: &Wiring| -> Arc<dyn Runnable> {
+                let wired = C::controller(wiring).default_metrics(&metrics);
+                Arc::new(ControllerRunnable {
+                    parts: Mutex::new(Some((wired, Arc::clone(&reconciler)))),
+                })
+            });
+            Arc::new(crd::Following(Arc::new(crd::CrdFollower {
+                crd,
+                controller: C::NAME.to_owned(),
+                start,
+                wiring: wiring.clone(),
+                dynamic,
+                established,
+            })))
         }));
         self
     }
@@ -415,10 +474,14 @@ impl Manager {
             .unwrap_or_else(|e| e.into_inner())
             .into_iter()
             .map(|wire| wire(&self.wiring, &metrics));
+        let dynamic = self
+            .dynamic
+            .map(|d| Arc::new(crd::Dynamic(d)) as Arc<dyn Runnable>);
         let runner = self
             .runnables
             .into_iter()
             .chain(wired)
+            .chain(dynamic)
             .fold(MultiRunner::new(), MultiRunner::runnable)
             .exit_wait(self.shutdown_grace);
         let leading = self.leading.clone();
