@@ -393,7 +393,8 @@ fn expr_number(expr: &Expr) -> syn::Result<Number> {
     })
 }
 
-fn unsigned(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
+/// `key = 3`, a non-negative integer, spanned at the literal (what [`Value::Unsigned`] reads).
+pub fn unsigned(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
     let n = expr_number(&meta.value()?.parse()?)?;
     match n.value.as_u64() {
         Some(v) if n.is_integer => Ok(Keyed {

@@ -137,10 +137,13 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | `concurrency = N` | maximum concurrent reconciles (default 4) |
 /// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
 /// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool` |
-/// | `name = "..."` | the controller's name (default: the lowercased kind) |
+/// | `name = "..."` | the controller's (or watcher's) name (default: the lowercased kind) |
 /// | `retry = exponential(base = "1s", max = "5m", attempts = 10)` | how failed reconciles are retried: per key, after `base`, then doubling up to `max`, giving up after `attempts` failures in a row. Every key is optional: `base = "5ms"`, `max = "1000s"`, no `attempts` limit, client-go's controller backoff (also the policy without `retry`). Durations are written as in Kubernetes with integers and the units `ms`, `s`, `m`, `h` (`"500ms"`, `"1m30s"`); checked at compile time, with `base` above 0 and at most `max`, and `attempts` at least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and counts in `kubeforge_retries_total{outcome="exhausted"}`; it runs again when the object changes |
 /// | `retry = expr` | any expression of a `kubeforge::retry::RetryPolicy` type, such as `Self::retry_policy()` (`Self` is the controller) |
 /// | `dequeue = all` / `generation_changed` / `same_action` / `none` | what a new event for a key with a pending retry does: drop the retry and reconcile now, or wait for the retry. `all` (default): any event reconciles now. `generation_changed`: only spec changes (generation bumps), creations and deletions do, so a status-only update (often the controller's own) waits and the key keeps its backoff. `same_action`: an event of the retry's action (create, update, ...) or a deletion. `none`: never |
+/// | `watcher` | event handlers instead of a reconciler: see [Watchers](#watchers). Takes `for`, `name`, `retry`, `dequeue`, `crate`, `workers` and `event_timeout`; not `owns`, `watches`, `concurrency`, `finalizer` or `predicates` |
+/// | `workers = N` | (watcher) workers handling events, at least 1 (default 4); the events of one object always go to the same worker |
+/// | `event_timeout = "30s"` | (watcher) cancel a handler that runs longer and retry its event (default: no limit); a duration as in `retry`, above 0 |
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->
@@ -152,6 +155,33 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// `#[custom_resource]` kind or a k8s-openapi resource); one that is not is reported once, where
 /// it is named. When the attribute or the impl block is wrong, the impl block is kept and the
 /// traits get placeholder impls, so the macro's errors are the only ones reported.
+///
+/// # Watchers
+///
+/// With `watcher`, the impl block defines event handlers instead of `reconcile`: a reconciler
+/// gets the latest state of an object however many events led to it, a watcher is told about
+/// every event.
+///
+/// ```text
+/// #[kubeforge::controller(for = ConfigMap, watcher, workers = 16, event_timeout = "30s",
+///     retry = exponential(base = "1s", max = "5m"))]
+/// impl Audit {
+///     async fn add(&self, obj: Arc<ConfigMap>, ctx: &WatchContext) -> Result<(), Error> { .. }
+///     async fn update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>, ctx: &WatchContext) -> Result<(), Error> { .. }
+///     async fn delete(&self, obj: Arc<ConfigMap>, ctx: &WatchContext) -> Result<(), Error> { .. }
+///     async fn sync(&self, obj: Arc<ConfigMap>, ctx: &WatchContext) -> Result<(), Error> { .. }
+/// }
+/// ```
+///
+/// `add` is required (it also gets every object of the initial list); `update` (the old and the
+/// new object), `delete` (the last known state) and `sync` (a resync of an unchanged object)
+/// are optional and do nothing when left out; all return the same error type. The events of one
+/// object run in order on one worker; those of different objects run in parallel on `workers`
+/// workers. A handler that fails, panics or runs past `event_timeout` is retried under `retry`,
+/// and `dequeue` says which newer events of the object drop its pending retry. The macro
+/// implements `kubeforge::watcher::Watcher` and `WatcherSpec` (add the watcher with
+/// `Manager::watcher(Audit)`) and registers its RBAC rules (the kind, events and leases) for
+/// `crdgen --rbac`.
 #[proc_macro_attribute]
 pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     controller::controller(args.into(), input.into()).into()

@@ -1,7 +1,7 @@
 //! Parses `#[controller(...)]`'s arguments into [`ControllerArgs`], keeping spans and collecting
 //! every error.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
@@ -104,6 +104,14 @@ const DEQUEUE_POLICIES: &[(&str, DequeueArg)] = &[
     ("none", DequeueArg::None),
 ];
 
+/// A key of the watcher mode (`workers = 16`, `event_timeout = "5s"`): its value (a duration in
+/// milliseconds) spanned at the literal, and the span of the key, where "only for a watcher" is
+/// reported.
+pub struct WatcherKey {
+    pub key: Span,
+    pub value: Keyed<u64>,
+}
+
 /// The keys of `#[controller(...)]`, with the span of each key for error messages.
 #[derive(Default)]
 pub struct ControllerArgs {
@@ -118,6 +126,15 @@ pub struct ControllerArgs {
     pub dequeue: Option<DequeueArg>,
     /// `crate = "path"`: how generated code names kubeforge.
     pub crate_path: Option<Path>,
+    /// `watcher`: event handlers (`add`, `update`, `delete`, `sync`) instead of a reconciler.
+    pub watcher: Option<Keyed<bool>>,
+    /// `workers = N` (watcher mode).
+    pub workers: Option<WatcherKey>,
+    /// `event_timeout = "5s"` (watcher mode).
+    pub event_timeout: Option<WatcherKey>,
+    /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
+    /// `predicates`), each at its first occurrence, for the watcher mode's errors.
+    pub reconciler_keys: Vec<Keyed<&'static str>>,
 }
 
 /// The keys of `#[controller(...)]`, read by the macros' one key parser ([`crate::keys`]).
@@ -129,13 +146,45 @@ const CONTROLLER: Table<ControllerArgs> = Table {
         Key::repeatable("watches", Value::Custom(watches)),
         Key::new(
             "concurrency",
-            Value::Unsigned(|a, n| a.concurrency = Some(n)),
+            Value::Custom(|a, meta, _| {
+                a.reconciler_key("concurrency", meta);
+                a.concurrency = Some(keys::unsigned(meta)?);
+                Ok(())
+            }),
         ),
-        Key::new("finalizer", Value::Str(|a, lit| a.finalizer = Some(lit))),
+        Key::new(
+            "finalizer",
+            Value::Custom(|a, meta, _| {
+                a.reconciler_key("finalizer", meta);
+                a.finalizer = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        ),
         Key::new("predicates", Value::Custom(predicates)),
         Key::new("name", Value::Str(|a, lit| a.name = Some(lit))),
         Key::new("retry", Value::Custom(retry)),
         Key::new("dequeue", Value::Custom(dequeue)),
+        Key::new("watcher", Value::Flag(|a, flag| a.watcher = Some(flag))),
+        Key::new(
+            "workers",
+            Value::Custom(|a, meta, _| {
+                a.workers = Some(WatcherKey {
+                    value: keys::unsigned(meta)?,
+                    key: keys::key_span(meta),
+                });
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "event_timeout",
+            Value::Custom(|a, meta, _| {
+                a.event_timeout = Some(WatcherKey {
+                    value: duration(meta)?,
+                    key: keys::key_span(meta),
+                });
+                Ok(())
+            }),
+        ),
         Key::new(
             "crate",
             Value::CratePath(|a, path| a.crate_path = Some(path)),
@@ -174,7 +223,38 @@ impl ControllerArgs {
         {
             errors.at(name.span(), "the controller name must not be empty");
         }
+        if let Some(workers) = &args.workers
+            && workers.value.value == 0
+        {
+            errors.at(
+                workers.value.key,
+                "`workers` must be a whole number of at least 1",
+            );
+        }
+        if let Some(timeout) = &args.event_timeout
+            && timeout.value.value == 0
+        {
+            errors.at(
+                timeout.value.key,
+                "`event_timeout` must be more than 0: a handler running longer is cancelled and its event retried (leave it out for no limit)",
+            );
+        }
         args
+    }
+
+    /// Whether `watcher` is set: event handlers instead of a reconciler.
+    pub fn is_watcher(&self) -> bool {
+        self.watcher.as_ref().is_some_and(|w| w.value)
+    }
+
+    /// Notes a key only a reconciler takes, at its first occurrence.
+    fn reconciler_key(&mut self, name: &'static str, meta: &ParseNestedMeta<'_>) {
+        if !self.reconciler_keys.iter().any(|k| k.value == name) {
+            self.reconciler_keys.push(Keyed {
+                value: name,
+                key: keys::key_span(meta),
+            });
+        }
     }
 }
 
@@ -184,6 +264,7 @@ fn owns(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
 ) -> syn::Result<()> {
+    args.reconciler_key("owns", meta);
     let content;
     syn::parenthesized!(content in meta.input);
     let before = args.owns.len();
@@ -253,6 +334,7 @@ fn watches(
     meta: &ParseNestedMeta<'_>,
     _: &mut Errors,
 ) -> syn::Result<()> {
+    args.reconciler_key("watches", meta);
     let content;
     syn::parenthesized!(content in meta.input);
     let kind: Type = content.parse()?;
@@ -281,6 +363,7 @@ fn predicates(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
 ) -> syn::Result<()> {
+    args.reconciler_key("predicates", meta);
     let content;
     syn::parenthesized!(content in meta.input);
     for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
@@ -392,7 +475,8 @@ fn called_name(expr: &Expr) -> Option<String> {
     }
 }
 
-/// A duration string of `exponential(..)`, in milliseconds, spanned at the literal.
+/// A duration string (`exponential(..)`'s `base` and `max`, `event_timeout`), in milliseconds,
+/// spanned at the literal.
 fn duration(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
     let name = keys::key_name(meta);
     let lit: LitStr = meta.value()?.parse()?;
@@ -693,6 +777,60 @@ mod tests {
                 "unknown dequeue policy `generation`; expected one of all, generation_changed, same_action, none; did you mean `generation_changed`?",
                 "duplicate key `dequeue`; it is already set above",
                 "unknown dequeue policy `DequeueAll`; expected one of all, generation_changed, same_action, none",
+            ]
+        );
+    }
+
+    #[test]
+    fn args_should_read_the_watcher_keys_and_note_the_reconcilers() {
+        let (args, errors) = parse(quote!(
+            for = WebApp, watcher, workers = 16, event_timeout = "1m30s",
+            owns(Pod), owns(Job), concurrency = 2, finalizer = "apps.example.com/x",
+            predicates(generation_changed), watches(Secret, map = Self::f)
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(args.is_watcher());
+        assert_eq!(args.workers.map(|w| w.value.value), Some(16));
+        assert_eq!(args.event_timeout.map(|t| t.value.value), Some(90_000));
+        let noted: Vec<_> = args.reconciler_keys.iter().map(|k| k.value).collect();
+        assert_eq!(
+            noted,
+            ["owns", "concurrency", "finalizer", "predicates", "watches"],
+            "each reconciler key once, in order"
+        );
+        assert_eq!(args.concurrency.map(|c| c.value), Some(2));
+        assert!(args.finalizer.is_some());
+
+        let (args, errors) = parse(quote!(for = WebApp, watcher = false, concurrency = 3));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(!args.is_watcher());
+        assert!(!parse(quote!(for = WebApp)).0.is_watcher());
+    }
+
+    #[test]
+    fn watcher_keys_should_report_zero_workers_and_bad_timeouts() {
+        let (_, errors) = parse(quote!(
+            watcher,
+            workers = -1,
+            event_timeout = "5 s",
+            workers = 0,
+            event_timeout = "0ms"
+        ));
+        assert_eq!(
+            errors,
+            [
+                "expected a non-negative integer",
+                "`event_timeout = \"5 s\"` is not a duration: write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"",
+                "duplicate key `workers`; it is already set above",
+                "duplicate key `event_timeout`; it is already set above",
+            ]
+        );
+        let (_, errors) = parse(quote!(watcher, workers = 0, event_timeout = "0s"));
+        assert_eq!(
+            errors,
+            [
+                "`workers` must be a whole number of at least 1",
+                "`event_timeout` must be more than 0: a handler running longer is cancelled and its event retried (leave it out for no limit)",
             ]
         );
     }

@@ -1,5 +1,6 @@
-//! Emits the `Reconciler` and `ControllerSpec` impls and the RBAC registration, or their dummies
-//! when the macro failed. No decisions here; one function per generated item.
+//! Emits the `Reconciler` and `ControllerSpec` impls (a watcher's `Watcher` and `WatcherSpec`)
+//! and the RBAC registration, or their dummies when the macro failed. No decisions here; one
+//! function per generated item.
 //!
 //! Every kind the attribute names besides the primary is checked exactly once, where the user
 //! named it: the wiring (`ControllerSpec::controller` and `rbac`) is generic over the kinds, and
@@ -11,9 +12,10 @@
 use proc_macro2::{Ident, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{ItemImpl, Path, Type};
+use syn::{ImplItemFn, ItemImpl, Path, Type};
 
 use super::attrs::{DequeueArg, PredicateArg, Weight};
+use super::watcher::WatcherModel;
 use super::{Model, RetryArg};
 
 /// The kinds named besides the primary, each once (by their tokens), with the type parameter
@@ -73,6 +75,7 @@ pub fn expand(model: &Model) -> TokenStream {
         .iter()
         .filter(|p| matches!(p, PredicateArg::Custom(_)))
         .count();
+    let kf = &model.krate;
     let ex = Expander {
         model,
         kf: &model.krate,
@@ -84,7 +87,8 @@ pub fn expand(model: &Model) -> TokenStream {
     };
     let reconciler = ex.reconciler_impl();
     let wiring = ex.wiring();
-    let registration = ex.registration();
+    let spec = quote!(#kf::controller::ControllerSpec);
+    let registration = registration(&model.krate, &model.self_ty, &model.name, &spec);
     quote! {
         #reconciler
         const _: () = { #wiring };
@@ -240,7 +244,7 @@ impl Expander<'_> {
             .as_ref()
             .map(|f| quote!(.finalizer(#f)));
         let retry = self.exponential_call();
-        let dequeue = self.dequeue_call();
+        let dequeue = dequeue_call(kf, self.model.dequeue);
         quote! {
             fn __controller<__S: #spec, #(#params: #kind_trait),*>(
                 wiring: &#kf::controller::Wiring,
@@ -265,46 +269,22 @@ impl Expander<'_> {
 
     /// `.retry(ExponentialRetry::new(base, max, attempts))` for `retry = exponential(..)`.
     fn exponential_call(&self) -> Option<TokenStream> {
-        let kf = self.kf;
-        let Some(RetryArg::Exponential {
-            base_ms,
-            max_ms,
-            attempts,
-        }) = &self.model.retry
-        else {
-            return None;
-        };
-        let millis = |ms: u64| {
-            let ms = proc_macro2::Literal::u64_unsuffixed(ms);
-            quote!(::core::time::Duration::from_millis(#ms))
-        };
-        let (base, max) = (millis(*base_ms), millis(*max_ms));
-        let attempts = proc_macro2::Literal::u32_unsuffixed(*attempts);
-        Some(quote!(.retry(#kf::retry::ExponentialRetry::new(#base, #max, #attempts))))
+        match &self.model.retry {
+            Some(retry @ RetryArg::Exponential { .. }) => Some(retry_call(self.kf, retry)),
+            _ => None,
+        }
     }
 
     /// `.retry(<expression>)` for `retry = <expression>`, after the wiring's options, in
     /// `ControllerSpec::controller`: the expression is the user's, so `Self` in it must be the
-    /// controller, and it is spanned at the user's tokens so a type error points there.
+    /// controller.
     fn retry_expr_call(&self) -> Option<TokenStream> {
         let kf = self.kf;
-        let Some(RetryArg::Expr(expr)) = &self.model.retry else {
-            return None;
+        let retry = match &self.model.retry {
+            Some(retry @ RetryArg::Expr(_)) => retry_call(kf, retry),
+            _ => return None,
         };
-        let retry = quote_spanned!(expr.span()=> .retry(#expr));
         Some(quote!(.configure(|config: #kf::controller::ControllerConfig| config #retry)))
-    }
-
-    /// `.dequeue(Dequeue*)` for `dequeue = ..`.
-    fn dequeue_call(&self) -> Option<TokenStream> {
-        let kf = self.kf;
-        let policy = match self.model.dequeue? {
-            DequeueArg::All => quote!(DequeueAll),
-            DequeueArg::OnGeneration => quote!(DequeueOnGeneration),
-            DequeueArg::SameAction => quote!(DequeueSameAction),
-            DequeueArg::None => quote!(DequeueNone),
-        };
-        Some(quote!(.dequeue(#kf::retry::#policy)))
     }
 
     /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()])` per owned kind.
@@ -436,17 +416,49 @@ impl Expander<'_> {
             }
         }
     }
+}
 
-    /// Registers the controller's RBAC rules for `crdgen`.
-    fn registration(&self) -> TokenStream {
-        let kf = self.kf;
-        let Model { self_ty, name, .. } = self.model;
-        quote! {
-            #kf::__private::inventory::submit! {
-                #kf::rbac::ControllerRegistration {
-                    name: #name,
-                    rules: <#self_ty as #kf::controller::ControllerSpec>::rbac,
-                }
+/// `.retry(..)`: `ExponentialRetry::new(base, max, attempts)` for `retry = exponential(..)`, or
+/// the user's expression, spanned at it so that a type error points there.
+fn retry_call(kf: &Path, retry: &RetryArg) -> TokenStream {
+    match retry {
+        RetryArg::Exponential {
+            base_ms,
+            max_ms,
+            attempts,
+        } => {
+            let (base, max) = (millis(*base_ms), millis(*max_ms));
+            let attempts = proc_macro2::Literal::u32_unsuffixed(*attempts);
+            quote!(.retry(#kf::retry::ExponentialRetry::new(#base, #max, #attempts)))
+        }
+        RetryArg::Expr(expr) => quote_spanned!(expr.span()=> .retry(#expr)),
+    }
+}
+
+/// `.dequeue(Dequeue*)` for `dequeue = ..`.
+fn dequeue_call(kf: &Path, dequeue: Option<DequeueArg>) -> Option<TokenStream> {
+    let policy = match dequeue? {
+        DequeueArg::All => quote!(DequeueAll),
+        DequeueArg::OnGeneration => quote!(DequeueOnGeneration),
+        DequeueArg::SameAction => quote!(DequeueSameAction),
+        DequeueArg::None => quote!(DequeueNone),
+    };
+    Some(quote!(.dequeue(#kf::retry::#policy)))
+}
+
+/// `Duration::from_millis(ms)`.
+fn millis(ms: u64) -> TokenStream {
+    let ms = proc_macro2::Literal::u64_unsuffixed(ms);
+    quote!(::core::time::Duration::from_millis(#ms))
+}
+
+/// Registers the rules of `spec`'s `rbac()` under the controller's name, for `crdgen`.
+fn registration(kf: &Path, self_ty: &Type, name: &str, spec: &TokenStream) -> TokenStream {
+    quote! {
+        #kf::__private::inventory::submit! {
+            #kf::rbac::ControllerRegistration {
+                name: #name,
+                rules: <#self_ty as #spec>::rbac,
             }
         }
     }
@@ -471,15 +483,9 @@ fn camel_case(snake: &str) -> String {
 /// `compile_error!`s beside them keep the program from ever running. The
 /// kind is the user's when known (a placeholder kind without `for = ...`).
 pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
-    // A generic impl block is an error of its own; without its generics a dummy cannot be named.
-    if !item.generics.params.is_empty() {
+    let Some((self_ty, kind)) = dummy_types(kf, item, kind) else {
         return TokenStream::new();
-    }
-    let self_ty = &item.self_ty;
-    let kind = kind.map_or_else(
-        || quote!(#kf::k8s_openapi::api::core::v1::ConfigMap),
-        ToTokens::to_token_stream,
-    );
+    };
     quote! {
         #[automatically_derived]
         impl #kf::controller::Reconciler<#kind> for #self_ty {
@@ -504,6 +510,174 @@ pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
                     wiring,
                     #kf::controller::api_for(wiring.cache().client(), wiring.namespace.as_deref()),
                     wiring.informer_defaults.clone(),
+                )
+            }
+            fn rbac() -> #kf::rbac::Rules {
+                #kf::rbac::Rules::new()
+            }
+        }
+    }
+}
+
+/// The type a dummy is implemented for and its kind: the user's when known, a placeholder kind
+/// without `for = ...`. `None` for a generic impl block: an error of its own, and without its
+/// generics a dummy cannot be named.
+fn dummy_types<'a>(
+    kf: &Path,
+    item: &'a ItemImpl,
+    kind: Option<&Type>,
+) -> Option<(&'a Type, TokenStream)> {
+    if !item.generics.params.is_empty() {
+        return None;
+    }
+    let kind = kind.map_or_else(
+        || quote!(#kf::k8s_openapi::api::core::v1::ConfigMap),
+        ToTokens::to_token_stream,
+    );
+    Some((&item.self_ty, kind))
+}
+
+/// The watcher mode: `impl Watcher<Kind>`, `impl WatcherSpec` and the RBAC registration.
+pub fn expand_watcher(model: &WatcherModel) -> TokenStream {
+    let kf = &model.krate;
+    let handlers = watcher_impl(model);
+    let spec_impl = watcher_spec_impl(model);
+    let spec = quote!(#kf::watcher::WatcherSpec);
+    let registration = registration(kf, &model.self_ty, &model.name, &spec);
+    quote! {
+        #handlers
+        #spec_impl
+        #registration
+    }
+}
+
+/// `impl Watcher<Kind>`: forwards each handler the impl block defines to the user's inherent
+/// method (the others keep the trait's do-nothing default); spans point at the user's
+/// signatures so type errors (wrong parameter types, a future that is not Send) show there.
+fn watcher_impl(model: &WatcherModel) -> TokenStream {
+    let WatcherModel {
+        krate: kf,
+        self_ty,
+        kind,
+        error_ty,
+        ..
+    } = model;
+    let obj = quote!(::std::sync::Arc<#kind>);
+    let ctx = quote!(&#kf::watcher::WatchContext);
+    let future = quote!(
+        impl ::core::future::Future<Output = ::core::result::Result<(), Self::Error>>
+        + ::core::marker::Send
+    );
+    let one_object = |f: &ImplItemFn| {
+        let name = &f.sig.ident;
+        quote_spanned! {f.sig.span()=>
+            fn #name(&self, obj: #obj, ctx: #ctx) -> #future {
+                <#self_ty>::#name(self, obj, ctx)
+            }
+        }
+    };
+    let add = one_object(&model.add);
+    let update = model.update.as_ref().map(|f| {
+        quote_spanned! {f.sig.span()=>
+            fn update(&self, old: #obj, new: #obj, ctx: #ctx) -> #future {
+                <#self_ty>::update(self, old, new, ctx)
+            }
+        }
+    });
+    let delete = model.delete.as_ref().map(one_object);
+    let sync = model.sync.as_ref().map(one_object);
+    quote! {
+        #[automatically_derived]
+        impl #kf::watcher::Watcher<#kind> for #self_ty {
+            type Error = #error_ty;
+            #add
+            #update
+            #delete
+            #sync
+        }
+    }
+}
+
+/// `impl WatcherSpec`: the `WatcherController` of the kind in the wiring's namespace with the
+/// options given, and the RBAC rules of a watcher (the kind, events, leases).
+fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
+    let WatcherModel {
+        krate: kf,
+        self_ty,
+        kind,
+        name,
+        ..
+    } = model;
+    let spec = quote!(#kf::watcher::WatcherSpec);
+    let workers = model.workers.map(|n| {
+        let n = proc_macro2::Literal::u64_unsuffixed(n);
+        quote!(.workers(#n))
+    });
+    let event_timeout = model.event_timeout_ms.map(|ms| {
+        let timeout = millis(ms);
+        quote!(.event_timeout(#timeout))
+    });
+    // In `watcher()`, where `Self` in a `retry` expression is the watcher.
+    let retry = model.retry.as_ref().map(|retry| retry_call(kf, retry));
+    let dequeue = dequeue_call(kf, model.dequeue);
+    quote! {
+        #[automatically_derived]
+        impl #spec for #self_ty {
+            type Kind = #kind;
+            const NAME: &'static str = #name;
+
+            fn watcher(wiring: &#kf::controller::Wiring) -> #kf::watcher::WatcherController<Self::Kind> {
+                #kf::watcher::WatcherController::new(
+                    <Self as #spec>::NAME,
+                    wiring,
+                    #kf::controller::api_for::<Self::Kind>(wiring.cache().client(), wiring.namespace.as_deref()),
+                )
+                #workers
+                #event_timeout
+                #retry
+                #dequeue
+            }
+
+            fn rbac() -> #kf::rbac::Rules {
+                #kf::rbac::Rules::new()
+                    .primary::<Self::Kind>(false)
+                    .events()
+                    .leases()
+            }
+        }
+    }
+}
+
+/// On errors in the watcher mode: `Watcher` and `WatcherSpec` with inert bodies (an `add` that
+/// never finishes, no options, no RBAC rules), as [`dummy`] does for a reconciler, so that
+/// `Manager::watcher(MyWatcher)` compiles and only the macro's errors are reported.
+pub fn watcher_dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
+    let Some((self_ty, kind)) = dummy_types(kf, item, kind) else {
+        return TokenStream::new();
+    };
+    let spec = quote!(#kf::watcher::WatcherSpec);
+    quote! {
+        #[automatically_derived]
+        impl #kf::watcher::Watcher<#kind> for #self_ty {
+            type Error = ::core::convert::Infallible;
+            fn add(
+                &self,
+                _: ::std::sync::Arc<#kind>,
+                _: &#kf::watcher::WatchContext,
+            ) -> impl ::core::future::Future<Output = ::core::result::Result<(), Self::Error>> + ::core::marker::Send {
+                ::core::future::pending()
+            }
+        }
+
+        #[automatically_derived]
+        impl #spec for #self_ty {
+            type Kind = #kind;
+            const NAME: &'static str = "";
+            fn watcher(wiring: &#kf::controller::Wiring) -> #kf::watcher::WatcherController<Self::Kind> {
+                #kf::watcher::WatcherController::new(
+                    <Self as #spec>::NAME,
+                    wiring,
+                    #kf::controller::api_for(wiring.cache().client(), wiring.namespace.as_deref()),
                 )
             }
             fn rbac() -> #kf::rbac::Rules {

@@ -1,8 +1,10 @@
 //! `#[controller(...)]` on an impl block: parse the arguments, check the methods, expand the
-//! `Reconciler` and `ControllerSpec` impls and the RBAC registration.
+//! `Reconciler` and `ControllerSpec` impls (or, with `watcher`, the `Watcher` and `WatcherSpec`
+//! impls: see `watcher.rs`) and the RBAC registration.
 
 mod attrs;
 mod expand;
+mod watcher;
 
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
@@ -11,8 +13,15 @@ use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitStr, Path, ReturnType, Type}
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::model::default_crate;
 use attrs::{ControllerArgs, DequeueArg, ExponentialAttrs, Owned, PredicateArg, RetryAttr, Watch};
+use watcher::WatcherModel;
 
-/// The checked model the expansion works from.
+/// What the impl block declares, checked (boxed: the models are large).
+pub enum Checked {
+    Reconciler(Box<Model>),
+    Watcher(Box<WatcherModel>),
+}
+
+/// The checked model of a reconciler, the expansion works from.
 pub struct Model {
     /// The path generated code names kubeforge by (`::kubeforge` unless `crate = "..."`).
     pub krate: Path,
@@ -72,14 +81,21 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     let args = ControllerArgs::parse(args, &mut errors);
     let krate = args.crate_path.clone().unwrap_or_else(default_crate);
     let kind = args.for_kind.clone();
-    let model = check(args, &item, &mut errors);
+    let is_watcher = args.is_watcher();
+    let checked = check(args, &item, &mut errors);
     let mut out = item.to_token_stream();
-    match (model, errors.check()) {
-        (Some(model), Ok(())) => out.extend(expand::expand(&model)),
+    match (checked, errors.check()) {
+        (Some(Checked::Reconciler(model)), Ok(())) => out.extend(expand::expand(&model)),
+        (Some(Checked::Watcher(model)), Ok(())) => out.extend(expand::expand_watcher(&model)),
         (_, result) => {
             // Trait impls are rejected, and a dummy could collide with the user's own impl.
             if item.trait_.is_none() {
-                out.extend(expand::dummy(&krate, &item, kind.as_ref()));
+                let dummy = if is_watcher {
+                    expand::watcher_dummy
+                } else {
+                    expand::dummy
+                };
+                out.extend(dummy(&krate, &item, kind.as_ref()));
             }
             let error = result.err().unwrap_or_else(|| {
                 syn::Error::new(
@@ -93,41 +109,41 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     out
 }
 
-fn check(mut args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<Model> {
+/// Checks the keys against the mode (`watcher` or not), then the impl block for that mode.
+fn check(args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Option<Checked> {
+    watcher::check_mode_keys(&args, errors);
+    if args.is_watcher() {
+        watcher::check(args, item, errors).map(|model| Checked::Watcher(Box::new(model)))
+    } else {
+        check_reconciler(args, item, errors).map(|model| Checked::Reconciler(Box::new(model)))
+    }
+}
+
+fn check_reconciler(
+    mut args: ControllerArgs,
+    item: &ItemImpl,
+    errors: &mut Errors,
+) -> Option<Model> {
     // Before anything can end the checks: its errors are reported with the others.
     let retry = args.retry.take().map(|r| retry_arg(r, errors));
-    if let Some((_, trait_path, _)) = &item.trait_ {
-        errors.spanned(
-            trait_path,
-            "#[controller] goes on an inherent impl block, not a trait impl",
-        );
-        return None;
-    }
-    if !item.generics.params.is_empty() {
-        errors.spanned(
-            &item.generics,
-            "#[controller] does not support generic controllers",
-        );
-    }
+    let misspelled = check_block(item, HOOKS, errors)?;
     let find = |name: &str| find_fn(item, name);
-    let misspelled = misspelled_hooks(item, errors);
-    let Some(kind) = args.for_kind else {
-        errors.at(
-            Span::call_site(),
-            "#[controller] needs the primary kind: `#[controller(for = MyKind, ...)]`",
-        );
-        return None;
-    };
+    let kind = primary_kind(args.for_kind.take(), errors)?;
     let Some(reconcile) = find("reconcile") else {
         if !misspelled.contains(&"reconcile") {
+            let hint = if find("add").is_some() {
+                ", or `watcher` in #[controller(...)] for the event handlers `add`, `update`, `delete` and `sync`"
+            } else {
+                " in this impl block"
+            };
             errors.spanned(
                 &item.self_ty,
-                "#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>` in this impl block",
+                format!("#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>`{hint}"),
             );
         }
         return None;
     };
-    let error_ty = check_method(&reconcile, errors);
+    let error_ty = check_method(&reconcile, &RECONCILE, errors).map(|(_, error)| error);
     let cleanup = find("cleanup");
     check_cleanup(
         cleanup.as_ref(),
@@ -157,6 +173,41 @@ fn check(mut args: ControllerArgs, item: &ItemImpl, errors: &mut Errors) -> Opti
         cleanup,
         has_error_policy: find("error_policy").is_some(),
     })
+}
+
+/// What both modes check of the impl block first: inherent (`None` for a trait impl: nothing
+/// more is checked), not generic, no method misspelling one of `hooks`. Returns the hooks
+/// reported as misspelled.
+fn check_block(
+    item: &ItemImpl,
+    hooks: &[&'static str],
+    errors: &mut Errors,
+) -> Option<Vec<&'static str>> {
+    if let Some((_, trait_path, _)) = &item.trait_ {
+        errors.spanned(
+            trait_path,
+            "#[controller] goes on an inherent impl block, not a trait impl",
+        );
+        return None;
+    }
+    if !item.generics.params.is_empty() {
+        errors.spanned(
+            &item.generics,
+            "#[controller] does not support generic controllers",
+        );
+    }
+    Some(misspelled_hooks(item, hooks, errors))
+}
+
+/// `for = ..`, which both modes need.
+fn primary_kind(for_kind: Option<Type>, errors: &mut Errors) -> Option<Type> {
+    if for_kind.is_none() {
+        errors.at(
+            Span::call_site(),
+            "#[controller] needs the primary kind: `#[controller(for = MyKind, ...)]`",
+        );
+    }
+    for_kind
 }
 
 /// `retry = ..` as the model holds it: `exponential(..)` with its defaults applied and its keys
@@ -253,16 +304,20 @@ fn find_fn(item: &ItemImpl, name: &str) -> Option<ImplItemFn> {
     })
 }
 
-/// `async fn reconsile(&self, ..)` is a typo, not a helper: says so instead of "missing", and
-/// returns the hooks it reported.
-fn misspelled_hooks(item: &ItemImpl, errors: &mut Errors) -> Vec<&'static str> {
+/// `async fn reconsile(&self, ..)` is a typo of one of `hooks`, not a helper: says so instead
+/// of "missing", and returns the hooks it reported.
+fn misspelled_hooks(
+    item: &ItemImpl,
+    hooks: &[&'static str],
+    errors: &mut Errors,
+) -> Vec<&'static str> {
     let mut misspelled = Vec::new();
     for f in item.items.iter().filter_map(|i| match i {
         ImplItem::Fn(f) if f.sig.receiver().is_some() => Some(f),
         _ => None,
     }) {
         let name = f.sig.ident.to_string();
-        if let Some(hook) = misspelling_of(&name, HOOKS)
+        if let Some(hook) = misspelling_of(&name, hooks)
             && find_fn(item, hook).is_none()
         {
             errors.at(
@@ -294,7 +349,7 @@ fn check_cleanup(
         }
         return;
     };
-    let cleanup_error = check_method(cleanup, errors);
+    let cleanup_error = check_method(cleanup, &RECONCILE, errors).map(|(_, error)| error);
     if let (Some(a), Some(b)) = (reconcile_error, &cleanup_error)
         && a.to_token_stream().to_string() != b.to_token_stream().to_string()
     {
@@ -311,12 +366,31 @@ fn check_cleanup(
     }
 }
 
-/// Checks `async fn name(&self, obj, ctx) -> Result<Action, E>`; returns `E`.
-fn check_method(f: &ImplItemFn, errors: &mut Errors) -> Option<Type> {
+/// The shape of a method `#[controller]` forwards to, for [`check_method`]'s messages.
+struct Signature {
+    /// The arguments besides `&self`, as the messages name them: "the object and the context".
+    takes: &'static str,
+    /// The number of arguments, `&self` included.
+    inputs: usize,
+    /// The `Ok` type, as the messages write it.
+    ok: &'static str,
+    /// The method, `{name}` standing for its name.
+    shape: &'static str,
+}
+
+/// `reconcile` and `cleanup`.
+const RECONCILE: Signature = Signature {
+    takes: "the object and the context",
+    inputs: 3,
+    ok: "Action",
+    shape: "async fn {name}(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>",
+};
+
+/// Checks `async fn name(&self, ..) -> Result<T, E>` with the arguments `sig` counts; returns
+/// `T` and `E`.
+fn check_method(f: &ImplItemFn, sig: &Signature, errors: &mut Errors) -> Option<(Type, Type)> {
     let name = f.sig.ident.to_string();
-    let shape = format!(
-        "`async fn {name}(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>`"
-    );
+    let shape = format!("`{}`", sig.shape.replace("{name}", &name));
     if f.sig.asyncness.is_none() {
         errors.at(
             f.sig.fn_token.span,
@@ -324,40 +398,45 @@ fn check_method(f: &ImplItemFn, errors: &mut Errors) -> Option<Type> {
         );
     }
     let receiver_ok = matches!(f.sig.inputs.first(), Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none());
-    if !receiver_ok || f.sig.inputs.len() != 3 {
+    if !receiver_ok || f.sig.inputs.len() != sig.inputs {
         errors.spanned(
             &f.sig.inputs,
-            format!("`{name}` takes `&self`, the object and the context: {shape}"),
+            format!("`{name}` takes `&self`, {}: {shape}", sig.takes),
         );
     }
+    let ok = sig.ok;
     let ReturnType::Type(_, ty) = &f.sig.output else {
         errors.spanned(
             &f.sig,
-            format!("`{name}` must return `Result<Action, Error>`: {shape}"),
+            format!("`{name}` must return `Result<{ok}, Error>`: {shape}"),
         );
         return None;
     };
-    let error = match &**ty {
-        Type::Path(path) => path.path.segments.last().and_then(|last| {
-            if last.ident != "Result" {
-                return None;
-            }
-            match &last.arguments {
-                syn::PathArguments::AngleBracketed(args) if args.args.len() == 2 => {
-                    match &args.args[1] {
-                        syn::GenericArgument::Type(t) => Some(t.clone()),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            }
-        }),
-        _ => None,
-    };
-    if error.is_none() {
-        errors.spanned(ty, format!("`{name}` must return `Result<Action, YourError>` (spelled out, with both parameters): {shape}"));
+    let types = result_types(ty);
+    if types.is_none() {
+        errors.spanned(ty, format!("`{name}` must return `Result<{ok}, YourError>` (spelled out, with both parameters): {shape}"));
     }
-    error
+    types
+}
+
+/// `T` and `E` of `Result<T, E>` (any path ending in `Result`).
+fn result_types(ty: &Type) -> Option<(Type, Type)> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != "Result" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match (args.args.len(), args.args.first(), args.args.last()) {
+        (2, Some(syn::GenericArgument::Type(ok)), Some(syn::GenericArgument::Type(error))) => {
+            Some((ok.clone(), error.clone()))
+        }
+        _ => None,
+    }
 }
 
 /// The kind's last path segment, lowercased (`apps::WebApp` → `webapp`).
@@ -468,6 +547,20 @@ mod tests {
             }),
         );
         assert!(helper.is_empty(), "{helper:?}");
+    }
+
+    #[test]
+    fn check_should_point_event_handlers_without_watcher_to_the_key() {
+        let errors = errors_of(
+            quote!(for = WebApp),
+            quote!(impl C { async fn add(&self, a: Arc<WebApp>, c: &WatchContext) -> Result<(), E> { Ok(()) } }),
+        );
+        assert_eq!(
+            errors,
+            [
+                "#[controller] needs `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) -> Result<Action, Error>`, or `watcher` in #[controller(...)] for the event handlers `add`, `update`, `delete` and `sync`"
+            ]
+        );
     }
 
     fn retry_of(args: TokenStream) -> (Option<RetryArg>, Vec<String>) {

@@ -53,7 +53,30 @@ impl QuietController {
     }
 }
 
+pub struct QuietWatcher;
+
+#[kubeforge::controller(for = Quiet, watcher, workers = 2, event_timeout = "5s",
+    retry = exponential(base = "1s"), dequeue = all, name = "quiet-watcher")]
+impl QuietWatcher {
+    async fn add(
+        &self,
+        _obj: ::std::sync::Arc<Quiet>,
+        _ctx: &::kubeforge::watcher::WatchContext,
+    ) -> ::core::result::Result<(), QuietError> {
+        ::core::result::Result::Ok(())
+    }
+    async fn update(
+        &self,
+        _old: ::std::sync::Arc<Quiet>,
+        _new: ::std::sync::Arc<Quiet>,
+        _ctx: &::kubeforge::watcher::WatchContext,
+    ) -> ::core::result::Result<(), QuietError> {
+        ::core::result::Result::Ok(())
+    }
+}
+
 fn main() {
     let _ = Quiet::crd();
     let _ = <QuietController as ::kubeforge::controller::ControllerSpec>::rbac();
+    let _ = <QuietWatcher as ::kubeforge::watcher::WatcherSpec>::rbac();
 }
