@@ -51,6 +51,10 @@ pub struct DriverArgs {
     /// Watch the owned ConfigMaps as metadata only (the reconciler never reads them).
     #[arg(long)]
     pub owned_metadata_only: bool,
+    /// kubeforge only: handle every event with a watcher (`--concurrency` workers of the
+    /// concurrent dispatcher) instead of a level-triggered reconciler.
+    #[arg(long)]
+    pub watcher: bool,
 }
 
 /// Field manager of the ConfigMaps.

@@ -272,6 +272,7 @@ impl Harness {
 
     fn start(
         &self,
+        driver: &str,
         path: &PathBuf,
         ns: &str,
         concurrency: usize,
@@ -290,6 +291,10 @@ impl Harness {
             );
         if self.args.owned_metadata_only {
             command.arg("--owned-metadata-only");
+        }
+        // `kubeforge-watcher`: the kubeforge driver in watcher mode.
+        if driver.ends_with("-watcher") {
+            command.arg("--watcher");
         }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
@@ -456,7 +461,7 @@ async fn main() {
             order.rotate_left(repeat % drivers.len().max(1));
             for (driver, path) in &order {
                 let ns = h.namespace("run").await;
-                let process = h.start(path, &ns, concurrency, false);
+                let process = h.start(driver, path, &ns, concurrency, false);
                 let pid = process.child.id();
                 let informer = Arc::new(Informer::new(
                     Api::<Bench>::namespaced(h.admin.clone(), &ns),
@@ -603,9 +608,11 @@ async fn main() {
         for repeat in 0..repeats {
             let mut order = drivers.clone();
             order.rotate_left(repeat % drivers.len().max(1));
-            for (driver, path) in &order {
+            // A watcher handles every object again at start-up (an apply per object): its
+            // memory and sync are the reconciler's; it is measured on the reconcile scenarios.
+            for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h.start(path, &ns, 4, keep);
+                    let process = h.start(driver, path, &ns, 4, keep);
                     let label = if keep {
                         "memory and sync, managedFields kept"
                     } else {
@@ -661,9 +668,15 @@ fn higher_is_better(metric: &str) -> bool {
 }
 
 fn report(results: &Results, out: Option<&PathBuf>) {
-    let columns = ["kubeforge", "kube-runtime", "controller-runtime", "raw"];
+    let columns = [
+        "kubeforge",
+        "kube-runtime",
+        "controller-runtime",
+        "raw",
+        "kubeforge-watcher",
+    ];
     println!(
-        "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16}",
+        "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17}",
         "scenario",
         "metric",
         "unit",
@@ -671,7 +684,8 @@ fn report(results: &Results, out: Option<&PathBuf>) {
         "kube-runtime",
         "controller-runtime",
         "raw",
-        "kubeforge/best"
+        "kubeforge/best",
+        "kubeforge-watcher"
     );
     let mut rows = Vec::new();
     for ((scenario, metric, unit), by_driver) in results {
@@ -692,7 +706,7 @@ fn report(results: &Results, out: Option<&PathBuf>) {
                 .map_or("-".to_owned(), |x| format!("{x:.3}"))
         };
         println!(
-            "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16}",
+            "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17}",
             scenario,
             metric,
             unit,
@@ -700,12 +714,14 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             cell(m(columns[1])),
             cell(m(columns[2])),
             cell(m(columns[3])),
-            cell(ratio)
+            cell(ratio),
+            cell(m(columns[4]))
         );
         rows.push(json!({
             "scenario": scenario, "metric": metric, "unit": unit,
             "kubeforge": m("kubeforge"), "kube_runtime": m("kube-runtime"),
             "controller_runtime": m("controller-runtime"), "raw": m("raw"),
+            "kubeforge_watcher": m("kubeforge-watcher"),
         }));
     }
     if let Some(path) = out {

@@ -8,6 +8,7 @@ use kube::api::Patch;
 use kubeforge::controller::{Action, Context};
 use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
+use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
 /// The Bench controller. The reconciler never reads the ConfigMaps it applies, so it watches
@@ -59,6 +60,43 @@ async fn reconcile(bench: Arc<Bench>, ctx: &Context<Bench>) -> Result<Action, ku
     Ok(Action::Done)
 }
 
+/// The same work as a watcher: every event of a Bench (not just the latest state of a key)
+/// applies its ConfigMap and records the value in the status.
+struct BenchWatcher;
+
+impl BenchWatcher {
+    async fn handle(bench: &Bench, ctx: &WatchContext) -> Result<(), kube::Error> {
+        let ns = bench.metadata.namespace.as_deref().unwrap_or_default();
+        let configmaps = kube::Api::namespaced(ctx.client(), ns);
+        kubeforge::client::apply_owned(&configmaps, bench, MANAGER, configmap(bench)).await?;
+        let value = bench.spec.value;
+        if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
+            let benches: kube::Api<Bench> = kube::Api::namespaced(ctx.client(), ns);
+            let name = bench.metadata.name.as_deref().unwrap_or_default();
+            let status = serde_json::json!({ "status": { "observedValue": value } });
+            benches
+                .patch_status(name, &Default::default(), &Patch::Merge(status))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Watcher<Bench> for BenchWatcher {
+    type Error = kube::Error;
+    async fn add(&self, bench: Arc<Bench>, ctx: &WatchContext) -> Result<(), kube::Error> {
+        Self::handle(&bench, ctx).await
+    }
+    async fn update(
+        &self,
+        _old: Arc<Bench>,
+        bench: Arc<Bench>,
+        ctx: &WatchContext,
+    ) -> Result<(), kube::Error> {
+        Self::handle(&bench, ctx).await
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = DriverArgs::parse();
@@ -74,7 +112,11 @@ async fn main() {
         .namespace(Some(args.namespace.clone()))
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
     let workers = args.concurrency;
-    let manager = if args.owned_metadata_only {
+    let manager = if args.watcher {
+        let api = kube::Api::<Bench>::namespaced(manager.cache().client(), &args.namespace);
+        let watcher = WatcherController::new("bench", manager.wiring(), api).workers(workers);
+        manager.add_watcher(watcher, BenchWatcher)
+    } else if args.owned_metadata_only {
         manager.controller_customized(BenchControllerOwnedMetadata, move |wired| {
             wired.configure(|config| config.concurrency(workers))
         })
