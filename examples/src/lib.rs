@@ -1,5 +1,6 @@
 //! Example kinds built with kubeforge. `cargo run --bin crdgen` prints their CRDs.
 
+pub mod config_audit;
 pub mod secret_mirror;
 pub mod webapp;
 pub mod webapp_operator;

@@ -9,6 +9,7 @@ mod support;
 
 mod cli;
 mod client;
+mod config_audit;
 mod controller;
 mod controlplane;
 mod crd;
