@@ -74,6 +74,7 @@ impl kf::watcher::WatcherSpec for Audit {
             )
             .workers(16)
             .event_timeout(::core::time::Duration::from_millis(90000))
+            .opinionated("apps.example.com/audit")
             .retry(
                 kf::retry::ExponentialRetry::new(
                     ::core::time::Duration::from_millis(1000),
@@ -84,7 +85,7 @@ impl kf::watcher::WatcherSpec for Audit {
             .dequeue(kf::retry::DequeueSameAction)
     }
     fn rbac() -> kf::rbac::Rules {
-        kf::rbac::Rules::new().primary::<Self::Kind>(false).events().leases()
+        kf::rbac::Rules::new().primary::<Self::Kind>(true).events().leases()
     }
 }
 kf::__private::inventory::submit! {

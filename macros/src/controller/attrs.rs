@@ -132,6 +132,8 @@ pub struct ControllerArgs {
     pub workers: Option<WatcherKey>,
     /// `event_timeout = "5s"` (watcher mode).
     pub event_timeout: Option<WatcherKey>,
+    /// `opinionated = "example.com/watch"` (watcher mode): the opinionated watcher's finalizer.
+    pub opinionated: Option<LitStr>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
     /// `predicates`), each at its first occurrence, for the watcher mode's errors.
     pub reconciler_keys: Vec<Keyed<&'static str>>,
@@ -186,6 +188,10 @@ const CONTROLLER: Table<ControllerArgs> = Table {
             }),
         ),
         Key::new(
+            "opinionated",
+            Value::Str(|a, lit| a.opinionated = Some(lit)),
+        ),
+        Key::new(
             "crate",
             Value::CratePath(|a, path| a.crate_path = Some(path)),
         ),
@@ -222,6 +228,14 @@ impl ControllerArgs {
             && name.value().is_empty()
         {
             errors.at(name.span(), "the controller name must not be empty");
+        }
+        if let Some(finalizer) = &args.opinionated
+            && !valid_finalizer(&finalizer.value())
+        {
+            errors.at(
+                finalizer.span(),
+                "the opinionated watcher's finalizer must be a qualified name like `example.com/watch` (a DNS subdomain, `/`, a name)",
+            );
         }
         if let Some(workers) = &args.workers
             && workers.value.value == 0

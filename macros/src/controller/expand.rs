@@ -617,6 +617,8 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
         let timeout = millis(ms);
         quote!(.event_timeout(#timeout))
     });
+    let opinionated = model.opinionated.as_ref().map(|f| quote!(.opinionated(#f)));
+    let holds = model.opinionated.is_some();
     // In `watcher()`, where `Self` in a `retry` expression is the watcher.
     let retry = model.retry.as_ref().map(|retry| retry_call(kf, retry));
     let dequeue = dequeue_call(kf, model.dequeue);
@@ -634,13 +636,14 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
                 )
                 #workers
                 #event_timeout
+                #opinionated
                 #retry
                 #dequeue
             }
 
             fn rbac() -> #kf::rbac::Rules {
                 #kf::rbac::Rules::new()
-                    .primary::<Self::Kind>(false)
+                    .primary::<Self::Kind>(#holds)
                     .events()
                     .leases()
             }

@@ -27,6 +27,8 @@ pub struct WatcherModel {
     pub retry: Option<RetryArg>,
     /// `dequeue = ..`; `None` keeps the runtime's default (`DequeueAll`).
     pub dequeue: Option<DequeueArg>,
+    /// `opinionated = ".."`: the opinionated watcher's finalizer.
+    pub opinionated: Option<LitStr>,
     /// The error type all the handlers return.
     pub error_ty: Type,
     pub add: ImplItemFn,
@@ -66,7 +68,7 @@ pub fn check_mode_keys(args: &ControllerArgs, errors: &mut Errors) {
             let why = match key.value {
                 "concurrency" => "a watcher's is `workers = N`",
                 "finalizer" => {
-                    "a watcher does not hold deleted objects: its `delete` runs once the object is gone"
+                    "a watcher's `delete` runs once the object is gone; `opinionated = \"domain/name\"` holds every object with that finalizer until `delete` ran"
                 }
                 "predicates" => {
                     "a watcher gets every event (`update` gets the old and the new object to compare)"
@@ -90,6 +92,12 @@ pub fn check_mode_keys(args: &ControllerArgs, errors: &mut Errors) {
         errors.at(
             timeout.key,
             "`event_timeout` is a watcher's key: add `watcher` to #[controller(...)] for event handlers",
+        );
+    }
+    if let Some(finalizer) = &args.opinionated {
+        errors.at(
+            finalizer.span(),
+            "`opinionated` is a watcher's key: add `watcher` to #[controller(...)] for event handlers (a reconciler holds deleted objects with `finalizer = \"..\"`)",
         );
     }
 }
@@ -131,6 +139,7 @@ pub fn check(
         event_timeout_ms: args.event_timeout.map(|t| t.value.value),
         retry: retry.flatten(),
         dequeue: args.dequeue,
+        opinionated: args.opinionated,
         error_ty: error_ty?,
         add,
         update,
@@ -269,7 +278,7 @@ mod tests {
                 "`owns` is a reconciler's key: a watcher handles the events of its `for` kind only",
                 "`watches` is a reconciler's key: a watcher handles the events of its `for` kind only",
                 "`concurrency` is a reconciler's key: a watcher's is `workers = N`",
-                "`finalizer` is a reconciler's key: a watcher does not hold deleted objects: its `delete` runs once the object is gone",
+                "`finalizer` is a reconciler's key: a watcher's `delete` runs once the object is gone; `opinionated = \"domain/name\"` holds every object with that finalizer until `delete` ran",
                 "`predicates` is a reconciler's key: a watcher gets every event (`update` gets the old and the new object to compare)",
             ]
         );
@@ -284,6 +293,30 @@ mod tests {
                 "`workers` is a watcher's key: add `watcher` to #[controller(...)] for event handlers, or write `concurrency = N` for a reconciler",
                 "`event_timeout` is a watcher's key: add `watcher` to #[controller(...)] for event handlers",
             ]
+        );
+    }
+
+    #[test]
+    fn opinionated_should_take_a_qualified_finalizer_in_watcher_mode_only() {
+        let add = quote!(impl W { async fn add(&self, a: Arc<K>, c: &WatchContext) -> Result<(), E> { Ok(()) } });
+        let (model, errors) = check_of(
+            quote!(for = K, watcher, opinionated = "apps.example.com/watch"),
+            add.clone(),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let finalizer = model.and_then(|m| m.opinionated).map(|f| f.value());
+        assert_eq!(finalizer.as_deref(), Some("apps.example.com/watch"));
+        assert_eq!(
+            errors_of(quote!(for = K, watcher, opinionated = "watch"), add),
+            [
+                "the opinionated watcher's finalizer must be a qualified name like `example.com/watch` (a DNS subdomain, `/`, a name)"
+            ]
+        );
+        let reconcile = quote!(impl C { async fn reconcile(&self, a: Arc<K>, c: &Context<K>) -> Result<Action, E> { Ok(Action::Done) } });
+        let errors = errors_of(quote!(for = K, opinionated = "a.example.com/w"), reconcile);
+        assert!(
+            errors[0].starts_with("`opinionated` is a watcher's key"),
+            "{errors:?}"
         );
     }
 
@@ -381,6 +414,7 @@ mod tests {
     fn controller_should_expand_a_watcher_like_the_snapshot() {
         let out = controller(
             quote!(for = WebApp, watcher, workers = 16, event_timeout = "1m30s",
+                opinionated = "apps.example.com/audit",
                 retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = same_action,
                 name = "audit", crate = "kf"),
             quote!(impl Audit {

@@ -16,7 +16,7 @@ impl std::error::Error for Error {}
 /// Every handler and every key of the watcher mode.
 pub struct Audit;
 
-#[kubeforge::controller(for = ConfigMap, watcher, workers = 16, event_timeout = "1m30s",
+#[kubeforge::controller(for = ConfigMap, watcher, workers = 16, event_timeout = "1m30s", opinionated = "ui.kubeforge.dev/watch",
     retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = generation_changed, name = "audit")]
 impl Audit {
     async fn add(&self, _cm: Arc<ConfigMap>, _ctx: &WatchContext) -> Result<(), Error> {
@@ -67,14 +67,19 @@ fn main() {
     let _ = wire;
     assert_eq!(<Audit as WatcherSpec>::NAME, "audit");
     assert_eq!(<Counter as WatcherSpec>::NAME, "secret");
-    let rules = <Audit as WatcherSpec>::rbac().policy_rules();
-    let has = |resource: &str| {
-        rules.iter().any(|r| {
+    let has = |rules: &kubeforge::rbac::Rules, resource: &str| {
+        rules.policy_rules().iter().any(|r| {
             r.resources
                 .as_ref()
                 .is_some_and(|rs| rs.iter().any(|x| x == resource))
         })
     };
-    assert!(has("configmaps") && has("events") && has("leases"));
-    assert!(!has("configmaps/finalizers"));
+    let audit = <Audit as WatcherSpec>::rbac();
+    assert!(has(&audit, "configmaps") && has(&audit, "events") && has(&audit, "leases"));
+    // The opinionated watcher puts its finalizer on every object.
+    assert!(has(&audit, "configmaps/finalizers"));
+    assert!(!has(
+        &<Counter as WatcherSpec>::rbac(),
+        "secrets/finalizers"
+    ));
 }
