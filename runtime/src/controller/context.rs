@@ -18,8 +18,9 @@ pub struct Context<K> {
     pub(super) wiring: Arc<Wiring>,
     pub(super) key: ObjectKey,
     pub(super) retries: u32,
-    /// What this key's reconciles carry across retries.
-    pub(super) state: super::retries::State,
+    /// The controller's retries, which hold what this key's reconciles carry across retries
+    /// (looked up only when a reconcile asks).
+    pub(super) keys: Arc<super::retries::Retries>,
     pub(super) controller: Arc<str>,
     /// The object being reconciled: its UID guards status writes.
     pub(super) object: Arc<K>,
@@ -86,7 +87,8 @@ impl<K> Context<K> {
     /// # }
     /// ```
     pub fn state<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.keys.existing_state(&self.key)?;
+        let state = state.lock().unwrap_or_else(|e| e.into_inner());
         state
             .get(&std::any::TypeId::of::<T>())
             .and_then(|value| value.downcast_ref::<T>())
@@ -96,7 +98,8 @@ impl<K> Context<K> {
     /// Stores `value` for the next attempts of this key (see [`Context::state`]); one value per
     /// type.
     pub fn set_state<T: Send + Sync + 'static>(&self, value: T) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.keys.state(&self.key);
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
         state.insert(std::any::TypeId::of::<T>(), Box::new(value));
     }
 

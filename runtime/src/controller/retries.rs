@@ -106,7 +106,12 @@ impl Retries {
         self.keys().get(key).map_or(0, |k| k.attempts)
     }
 
-    /// The state `key`'s reconciles carry across retries.
+    /// The state `key`'s reconciles carry across retries, if any was stored.
+    pub(super) fn existing_state(&self, key: &ObjectKey) -> Option<State> {
+        self.keys().get(key).map(|k| Arc::clone(&k.state))
+    }
+
+    /// The state `key`'s reconciles carry across retries (created on first use).
     pub(super) fn state(&self, key: &ObjectKey) -> State {
         Arc::clone(&self.keys().entry(key.clone()).or_default().state)
     }

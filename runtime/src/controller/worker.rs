@@ -86,7 +86,7 @@ where
             wiring: Arc::clone(&self.wiring),
             key: key.clone(),
             retries: self.retries.attempts(key),
-            state: self.retries.state(key),
+            keys: Arc::clone(&self.retries),
             controller: self.name.clone(),
             object: Arc::clone(&obj),
         };
