@@ -314,14 +314,20 @@ impl Watcher<Widget> for Calls {
 
 const FINALIZER: &str = "watcher-test.kubeforge.dev/watch";
 
-fn start_opinionated(ns: &TestNamespace, calls: &Calls) -> CancellationToken {
+fn start_opinionated(
+    ns: &TestNamespace,
+    calls: &Calls,
+) -> (
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), kubeforge::controller::ControllerError>>,
+) {
     let wiring = Wiring::new(ns.client());
     let watcher = WatcherController::new("opinionated", &wiring, ns.api::<Widget>())
         .opinionated(FINALIZER)
         .dequeue(kubeforge::retry::DequeueOnGeneration);
     let shutdown = CancellationToken::new();
-    tokio::spawn(watcher.run(calls.clone(), shutdown.clone()));
-    shutdown
+    let running = tokio::spawn(watcher.run(calls.clone(), shutdown.clone()));
+    (shutdown, running)
 }
 
 /// The opinionated watcher: a finalizer on every object, `sync` for objects that existed at
@@ -341,7 +347,7 @@ async fn opinionated_watcher_should_deliver_a_delete_that_happened_while_it_was_
             .unwrap();
     }
     let first = Calls::default();
-    let shutdown = start_opinionated(&ns, &first);
+    let (shutdown, running) = start_opinionated(&ns, &first);
     eventually(
         "both added, with the finalizer",
         Duration::from_secs(30),
@@ -382,8 +388,9 @@ async fn opinionated_watcher_should_deliver_a_delete_that_happened_while_it_was_
         async || (first.count("update", "kept") == 1).then_some(()),
     )
     .await;
+    // Stopped for sure (its dispatcher drained) before anything changes.
     shutdown.cancel();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.await.unwrap().unwrap();
 
     // While the operator is down: one object deleted (held by the finalizer), one created.
     widgets.delete("doomed", &Default::default()).await.unwrap();
@@ -393,7 +400,7 @@ async fn opinionated_watcher_should_deliver_a_delete_that_happened_while_it_was_
         .unwrap();
 
     let second = Calls::default();
-    let shutdown = start_opinionated(&ns, &second);
+    let (shutdown, _running) = start_opinionated(&ns, &second);
     eventually(
         "the deleted widget released and gone",
         Duration::from_secs(30),

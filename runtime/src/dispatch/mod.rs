@@ -1,9 +1,11 @@
 //! Concurrent event dispatch with per-object ordering (app-sdk's `ConcurrentInformer`).
 //!
 //! A [`Dispatcher`] takes an informer subscription and hands each [`Event`] to an
-//! [`EventHandler`] on one of several workers. The worker is chosen by a hash of the object's key,
-//! so all events of one object go to the same worker and are handled in the order they happened,
-//! while events of different objects are handled in parallel. Each worker has a bounded buffer;
+//! [`EventHandler`] on one of several workers. An object with events in flight is pinned to one
+//! worker, so all its events are handled there in the order they happened, while events of
+//! different objects are handled in parallel; an object without events in flight goes to the
+//! worker with the fewest events in flight (a burst such as an initial list spreads evenly,
+//! where a hash of the key would give some workers half again as many as others). Each worker has a bounded buffer;
 //! when it is full the dispatcher waits, and so does the informer behind it (backpressure).
 //!
 //! Failed events can be retried through a [`RetryProcessor`]: the failed event is retried by its
@@ -37,10 +39,9 @@
 //! # }
 //! ```
 
-use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::future::Future;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use kube::Resource;
 use tokio::sync::mpsc;
@@ -95,14 +96,17 @@ impl Dispatcher {
     {
         let mut senders = Vec::with_capacity(self.workers);
         let mut workers = Vec::with_capacity(self.workers);
+        let pins = Arc::new(Mutex::new(Pins::new(self.workers)));
         for _ in 0..self.workers {
             let (tx, mut rx) = mpsc::channel::<Event<K>>(self.buffer);
             senders.push(tx);
             let handler = Arc::clone(&handler);
             let retry = self.retry.clone();
+            let pins = Arc::clone(&pins);
             workers.push(tokio::spawn(async move {
                 while let Some(event) = rx.recv().await {
-                    let key = ObjectKey::of(event.object().as_ref()).to_string();
+                    let object = ObjectKey::of(event.object().as_ref());
+                    let key = object.to_string();
                     let new_event = NewEvent::of(&event);
                     let action = new_event.action;
                     if let Some(retry) = &retry {
@@ -123,6 +127,7 @@ impl Dispatcher {
                             None => tracing::warn!(%key, %error, "event handler failed"),
                         }
                     }
+                    lock(&pins).handled(&object);
                 }
             }));
         }
@@ -132,9 +137,7 @@ impl Dispatcher {
                 event = events.recv() => event,
             };
             let Some(event) = event else { break };
-            let mut hasher = DefaultHasher::new();
-            ObjectKey::of(event.object().as_ref()).hash(&mut hasher);
-            let index = usize::try_from(hasher.finish() % senders.len() as u64).unwrap_or(0);
+            let index = lock(&pins).assign(ObjectKey::of(event.object().as_ref()));
             if senders[index].send(event).await.is_err() {
                 break;
             }
@@ -144,6 +147,54 @@ impl Dispatcher {
             let _ = w.await;
         }
     }
+}
+
+/// Which worker each object is pinned to while it has events in flight. An object without
+/// events in flight goes to the worker with the fewest events in flight, so a burst (an initial
+/// list) spreads evenly; an object's later events go to its pinned worker, in order. The pin is
+/// dropped once the worker has handled every event of the object, so the map holds the objects
+/// in flight, not every object seen.
+struct Pins {
+    pinned: HashMap<ObjectKey, (usize, usize)>,
+    in_flight: Vec<usize>,
+}
+
+impl Pins {
+    fn new(workers: usize) -> Self {
+        Self {
+            pinned: HashMap::new(),
+            in_flight: vec![0; workers],
+        }
+    }
+
+    /// The worker for the next event of `key`.
+    fn assign(&mut self, key: ObjectKey) -> usize {
+        let least_busy = self
+            .in_flight
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| **n)
+            .map_or(0, |(i, _)| i);
+        let (worker, events) = self.pinned.entry(key).or_insert((least_busy, 0));
+        *events += 1;
+        self.in_flight[*worker] += 1;
+        *worker
+    }
+
+    /// A worker finished an event of `key`.
+    fn handled(&mut self, key: &ObjectKey) {
+        if let Some((worker, events)) = self.pinned.get_mut(key) {
+            *events -= 1;
+            self.in_flight[*worker] = self.in_flight[*worker].saturating_sub(1);
+            if *events == 0 {
+                self.pinned.remove(key);
+            }
+        }
+    }
+}
+
+fn lock(pins: &Mutex<Pins>) -> std::sync::MutexGuard<'_, Pins> {
+    pins.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -272,5 +323,19 @@ mod tests {
         assert_eq!(seen["flaky"], [1], "handled once the retry succeeded");
         assert_eq!(seen["steady"], [1]);
         token.cancel();
+    }
+
+    #[test]
+    fn pins_should_spread_new_objects_and_keep_an_object_on_its_worker_while_in_flight() {
+        let mut pins = Pins::new(4);
+        let key = |i: usize| ObjectKey::namespaced("ns", format!("o{i}"));
+        let workers: Vec<usize> = (0..8).map(|i| pins.assign(key(i))).collect();
+        assert_eq!(workers, [0, 1, 2, 3, 0, 1, 2, 3], "spread evenly");
+        assert_eq!(pins.assign(key(1)), 1, "pinned while in flight");
+        pins.handled(&key(1));
+        pins.handled(&key(1));
+        pins.handled(&key(5));
+        assert!(!pins.pinned.contains_key(&key(1)), "unpinned when done");
+        assert_eq!(pins.assign(key(1)), 1, "the least busy worker again");
     }
 }
