@@ -46,13 +46,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
 use crate::cache::Cache;
+use crate::controller::finalizer::{Finalized, Stage};
 use crate::controller::{ControllerError, ControllerMetrics, Kind, ReconcileResult, Wiring};
 use crate::dispatch::{Dispatcher, EventHandler};
 use crate::informer::{Event, InformerConfig};
 use crate::queue::NoMetrics;
-use crate::retry::{
-    DequeueAll, DequeuePolicy, ExponentialRetry, RetryPolicy, RetryProcessor, RetryProcessorConfig,
-};
+use crate::retry::{DequeueAll, DequeuePolicy, RetryPolicy, RetryProcessor, RetryProcessorConfig};
 
 /// Handlers of the events of kind `K`; every one but [`Watcher::add`] does nothing by default.
 pub trait Watcher<K>: Send + Sync + 'static {
@@ -176,12 +175,8 @@ impl<K: Kind> WatcherController<K> {
             workers: 4,
             buffer: 64,
             event_timeout: None,
-            sync_timeout: Some(Duration::from_secs(120)),
-            retry: Arc::new(ExponentialRetry::new(
-                Duration::from_millis(5),
-                Duration::from_secs(1000),
-                u32::MAX,
-            )),
+            sync_timeout: Some(crate::controller::SYNC_TIMEOUT),
+            retry: Arc::new(crate::controller::default_retry()),
             dequeue: Arc::new(DequeueAll),
             metrics: wiring
                 .metrics()
@@ -287,7 +282,7 @@ impl<K: Kind> WatcherController<K> {
             timeout: self.event_timeout,
             metrics: self.metrics,
             finalizer: self.finalizer,
-            delivered: std::sync::Mutex::default(),
+            finalized: std::sync::Mutex::default(),
         };
         Dispatcher::new(self.workers, self.buffer)
             .retry(processor)
@@ -317,13 +312,12 @@ struct Handler<W> {
     metrics: Arc<dyn ControllerMetrics>,
     /// The opinionated mode's finalizer.
     finalizer: Option<Arc<str>>,
-    /// UIDs whose `delete` was delivered (opinionated mode), so a late event of the same object
-    /// (the watch's DELETED event still carries the finalizer) does not deliver it again.
-    delivered: std::sync::Mutex<std::collections::HashMap<String, Instant>>,
+    /// Deletes per UID (opinionated mode), as the controller's finalizer stages them: delivered
+    /// once (a late event of the object, such as the watch's DELETED event that still carries
+    /// the finalizer, does not deliver it again); after a failed finalizer removal only the
+    /// removal is retried.
+    finalized: std::sync::Mutex<Finalized>,
 }
-
-/// How long a delivered delete is remembered.
-const DELIVERED_FOR: Duration = Duration::from_secs(600);
 
 impl<K: Kind, W: Watcher<K>> EventHandler<K> for Handler<W> {
     async fn handle(&self, event: Event<K>) -> Result<(), BoxError> {
@@ -426,35 +420,33 @@ impl<W> Handler<W> {
         handled.map_err(BoxError::from)
     }
 
-    /// `delete` (once per object UID), then the finalizer comes off (retried as a whole if
-    /// either fails).
+    /// `delete` (once per object UID), then the finalizer comes off; a failure of either is
+    /// retried, the removal alone once `delete` succeeded.
     async fn deleted<K: Kind>(&self, obj: Arc<K>, finalizer: &str) -> Result<(), BoxError>
     where
         W: Watcher<K>,
     {
         let uid = obj.meta().uid.clone().unwrap_or_default();
-        let already = self.delivered().contains_key(&uid);
-        if already {
+        let stage = self.finalized().stage(&uid);
+        if stage == Stage::Released {
             return Ok(());
         }
-        let api = self.api_for(obj.as_ref());
-        self.watcher
-            .delete(Arc::clone(&obj), &self.ctx)
-            .await
-            .map_err(BoxError::from)?;
-        {
-            let now = Instant::now();
-            let mut delivered = self.delivered();
-            delivered.retain(|_, at| now.duration_since(*at) < DELIVERED_FOR);
-            delivered.insert(uid, now);
+        if stage == Stage::Pending {
+            self.watcher
+                .delete(Arc::clone(&obj), &self.ctx)
+                .await
+                .map_err(BoxError::from)?;
+            self.finalized().cleaned(&uid);
         }
+        let api = self.api_for(obj.as_ref());
         crate::controller::finalizer::remove(&api, &self.ctx.wiring, obj.as_ref(), finalizer)
             .await?;
+        self.finalized().released(&uid, std::time::Instant::now());
         Ok(())
     }
 
-    fn delivered(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Instant>> {
-        self.delivered.lock().unwrap_or_else(|e| e.into_inner())
+    fn finalized(&self) -> std::sync::MutexGuard<'_, Finalized> {
+        self.finalized.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn api_for<K: Kind>(&self, obj: &K) -> Api<K> {
@@ -464,11 +456,7 @@ impl<W> Handler<W> {
 
 fn flatten(caught: std::thread::Result<Result<(), BoxError>>) -> Result<(), BoxError> {
     caught.unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "non-string panic payload".to_owned());
+        let message = crate::controller::panic_message(&panic);
         Err(BoxError::from(format!("the handler panicked: {message}")))
     })
 }

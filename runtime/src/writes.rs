@@ -67,11 +67,8 @@ impl WriteTracker {
         // response is either visible in a store now or reported after the record — never lost,
         // and never left behind as a stale entry.
         self.wrote(kind, key.clone(), rv.clone());
-        let cached = cache.cached_versions(kind, &key);
-        let seen = cached
-            .as_ref()
-            .is_some_and(|versions| versions.iter().any(|cached| same_or_newer(cached, rv)));
-        if seen || cached.is_none() {
+        let seen = cache.caches_version(kind, &key, |cached| same_or_newer(cached, rv));
+        if seen != Some(false) {
             // Already delivered, or no informer of this kind will ever deliver it: settle the
             // record as the informer would have (waking anyone waiting for this key).
             self.observed(kind, &key, Some(rv));

@@ -110,6 +110,16 @@ fn attempts(running: &Running) -> Vec<Attempt> {
     running.attempts.lock().unwrap().clone()
 }
 
+/// Waits for the first reconcile of the test's widget.
+async fn first_attempt(running: &Running) {
+    eventually(
+        "the first (failing) reconcile",
+        Duration::from_secs(30),
+        async || (!attempts(running).is_empty()).then_some(()),
+    )
+    .await;
+}
+
 async fn patch_spec(ns: &TestNamespace, name: &str, value: i64) {
     ns.api::<Widget>()
         .patch(
@@ -217,12 +227,7 @@ async fn generation_changes_should_cut_a_pending_retry_short_and_status_updates_
         .create(&PostParams::default(), &widget("slow", 1))
         .await
         .unwrap();
-    eventually(
-        "the first (failing) reconcile",
-        Duration::from_secs(30),
-        async || (!attempts(&running).is_empty()).then_some(()),
-    )
-    .await;
+    first_attempt(&running).await;
 
     // A status-only update: with the opinionated policy it waits for the pending retry.
     patch_status(&ns, "slow", 7).await;
@@ -283,12 +288,7 @@ async fn by_default_any_event_should_reconcile_a_key_with_a_pending_retry_at_onc
         .create(&PostParams::default(), &widget("eager", 1))
         .await
         .unwrap();
-    eventually(
-        "the first (failing) reconcile",
-        Duration::from_secs(30),
-        async || (!attempts(&running).is_empty()).then_some(()),
-    )
-    .await;
+    first_attempt(&running).await;
     patch_status(&ns, "eager", 7).await;
     eventually(
         "the status update's reconcile (the retry dropped)",

@@ -170,13 +170,14 @@ impl Cache {
         }
     }
 
-    /// The resourceVersions the informers of kind `kind` (found by its `TypeId`) cache for `key`;
-    /// `None` if no informer of that kind exists.
-    pub(crate) fn cached_versions(
+    /// Whether an informer of kind `kind` (found by its `TypeId`) caches `key` at a version
+    /// `seen` accepts; `None` if no informer of that kind exists.
+    pub(crate) fn caches_version(
         &self,
         kind: TypeId,
         key: &crate::ObjectKey,
-    ) -> Option<Vec<String>> {
+        seen: impl Fn(&str) -> bool,
+    ) -> Option<bool> {
         let inner = self.lock();
         let mut informers = inner
             .entries
@@ -184,11 +185,12 @@ impl Cache {
             .filter(|(k, _)| k.kind == kind)
             .peekable();
         informers.peek()?;
-        Some(
-            informers
-                .filter_map(|(_, entry)| entry.informer.cached_version(key))
-                .collect(),
-        )
+        Some(informers.any(|(_, entry)| {
+            entry
+                .informer
+                .cached_version(key)
+                .is_some_and(|cached| seen(&cached))
+        }))
     }
 
     /// The client the cache's informers use.

@@ -45,7 +45,7 @@ impl Default for ControllerConfig {
             concurrency: 4,
             reconcile_timeout: None,
             shutdown_grace: Duration::from_secs(30),
-            sync_timeout: Some(Duration::from_secs(120)),
+            sync_timeout: Some(SYNC_TIMEOUT),
             finalizer: None,
             read_your_writes: Some(Duration::from_secs(2)),
             retry: Arc::new(default_retry()),
@@ -182,9 +182,12 @@ impl ControllerConfig {
     }
 }
 
+/// How long start-up waits for the informers by default (controller-runtime's `CacheSyncTimeout`).
+pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// client-go's per-key controller backoff as a retry policy: 5 ms doubling up to 1000 s, never
 /// giving up.
-pub(super) fn default_retry() -> ExponentialRetry {
+pub(crate) fn default_retry() -> ExponentialRetry {
     ExponentialRetry::new(
         Duration::from_millis(5),
         Duration::from_secs(1000),

@@ -67,7 +67,7 @@ pub(super) const REMEMBER: Duration = Duration::from_secs(600);
 
 /// What the worker knows about the cleanups of objects being deleted.
 #[derive(Debug, Default)]
-pub(super) struct Finalized {
+pub(crate) struct Finalized {
     /// Cleanup succeeded, the finalizer is not removed yet: only the removal is retried.
     cleaned: HashSet<String>,
     /// The finalizer was removed (the object is gone or going): nothing is left to do.
@@ -78,7 +78,7 @@ pub(super) struct Finalized {
 
 /// The state of the cleanup of one UID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Stage {
+pub(crate) enum Stage {
     /// Cleanup has not succeeded yet.
     Pending,
     /// Cleanup succeeded; the finalizer still has to come off.
@@ -88,7 +88,7 @@ pub(super) enum Stage {
 }
 
 impl Finalized {
-    pub(super) fn stage(&self, uid: &str) -> Stage {
+    pub(crate) fn stage(&self, uid: &str) -> Stage {
         if self.released.contains_key(uid) {
             Stage::Released
         } else if self.cleaned.contains(uid) {
@@ -98,11 +98,11 @@ impl Finalized {
         }
     }
 
-    pub(super) fn cleaned(&mut self, uid: &str) {
+    pub(crate) fn cleaned(&mut self, uid: &str) {
         self.cleaned.insert(uid.to_owned());
     }
 
-    pub(super) fn released(&mut self, uid: &str, now: Instant) {
+    pub(crate) fn released(&mut self, uid: &str, now: Instant) {
         self.cleaned.remove(uid);
         while let Some((at, _)) = self.order.front() {
             if now.duration_since(*at) < REMEMBER {

@@ -89,6 +89,7 @@ pub use action::{Action, ErrorPolicy};
 pub(crate) use builder::synced;
 pub use builder::{Controller, ControllerError, Idle};
 pub use config::ControllerConfig;
+pub(crate) use config::{SYNC_TIMEOUT, default_retry};
 pub use context::Context;
 pub use finalizer::FinalizerError;
 pub use metrics::{ControllerMetrics, ReconcileResult};
@@ -99,6 +100,7 @@ pub use reconciler::{ControllerSpec, Reconciler};
 pub use retries::RequeueRequested;
 pub use sources::{Owns, Watches};
 pub use wiring::Wiring;
+pub(crate) use worker::panic_message;
 
 /// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
 /// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,

@@ -76,7 +76,8 @@ impl Retries {
         // The processor's own policy never runs: its requests only put keys back into the queue
         // and always succeed; the controller applies the policy to the reconcile's outcome.
         let never = |_: &RetryError, _| None;
-        let processor = RetryProcessor::new(RetryProcessorConfig::default(), never)
+        // One shard: a due request only puts its key back into the queue.
+        let processor = RetryProcessor::new(RetryProcessorConfig::default().workers(1), never)
             .metrics(Arc::clone(&config.metrics));
         Self {
             processor,

@@ -114,54 +114,50 @@ impl Debug for Manager {
     }
 }
 
-/// A controller with its reconciler, runnable once.
-struct ControllerRunnable<K: Resource, R> {
-    parts: Mutex<Option<(Controller<K>, R)>>,
-}
+/// Work that runs once (a controller or a watcher with its handlers): a second run fails.
+struct RunOnce(Mutex<Option<RunFn>>);
 
-impl<K, R> Runnable for ControllerRunnable<K, R>
-where
-    K: Kind,
-    R: Reconciler<K>,
-{
+type RunFn = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+
+impl Runnable for RunOnce {
     fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take();
-        async move {
-            match parts {
-                Some((controller, reconciler)) => controller
-                    .run(reconciler, shutdown)
-                    .await
-                    .map_err(BoxError::from),
-                None => Err("a controller can only be run once".into()),
-            }
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(run) => run(shutdown),
+            None => async { Err("a controller or watcher can only be run once".into()) }.boxed(),
         }
-        .boxed()
     }
 }
 
-/// A watcher with its handlers, runnable once.
-struct WatcherRunnable<K: Resource, W> {
-    parts: Mutex<Option<(WatcherController<K>, W)>>,
-}
-
-impl<K, W> Runnable for WatcherRunnable<K, W>
-where
-    K: Kind,
-    W: Watcher<K>,
-{
-    fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner()).take();
+/// `controller` reconciling with `reconciler`, runnable once.
+fn controller_runnable<K: Kind, R: Reconciler<K>>(
+    controller: Controller<K>,
+    reconciler: R,
+) -> Arc<dyn Runnable> {
+    Arc::new(RunOnce(Mutex::new(Some(Box::new(move |shutdown| {
         async move {
-            match parts {
-                Some((watcher, handlers)) => watcher
-                    .run(handlers, shutdown)
-                    .await
-                    .map_err(BoxError::from),
-                None => Err("a watcher can only be run once".into()),
-            }
+            controller
+                .run(reconciler, shutdown)
+                .await
+                .map_err(BoxError::from)
         }
         .boxed()
-    }
+    })))))
+}
+
+/// `watcher` handling with `handlers`, runnable once.
+fn watcher_runnable<K: Kind, W: Watcher<K>>(
+    watcher: WatcherController<K>,
+    handlers: W,
+) -> Arc<dyn Runnable> {
+    Arc::new(RunOnce(Mutex::new(Some(Box::new(move |shutdown| {
+        async move {
+            watcher
+                .run(handlers, shutdown)
+                .await
+                .map_err(BoxError::from)
+        }
+        .boxed()
+    })))))
 }
 
 impl Manager {
@@ -187,6 +183,15 @@ impl Manager {
             listening: None,
             dynamic: None,
         }
+    }
+
+    /// Builds a runnable from the manager's final wiring when the manager runs.
+    fn wire_later(
+        &mut self,
+        wire: impl FnOnce(&Wiring, &Arc<dyn ControllerMetrics>) -> Arc<dyn Runnable> + Send + 'static,
+    ) {
+        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
+        unwired.push(Box::new(wire));
     }
 
     /// Restrict the controllers added with [`Manager::controller`] to one namespace.
@@ -228,13 +233,10 @@ impl Manager {
         controller: C,
         customize: impl FnOnce(Controller<C::Kind>) -> Controller<C::Kind> + Send + 'static,
     ) -> Self {
-        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
-        unwired.push(Box::new(move |wiring, metrics| {
+        self.wire_later(move |wiring, metrics| {
             let wired = customize(C::controller(wiring)).default_metrics(metrics);
-            Arc::new(ControllerRunnable {
-                parts: Mutex::new(Some((wired, controller))),
-            })
-        }));
+            controller_runnable(wired, controller)
+        });
         self
     }
 
@@ -271,14 +273,11 @@ impl Manager {
             .get_or_insert_with(crate::runner::DynamicMultiRunner::new)
             .clone();
         let reconciler = Arc::new(controller);
-        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
-        unwired.push(Box::new(move |wiring, metrics| {
+        self.wire_later(move |wiring, metrics| {
             let metrics = Arc::clone(metrics);
             let start: crd::Start = Arc::new(move |wiring: &Wiring| -> Arc<dyn Runnable> {
                 let wired = C::controller(wiring).default_metrics(&metrics);
-                Arc::new(ControllerRunnable {
-                    parts: Mutex::new(Some((wired, Arc::clone(&reconciler)))),
-                })
+                controller_runnable(wired, Arc::clone(&reconciler))
             });
             Arc::new(crd::Following(Arc::new(crd::CrdFollower {
                 crd,
@@ -288,7 +287,7 @@ impl Manager {
                 dynamic,
                 established,
             })))
-        }));
+        });
         self
     }
 
@@ -392,9 +391,8 @@ impl Manager {
     {
         let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
         let controller = controller.default_metrics(&metrics);
-        self.runnables.push(Arc::new(ControllerRunnable {
-            parts: Mutex::new(Some((controller, reconciler))),
-        }));
+        self.runnables
+            .push(controller_runnable(controller, reconciler));
         self
     }
 
@@ -402,12 +400,7 @@ impl Manager {
     /// is wired when the manager runs, to the manager's [`Wiring`].
     #[must_use]
     pub fn watcher<W: WatcherSpec>(mut self, watcher: W) -> Self {
-        let unwired = self.unwired.get_mut().unwrap_or_else(|e| e.into_inner());
-        unwired.push(Box::new(move |wiring, _metrics| {
-            Arc::new(WatcherRunnable {
-                parts: Mutex::new(Some((W::watcher(wiring), watcher))),
-            })
-        }));
+        self.wire_later(move |wiring, _metrics| watcher_runnable(W::watcher(wiring), watcher));
         self
     }
 
@@ -419,9 +412,7 @@ impl Manager {
         K: Kind,
         W: Watcher<K>,
     {
-        self.runnables.push(Arc::new(WatcherRunnable {
-            parts: Mutex::new(Some((watcher, handlers))),
-        }));
+        self.runnables.push(watcher_runnable(watcher, handlers));
         self
     }
 
