@@ -52,6 +52,7 @@ use crate::dispatch::{Dispatcher, EventHandler};
 use crate::informer::{Event, InformerConfig};
 use crate::queue::NoMetrics;
 use crate::retry::{DequeueAll, DequeuePolicy, RetryPolicy, RetryProcessor, RetryProcessorConfig};
+use crate::runner::{self, Lifecycle};
 
 /// Handlers of the events of kind `K`; every one but [`Watcher::add`] does nothing by default.
 pub trait Watcher<K>: Send + Sync + 'static {
@@ -152,6 +153,8 @@ pub struct WatcherController<K: Resource> {
     metrics: Arc<dyn ControllerMetrics>,
     /// The opinionated mode's finalizer.
     finalizer: Option<Arc<str>>,
+    /// Where `run` is (see [`WatcherController::lifecycle`]).
+    lifecycle: Lifecycle,
 }
 
 impl<K: Kind> WatcherController<K> {
@@ -172,6 +175,7 @@ impl<K: Kind> WatcherController<K> {
             name: name.into().into(),
             wiring: wiring.clone(),
             events,
+            lifecycle: Lifecycle::default(),
             workers: 4,
             buffer: 64,
             event_timeout: None,
@@ -248,6 +252,12 @@ impl<K: Kind> WatcherController<K> {
         &self.name
     }
 
+    /// Where the watcher is in its life; [`Lifecycle::check`] is its readiness check, which
+    /// the manager serves as `watcher-<name>`.
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle.clone()
+    }
+
     /// Runs until `shutdown` is cancelled: starts the cache if needed, waits for it to sync,
     /// then dispatches every event (the initial list's as `add`).
     ///
@@ -266,9 +276,17 @@ impl<K: Kind> WatcherController<K> {
         let retries = AbortOnDrop(tokio::spawn(processor.clone().run(shutdown.clone())));
         let cache = self.wiring.cache().clone();
         cache.start(shutdown.clone());
+        let lifecycle = self.lifecycle.clone();
+        lifecycle.set(runner::Stage::Starting);
         tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            synced = crate::controller::synced(&self.name, &cache, self.sync_timeout) => synced?,
+            () = shutdown.cancelled() => {
+                lifecycle.set(runner::Stage::Stopped);
+                return Ok(());
+            }
+            synced = crate::controller::synced(&self.name, &cache, self.sync_timeout) => if let Err(error) = synced {
+                lifecycle.set(runner::Stage::Failed(error.to_string()));
+                return Err(error);
+            },
         }
         tracing::info!(watcher = %self.name, workers = self.workers, "cache synced; dispatching events");
         self.metrics
@@ -284,10 +302,12 @@ impl<K: Kind> WatcherController<K> {
             finalizer: self.finalizer,
             finalized: std::sync::Mutex::default(),
         };
-        Dispatcher::new(self.workers, self.buffer)
+        let dispatch = Dispatcher::new(self.workers, self.buffer)
             .retry(processor)
-            .run(self.events, Arc::new(handler), shutdown)
-            .await;
+            .run(self.events, Arc::new(handler), shutdown.clone());
+        lifecycle.set(runner::Stage::Running);
+        dispatch.await;
+        lifecycle.set(runner::Stage::Stopped);
         drop(retries);
         Ok(())
     }

@@ -98,6 +98,10 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         "{body}"
     );
     assert!(body.contains("doohickeys"), "{body}");
+    assert!(
+        body.contains("[-]controller-doohickeys failed: starting"),
+        "each controller reports its own readiness: {body}"
+    );
 
     apply_crds(&ns.client(), [doohickey_crd()], Duration::from_secs(30))
         .await
@@ -173,6 +177,19 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         scrape.contains("kubeforge_informer_cached_objects{resource=\""),
         "{scrape}"
     );
+    // The runners' own series, gathered through the runner tree.
+    for (runner, running) in [("controllers", 2.0), ("leader-elected", 1.0)] {
+        assert_eq!(
+            sample(
+                &scrape,
+                &format!(r#"kubeforge_runner_runnables{{runner="{runner}"}}"#)
+            ),
+            Some(running),
+            "scrape:\n{scrape}"
+        );
+    }
+    let (status, body) = http_get(health, "/readyz/controller-widgets").await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
     eprintln!("{counted} reconciles counted and scraped");
 
     shutdown.cancel();
@@ -423,20 +440,109 @@ async fn a_controller_following_its_crd_should_start_stop_and_start_again_with_i
             },
         )
         .await;
-        eventually(
+        let body = eventually(
             &format!("round {round}: ready"),
             Duration::from_secs(30),
-            async || (ready().await.0 == 200).then_some(()),
+            async || {
+                let (status, body) = http_get(health, "/readyz?verbose").await;
+                (status == 200).then_some(body)
+            },
         )
         .await;
+        assert!(
+            body.contains("[+]controller-gizmo ok"),
+            "the started controller's check, through the dynamic runner: {body}"
+        );
         crd_gone(&crds).await;
         eventually(
-            &format!("round {round}: not ready without the CRD"),
+            &format!(
+                "round {round}: not ready without the CRD, the stopped controller gone from the dynamic runner's checks"
+            ),
             Duration::from_secs(30),
-            async || (ready().await.0 != 200).then_some(()),
+            async || {
+                let (status, body) = http_get(health, "/readyz?verbose").await;
+                (status != 200 && !body.contains("controller-gizmo")).then_some(())
+            },
         )
         .await;
     }
     shutdown.cancel();
     running.await.unwrap().unwrap();
+}
+
+/// The leader-elected parts run under a singleton the elector starts: a standby replica is
+/// ready without reporting controllers it does not run; the leader reports them; when the
+/// leader stops, the standby takes over and reports them.
+#[tokio::test]
+async fn only_the_leader_should_run_and_report_its_controllers() {
+    use kubeforge::leader::LeaderElectionConfig;
+    let ns = TestNamespace::new().await.unwrap();
+    let replica = |identity: &str| {
+        let mut manager = Manager::new(ns.client())
+            .health_probe_bind_address("127.0.0.1:0".parse().unwrap())
+            .metrics_bind_address("127.0.0.1:0".parse().unwrap())
+            .leader_election(
+                LeaderElectionConfig::new("probes-leader", ns.name())
+                    .identity(identity)
+                    .timings(
+                        Duration::from_secs(4),
+                        Duration::from_secs(3),
+                        Duration::from_millis(500),
+                    ),
+            );
+        let controller = Controller::new(
+            format!("cms-{identity}"),
+            manager.wiring(),
+            ns.api::<k8s_openapi::api::core::v1::ConfigMap>(),
+            InformerConfig::default(),
+        );
+        manager = manager.add_controller(controller, Ignore);
+        let mut listening = manager.on_listening();
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(manager.run_until(shutdown.clone()));
+        async move {
+            let mut addrs = std::collections::HashMap::new();
+            for _ in 0..2 {
+                let (what, addr) = listening.recv().await.unwrap();
+                addrs.insert(what, addr);
+            }
+            (addrs["health probes"], addrs["metrics"], shutdown, running)
+        }
+    };
+    let (health_a, metrics_a, stop_a, running_a) = replica("a").await;
+    let leads = async |health: SocketAddr, controller: &str| {
+        let (status, body) = http_get(health, "/readyz?verbose").await;
+        (status == 200 && body.contains(&format!("[+]controller-{controller} ok"))).then_some(())
+    };
+    eventually(
+        "a to lead and run its controller",
+        Duration::from_secs(30),
+        async || leads(health_a, "cms-a").await,
+    )
+    .await;
+    let (health_b, metrics_b, stop_b, running_b) = replica("b").await;
+    // b campaigns in vain while a holds the lease: ready, no controller check, nothing running.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, body) = http_get(health_b, "/readyz?verbose").await;
+    assert_eq!(status, 200, "a standby is ready: {body}");
+    assert!(!body.contains("controller-"), "{body}");
+    let elected_runnables = async |metrics: SocketAddr| {
+        let (_, scrape) = http_get(metrics, "/metrics").await;
+        sample(
+            &scrape,
+            r#"kubeforge_runner_runnables{runner="leader-elected"}"#,
+        )
+    };
+    assert_eq!(elected_runnables(metrics_b).await, Some(0.0));
+    assert_eq!(elected_runnables(metrics_a).await, Some(1.0));
+
+    stop_a.cancel();
+    running_a.await.unwrap().unwrap();
+    eventually("b to take over", Duration::from_secs(30), async || {
+        leads(health_b, "cms-b").await
+    })
+    .await;
+    assert_eq!(elected_runnables(metrics_b).await, Some(1.0));
+    stop_b.cancel();
+    running_b.await.unwrap().unwrap();
 }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ObjectKey;
 use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::{WorkQueue, default_rate_limiter};
+use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
 use super::handlers::{Sink, Source, owner_keys, source};
@@ -40,6 +41,8 @@ pub struct Controller<K: Resource> {
     config: ControllerConfig,
     /// The work queue once `run` has started its workers (see [`Controller::idle`]).
     running: watch::Sender<Option<Running>>,
+    /// Where `run` is (see [`Controller::lifecycle`]).
+    lifecycle: Lifecycle,
 }
 
 /// The work queue and retries of a running controller, for [`Idle`].
@@ -112,6 +115,7 @@ where
             sources: Vec::new(),
             config,
             running: watch::channel(None).0,
+            lifecycle: Lifecycle::default(),
         }
     }
 
@@ -138,7 +142,14 @@ where
         self
     }
 
-    /// A handle that tells when the controller has nothing left to do (see [`Idle::wait`]).
+    /// Where the controller is in its life: starting (waiting for its informers), running,
+    /// stopped or failed; [`Lifecycle::check`] is its readiness check, which the manager serves
+    /// as `controller-<name>`.
+    pub fn lifecycle(&self) -> Lifecycle {
+        self.lifecycle.clone()
+    }
+
+    /// Tells when the controller has nothing left to do (see [`Idle::wait`]).
     pub fn idle(&self) -> Idle {
         Idle {
             running: self.running.subscribe(),
@@ -245,7 +256,9 @@ where
             mut sources,
             config,
             running,
+            lifecycle,
         } = self;
+        lifecycle.set(Stage::Starting);
         sources.push(source(primary_events, true, move |event: &Event<K>| {
             let pass = match event {
                 Event::Applied {
@@ -266,8 +279,14 @@ where
         let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
         tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            synced = synced(&name, &cache, config.sync_timeout) => synced?,
+            () = shutdown.cancelled() => {
+                lifecycle.set(Stage::Stopped);
+                return Ok(());
+            }
+            synced = synced(&name, &cache, config.sync_timeout) => if let Err(error) = synced {
+                lifecycle.set(Stage::Failed(error.to_string()));
+                return Err(error);
+            },
         }
         tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
         config.metrics.queue_started(&name, &queue);
@@ -301,8 +320,10 @@ where
                 .collect(),
         );
         running.send_replace(Some((queue.clone(), Arc::clone(&retries))));
+        lifecycle.set(Stage::Running);
 
         shutdown.cancelled().await;
+        lifecycle.set(Stage::Stopped);
         if !queue.shutdown_with_drain(config.shutdown_grace).await {
             tracing::warn!(controller = %name, grace = ?config.shutdown_grace, "reconciles still running after the shutdown grace period; abandoning them");
             for w in &workers.0 {

@@ -7,7 +7,10 @@
 //! The manager registers `ping` (liveness) and `informer-sync` (readiness: every informer has
 //! completed its first list, except those configured with `ignore_sync_for_health`); add your own
 //! with [`Manager::liveness_check`](crate::manager::Manager::liveness_check) and
-//! [`Manager::readiness_check`](crate::manager::Manager::readiness_check).
+//! [`Manager::readiness_check`](crate::manager::Manager::readiness_check). After them come the
+//! checks of the parts running now, gathered from the manager's runners at each probe
+//! ([`Runnable::health_checks`](crate::runner::Runnable::health_checks)):
+//! `controller-<name>`, `watcher-<name>`, `crd-<name>`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,9 +27,6 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::Cache;
-use crate::metrics::Metrics;
-
 /// A named health check: `Ok` is healthy, `Err(reason)` is not.
 pub type Check = Arc<dyn Fn() -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
 
@@ -39,12 +39,21 @@ where
     Arc::new(move || Box::pin(f()))
 }
 
+/// Renders the Prometheus text of `/metrics`, at each scrape.
+pub(crate) type Render = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// Lists checks that change while the server runs (those of the running components), at each
+/// probe.
+pub(crate) type Checks = Arc<dyn Fn() -> Vec<(String, Check)> + Send + Sync>;
+
 /// What the HTTP server serves.
 #[derive(Clone, Default)]
 pub(crate) struct Endpoints {
-    pub(crate) metrics: Option<(Arc<Metrics>, Option<Cache>)>,
+    pub(crate) metrics: Option<Render>,
     pub(crate) liveness: Vec<(String, Check)>,
     pub(crate) readiness: Vec<(String, Check)>,
+    /// Readiness checks asked for at each probe, after `readiness`.
+    pub(crate) more_readiness: Option<Checks>,
     pub(crate) health: bool,
 }
 
@@ -58,16 +67,20 @@ impl Endpoints {
         });
         let text = "text/plain; charset=utf-8";
         if path == "/metrics"
-            && let Some((metrics, cache)) = &self.metrics
+            && let Some(render) = &self.metrics
         {
             return (
                 StatusCode::OK,
                 "text/plain; version=0.0.4; charset=utf-8",
-                metrics.render(cache.as_ref()),
+                render(),
             );
         }
         if self.health {
-            for (prefix, checks) in [("/healthz", &self.liveness), ("/readyz", &self.readiness)] {
+            let mut readiness = self.readiness.clone();
+            if let Some(more) = &self.more_readiness {
+                readiness.extend(more());
+            }
+            for (prefix, checks) in [("/healthz", &self.liveness), ("/readyz", &readiness)] {
                 let kind = &prefix[1..];
                 if path == prefix {
                     return run_checks(kind, checks.iter().collect(), verbose).await;
@@ -171,6 +184,9 @@ mod tests {
                     check(|| async { Err("connection refused".into()) }),
                 ),
             ],
+            more_readiness: Some(Arc::new(|| {
+                vec![("controller-a".into(), check(|| async { Ok(()) }))]
+            })),
             health: true,
         }
     }
@@ -188,10 +204,16 @@ mod tests {
         assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(
             body,
-            "[+]informer-sync ok\n[-]db failed: connection refused\nreadyz check failed\n"
+            "[+]informer-sync ok\n[-]db failed: connection refused\n[+]controller-a ok\nreadyz check failed\n"
         );
         let (status, _, _) = e.handle("/readyz/informer-sync", None).await;
         assert_eq!(status, StatusCode::OK);
+        let (status, _, body) = e.handle("/readyz/controller-a", Some("verbose")).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "[+]controller-a ok\nreadyz check passed\n"),
+            "a check asked for at probe time"
+        );
         assert_eq!(
             e.handle("/readyz/nope", None).await.0,
             StatusCode::NOT_FOUND

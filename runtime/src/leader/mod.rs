@@ -181,6 +181,11 @@ impl LeaderElector {
         })
     }
 
+    /// The name of the Lease it campaigns for.
+    pub fn lease_name(&self) -> &str {
+        &self.config.lease_name
+    }
+
     /// This replica's identity.
     pub fn identity(&self) -> &str {
         &self.config.identity

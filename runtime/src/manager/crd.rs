@@ -10,8 +10,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{IntGauge, Opts};
+
 use crate::BoxError;
 use crate::controller::Wiring;
+use crate::health::{Check, check};
 use crate::informer::{Event, InformerConfig};
 use crate::runner::{DynamicMultiRunner, Runnable, RunnableId};
 
@@ -25,8 +30,8 @@ pub(super) struct CrdFollower {
     pub(super) start: Start,
     pub(super) wiring: Wiring,
     pub(super) dynamic: DynamicMultiRunner,
-    /// Whether the CRD is Established now (the readiness check reads it).
-    pub(super) established: Arc<AtomicBool>,
+    /// Whether the CRD is Established now (the readiness check and the metric read it).
+    pub(super) established: AtomicBool,
 }
 
 /// Whether `crd` has the condition `Established=True`.
@@ -79,21 +84,43 @@ impl CrdFollower {
     }
 }
 
-/// The follower as a runnable of the manager.
+/// The follower as a runnable of the manager. Its readiness check `crd-<name>` passes while the
+/// CRD is Established; its metric is `kubeforge_crd_established{crd, controller}`.
 pub(super) struct Following(pub(super) Arc<CrdFollower>);
 
 impl Runnable for Following {
     fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
         Arc::clone(&self.0).follow(shutdown).boxed()
     }
-}
 
-/// The manager's runner of followed controllers, as one runnable.
-pub(super) struct Dynamic(pub(super) DynamicMultiRunner);
+    fn health_checks(&self) -> Vec<(String, Check)> {
+        let ready = self.0.established.load(Ordering::Relaxed);
+        let crd = self.0.crd.clone();
+        vec![(
+            format!("crd-{crd}"),
+            check(move || {
+                let crd = crd.clone();
+                async move {
+                    ready
+                        .then_some(())
+                        .ok_or_else(|| format!("CRD {crd} is not established"))
+                }
+            }),
+        )]
+    }
 
-impl Runnable for Dynamic {
-    fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-        let dynamic = self.0.clone();
-        async move { dynamic.run(shutdown).await.map_err(BoxError::from) }.boxed()
+    fn metrics(&self) -> Vec<MetricFamily> {
+        let opts = Opts::new(
+            "kubeforge_crd_established",
+            "Whether the CRD a controller follows is Established (1) or not (0).",
+        )
+        .const_label("crd", self.0.crd.as_str())
+        .const_label("controller", self.0.controller.as_str());
+        IntGauge::with_opts(opts)
+            .map(|gauge| {
+                gauge.set(i64::from(self.0.established.load(Ordering::Relaxed)));
+                gauge.collect()
+            })
+            .unwrap_or_default()
     }
 }

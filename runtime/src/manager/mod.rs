@@ -49,13 +49,16 @@ use std::net::SocketAddr;
 use crate::BoxError;
 use crate::cache::Cache;
 use crate::controller::{Controller, ControllerMetrics, ControllerSpec, Kind, Reconciler, Wiring};
-use crate::health::{Check, Endpoints, check};
+use crate::health::{Check, Endpoints, Render, check};
 use crate::leader::{LeaderElectionConfig, LeaderElectionError, LeaderElector};
 use crate::metrics::Metrics;
-use crate::runner::{MultiRunner, Runnable, RunnerError};
+use crate::runner::{DynamicMultiRunner, MultiRunner, Runnable, RunnerError, SingletonRunner};
 use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 
 mod crd;
+mod leading;
+
+use leading::Leading;
 
 /// Runs controllers over a shared cache; see the [module docs](self).
 pub struct Manager {
@@ -76,7 +79,7 @@ pub struct Manager {
     readiness: Vec<(String, Check)>,
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
     /// Runs the controllers that follow their CRD (see [`Manager::controller_following_crd`]).
-    dynamic: Option<crate::runner::DynamicMultiRunner>,
+    dynamic: Option<DynamicMultiRunner>,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -114,17 +117,41 @@ impl Debug for Manager {
     }
 }
 
-/// Work that runs once (a controller or a watcher with its handlers): a second run fails.
-struct RunOnce(Mutex<Option<RunFn>>);
+/// Work that runs once (a controller or a watcher with its handlers, a server): a second run
+/// fails.
+struct RunOnce {
+    run: Mutex<Option<RunFn>>,
+    /// Its readiness check (`controller-<name>`, `watcher-<name>`).
+    check: Option<(String, Check)>,
+    leader_only: bool,
+}
 
 type RunFn = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> + Send>;
 
+impl RunOnce {
+    fn new(check: Option<(String, Check)>, run: RunFn) -> Arc<Self> {
+        Arc::new(Self {
+            run: Mutex::new(Some(run)),
+            check,
+            leader_only: true,
+        })
+    }
+}
+
 impl Runnable for RunOnce {
     fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
-        match self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        match self.run.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(run) => run(shutdown),
             None => async { Err("a controller or watcher can only be run once".into()) }.boxed(),
         }
+    }
+
+    fn health_checks(&self) -> Vec<(String, Check)> {
+        self.check.iter().cloned().collect()
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        self.leader_only
     }
 }
 
@@ -133,15 +160,22 @@ fn controller_runnable<K: Kind, R: Reconciler<K>>(
     controller: Controller<K>,
     reconciler: R,
 ) -> Arc<dyn Runnable> {
-    Arc::new(RunOnce(Mutex::new(Some(Box::new(move |shutdown| {
-        async move {
-            controller
-                .run(reconciler, shutdown)
-                .await
-                .map_err(BoxError::from)
-        }
-        .boxed()
-    })))))
+    let check = (
+        format!("controller-{}", controller.name()),
+        controller.lifecycle().check(),
+    );
+    RunOnce::new(
+        Some(check),
+        Box::new(move |shutdown| {
+            async move {
+                controller
+                    .run(reconciler, shutdown)
+                    .await
+                    .map_err(BoxError::from)
+            }
+            .boxed()
+        }),
+    )
 }
 
 /// `watcher` handling with `handlers`, runnable once.
@@ -149,15 +183,22 @@ fn watcher_runnable<K: Kind, W: Watcher<K>>(
     watcher: WatcherController<K>,
     handlers: W,
 ) -> Arc<dyn Runnable> {
-    Arc::new(RunOnce(Mutex::new(Some(Box::new(move |shutdown| {
-        async move {
-            watcher
-                .run(handlers, shutdown)
-                .await
-                .map_err(BoxError::from)
-        }
-        .boxed()
-    })))))
+    let check = (
+        format!("watcher-{}", watcher.name()),
+        watcher.lifecycle().check(),
+    );
+    RunOnce::new(
+        Some(check),
+        Box::new(move |shutdown| {
+            async move {
+                watcher
+                    .run(handlers, shutdown)
+                    .await
+                    .map_err(BoxError::from)
+            }
+            .boxed()
+        }),
+    )
 }
 
 impl Manager {
@@ -247,30 +288,14 @@ impl Manager {
     /// `list` and `watch` on `customresourcedefinitions` (`apiextensions.k8s.io`).
     #[must_use]
     pub fn controller_following_crd<C: ControllerSpec>(mut self, controller: C) -> Self {
-        use std::sync::atomic::{AtomicBool, Ordering};
         let crd = format!(
             "{}.{}",
             <C::Kind as Resource>::plural(&()),
             <C::Kind as Resource>::group(&())
         );
-        let established = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&established);
-        let what = crd.clone();
-        self.readiness.push((
-            format!("crd-{crd}"),
-            check(move || {
-                let ready = flag.load(Ordering::Relaxed);
-                let what = what.clone();
-                async move {
-                    ready
-                        .then_some(())
-                        .ok_or_else(|| format!("CRD {what} is not established"))
-                }
-            }),
-        ));
         let dynamic = self
             .dynamic
-            .get_or_insert_with(crate::runner::DynamicMultiRunner::new)
+            .get_or_insert_with(|| DynamicMultiRunner::new().named("crd-followed"))
             .clone();
         let reconciler = Arc::new(controller);
         self.wire_later(move |wiring, metrics| {
@@ -285,7 +310,7 @@ impl Manager {
                 start,
                 wiring: wiring.clone(),
                 dynamic,
-                established,
+                established: std::sync::atomic::AtomicBool::new(false),
             })))
         });
         self
@@ -455,115 +480,108 @@ impl Manager {
     /// # Errors
     ///
     /// As [`Manager::run`].
-    pub async fn run_until(self, shutdown: CancellationToken) -> Result<(), ManagerError> {
+    pub async fn run_until(mut self, shutdown: CancellationToken) -> Result<(), ManagerError> {
         let token = shutdown.child_token();
-        let _servers = self.start_servers().await?;
-        let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
-        let wired = self
-            .unwired
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
+        let elector = match self.leader_election.take() {
+            Some(config) => {
+                let elector = Arc::new(LeaderElector::new(self.client.clone(), config)?);
+                let gate = Arc::clone(&elector);
+                self.wiring.gate().install(move || gate.lease_valid());
+                Some(elector)
+            }
+            None => None,
+        };
+        let tree = self.runner_tree(elector);
+        let servers = self.start_servers(&tree).await?;
+        let result = servers
             .into_iter()
-            .map(|wire| wire(&self.wiring, &metrics));
+            .fold(tree, MultiRunner::runnable)
+            .run(token.clone())
+            .await;
+        token.cancel();
+        result.map_err(|error| match error {
+            RunnerError::Failed(error) => match error.downcast::<LeaderElectionError>() {
+                Ok(lost) => ManagerError::LeaderElection(*lost),
+                Err(error) => ManagerError::Runner(RunnerError::Failed(error)),
+            },
+            error => ManagerError::Runner(error),
+        })
+    }
+
+    /// The manager's runner tree (servers are added by `run_until`): the runnables that run on
+    /// every replica, and the leader-elected ones under a singleton the elector starts.
+    fn runner_tree(&mut self, elector: Option<Arc<LeaderElector>>) -> MultiRunner {
+        let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
+        let unwired = std::mem::take(self.unwired.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let wired = unwired.into_iter().map(|wire| wire(&self.wiring, &metrics));
         let dynamic = self
             .dynamic
-            .map(|d| Arc::new(crd::Dynamic(d)) as Arc<dyn Runnable>);
-        let runner = self
-            .runnables
+            .take()
+            .map(|d| Arc::new(d.exit_wait(self.shutdown_grace)) as Arc<dyn Runnable>);
+        let (elected, everywhere): (Vec<_>, Vec<_>) = std::mem::take(&mut self.runnables)
             .into_iter()
             .chain(wired)
             .chain(dynamic)
-            .fold(MultiRunner::new(), MultiRunner::runnable)
+            .partition(|r| r.needs_leader_election());
+        let elected = elected
+            .into_iter()
+            .fold(
+                MultiRunner::new().named("controllers"),
+                MultiRunner::runnable,
+            )
             .exit_wait(self.shutdown_grace);
         let leading = self.leading.clone();
-        let metrics = Arc::clone(&self.metrics);
-        let lease = self.leader_election.as_ref().map(|c| c.lease_name.clone());
-        let set_leading = |on: bool| {
-            if let Some(tx) = &leading {
-                tx.send_replace(on);
-            }
-            if let Some(lease) = &lease {
-                metrics.set_leader(lease, on);
-            }
-        };
-        set_leading(false);
-        let cache = self.wiring.cache().clone();
-        let Some(config) = self.leader_election else {
-            cache.start(token.clone());
-            set_leading(true);
-            let result = runner.run(token.clone()).await;
-            set_leading(false);
-            token.cancel();
-            return result.map_err(ManagerError::from);
-        };
-        if self.warm_up_before_leading {
-            cache.start(token.clone());
-        }
-        let elector = Arc::new(LeaderElector::new(self.client.clone(), config)?);
-        let gate = Arc::clone(&elector);
-        self.wiring.gate().install(move || gate.lease_valid());
-        let mut outcome: Result<(), RunnerError> = Ok(());
-        let elected = elector
-            .run(token.clone(), |leading_token| {
-                set_leading(true);
-                cache.start(leading_token.clone());
-                let outcome = &mut outcome;
-                async move {
-                    *outcome = runner.run(leading_token).await;
+        let leader_metrics = Arc::clone(&self.metrics);
+        let lease = elector.as_ref().map(|e| e.lease_name().to_owned());
+        let leading = Leading {
+            elected: SingletonRunner::named(Arc::new(elected), true, "leader-elected"),
+            elector,
+            cache: self.wiring.cache().clone(),
+            warm_up: self.warm_up_before_leading,
+            set_leading: Arc::new(move |on| {
+                if let Some(tx) = &leading {
+                    tx.send_replace(on);
                 }
-            })
-            .await;
-        set_leading(false);
-        token.cancel();
-        elected?;
-        outcome.map_err(ManagerError::from)
+                if let Some(lease) = &lease {
+                    leader_metrics.set_leader(lease, on);
+                }
+            }),
+        };
+        everywhere
+            .into_iter()
+            .chain([Arc::new(leading) as Arc<dyn Runnable>])
+            .fold(MultiRunner::new().named("manager"), MultiRunner::runnable)
+            .exit_wait(self.shutdown_grace)
     }
 }
 
 impl Manager {
-    /// Binds the metrics and health servers; they stop when the returned guard is dropped.
-    async fn start_servers(&self) -> Result<Vec<AbortOnDrop>, ManagerError> {
+    /// Binds the metrics and health servers, which serve `tree`'s metrics and readiness checks
+    /// besides the manager's; returns them as runnables of the manager.
+    async fn start_servers(
+        &self,
+        tree: &MultiRunner,
+    ) -> Result<Vec<Arc<dyn Runnable>>, ManagerError> {
         let mut plans: Vec<(SocketAddr, Endpoints, &'static str)> = Vec::new();
         if let Some(addr) = self.metrics_addr {
+            let (metrics, cache, tree) = (
+                Arc::clone(&self.metrics),
+                self.cache().clone(),
+                tree.clone(),
+            );
+            let render: Render =
+                Arc::new(move || metrics.render_with(Some(&cache), tree.metrics()));
             plans.push((
                 addr,
                 Endpoints {
-                    metrics: Some((Arc::clone(&self.metrics), Some(self.cache().clone()))),
+                    metrics: Some(render),
                     ..Endpoints::default()
                 },
                 "metrics",
             ));
         }
         if let Some(addr) = self.health_addr {
-            let cache = self.cache().clone();
-            let mut readiness = vec![(
-                "informer-sync".to_owned(),
-                check(move || {
-                    let cache = cache.clone();
-                    async move {
-                        let pending: Vec<String> = cache
-                            .sync_status()
-                            .into_iter()
-                            .filter(|s| !s.synced && !s.ignore_sync_for_health)
-                            .map(|s| s.name)
-                            .collect();
-                        if pending.is_empty() || !cache.is_started() {
-                            Ok(())
-                        } else {
-                            Err(format!("not synced yet: {}", pending.join(", ")))
-                        }
-                    }
-                }),
-            )];
-            readiness.extend(self.readiness.iter().cloned());
-            let mut liveness = vec![("ping".to_owned(), check(|| async { Ok(()) }))];
-            liveness.extend(self.liveness.iter().cloned());
-            let health = Endpoints {
-                liveness,
-                readiness,
-                health: true,
-                ..Endpoints::default()
-            };
+            let health = self.health_endpoints(tree);
             match plans
                 .iter_mut()
                 .find(|(a, _, _)| *a == addr && addr.port() != 0)
@@ -571,13 +589,14 @@ impl Manager {
                 Some((_, shared, what)) => {
                     shared.liveness = health.liveness;
                     shared.readiness = health.readiness;
+                    shared.more_readiness = health.more_readiness;
                     shared.health = true;
                     *what = "metrics and health probes";
                 }
                 None => plans.push((addr, health, "health probes")),
             }
         }
-        let mut guards = Vec::new();
+        let mut servers = Vec::new();
         for (addr, endpoints, what) in plans {
             let (local, serve) = crate::health::bind(addr, endpoints)
                 .await
@@ -586,9 +605,58 @@ impl Manager {
             if let Some(listening) = &self.listening {
                 let _ = listening.send((what, local));
             }
-            guards.push(AbortOnDrop(tokio::spawn(serve)));
+            servers.push(Arc::new(RunOnce {
+                run: Mutex::new(Some(Box::new(move |shutdown: CancellationToken| {
+                    async move {
+                        tokio::select! {
+                            () = serve => {}
+                            () = shutdown.cancelled() => {}
+                        }
+                        Ok(())
+                    }
+                    .boxed()
+                }))),
+                check: None,
+                leader_only: false,
+            }) as Arc<dyn Runnable>);
         }
-        Ok(guards)
+        Ok(servers)
+    }
+
+    /// `/healthz` (`ping` and the user's checks) and `/readyz` (`informer-sync`, the user's
+    /// checks, then those of the running parts of `tree`).
+    fn health_endpoints(&self, tree: &MultiRunner) -> Endpoints {
+        let cache = self.cache().clone();
+        let mut readiness = vec![(
+            "informer-sync".to_owned(),
+            check(move || {
+                let cache = cache.clone();
+                async move {
+                    let pending: Vec<String> = cache
+                        .sync_status()
+                        .into_iter()
+                        .filter(|s| !s.synced && !s.ignore_sync_for_health)
+                        .map(|s| s.name)
+                        .collect();
+                    if pending.is_empty() || !cache.is_started() {
+                        Ok(())
+                    } else {
+                        Err(format!("not synced yet: {}", pending.join(", ")))
+                    }
+                }
+            }),
+        )];
+        readiness.extend(self.readiness.iter().cloned());
+        let mut liveness = vec![("ping".to_owned(), check(|| async { Ok(()) }))];
+        liveness.extend(self.liveness.iter().cloned());
+        let tree = tree.clone();
+        Endpoints {
+            liveness,
+            readiness,
+            more_readiness: Some(Arc::new(move || tree.health_checks())),
+            health: true,
+            ..Endpoints::default()
+        }
     }
 }
 

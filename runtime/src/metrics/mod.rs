@@ -21,6 +21,8 @@
 //! | `kubeforge_retry_pending` (retries waiting in the controller's retry processor) | `controller`, `shard` |
 //! | `kubeforge_retries_total` | `controller`, `outcome` (`scheduled`, `exhausted`: the retry policy gave up, `dropped`: a new event superseded the retry) |
 //! | `kubeforge_retry_lag_seconds` (histogram: how late a retry ran after it was due) | `controller` |
+//! | `kubeforge_runner_runnables`, `kubeforge_runner_failures_total` (from the manager's runners) | `runner` (`manager`, `leader-elected`, `controllers`, `crd-followed`) |
+//! | `kubeforge_crd_established` (a CRD a controller follows) | `crd`, `controller` |
 //! | `kubeforge_informer_lists_total`, `kubeforge_informer_watch_errors_total`, `kubeforge_informer_undecodable_objects_total`, `kubeforge_informer_late_events_total` (events that waited in a slow subscriber's backlog) | `resource` |
 //!
 //! # Examples
@@ -40,6 +42,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use prometheus::proto::MetricFamily;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -355,6 +358,12 @@ impl Metrics {
     /// Renders every metric in the Prometheus text format, after refreshing the gauges that are
     /// read on demand (unfinished work, informer state from `cache`).
     pub fn render(&self, cache: Option<&Cache>) -> String {
+        self.render_with(cache, Vec::new())
+    }
+
+    /// As [`Metrics::render`], with `more` families (those the manager's runners report),
+    /// merged with the registry's by name.
+    pub fn render_with(&self, cache: Option<&Cache>, more: Vec<MetricFamily>) -> String {
         for (controller, queue) in self.queues.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let (total, longest) = queue.unfinished_work();
             let labels = [controller.as_str(), controller.as_str()];
@@ -398,7 +407,12 @@ impl Metrics {
             }
         }
         let mut out = Vec::new();
-        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        let mut families = self.registry.gather();
+        if !more.is_empty() {
+            families.extend(more);
+            families = crate::runner::merge_families(families);
+        }
+        if let Err(error) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!(%error, "encoding metrics failed");
         }
         String::from_utf8_lossy(&out).into_owned()

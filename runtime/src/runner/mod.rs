@@ -9,6 +9,12 @@
 //! - [`DynamicMultiRunner`] is a [`MultiRunner`] to which runnables can be added, and from which
 //!   they can be removed (cancelled), while it runs.
 //!
+//! Runners are runnables too, so they nest (the manager's tree is in `docs/ARCHITECTURE.md`).
+//! Every runner aggregates its children's readiness checks ([`Runnable::health_checks`], served
+//! on `/readyz`) and metrics ([`Runnable::metrics`], served on `/metrics`), and adds its own:
+//! `kubeforge_runner_runnables{runner}` (running now) and `kubeforge_runner_failures_total{runner}`.
+//! A runnable says where it is in its life through a [`Lifecycle`].
+//!
 //! # Examples
 //!
 //! ```
@@ -25,24 +31,50 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
-use std::fmt::Debug;
+mod dynamic;
+mod multi;
+mod report;
+mod singleton;
+
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use futures::FutureExt;
-use futures::future::{BoxFuture, Shared};
-use tokio::task::JoinSet;
+use futures::future::BoxFuture;
+use prometheus::proto::MetricFamily;
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
+use crate::health::Check;
+
+pub use dynamic::{DynamicMultiRunner, RunnableId};
+pub use multi::MultiRunner;
+pub use report::{Lifecycle, Stage, merge_families};
+pub use singleton::SingletonRunner;
 
 /// A long-running component.
 pub trait Runnable: Send + Sync + 'static {
     /// Runs until `shutdown` is cancelled (then returns `Ok`) or until it fails.
     fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>>;
+
+    /// Named readiness checks (served on `/readyz`), asked for at each probe; a runner returns
+    /// its children's. None by default.
+    fn health_checks(&self) -> Vec<(String, Check)> {
+        Vec::new()
+    }
+
+    /// Metric families (served on `/metrics`), gathered at each scrape; a runner returns its
+    /// own merged with its children's. None by default.
+    fn metrics(&self) -> Vec<MetricFamily> {
+        Vec::new()
+    }
+
+    /// Whether it may run only on the elected leader (controller-runtime's
+    /// `NeedLeaderElection`): the manager runs such runnables under its leader-elected
+    /// [`SingletonRunner`], the others on every replica. `true` by default.
+    fn needs_leader_election(&self) -> bool {
+        true
+    }
 }
 
 struct FnRunnable<F>(F);
@@ -83,384 +115,13 @@ pub enum RunnerError {
 /// Decides, after a runnable failed, whether the other runnables are cancelled.
 pub type ErrorHandler = Arc<dyn Fn(&BoxError) -> bool + Send + Sync>;
 
-/// Runs several runnables concurrently; see the [module docs](self).
-#[derive(Clone, Default)]
-pub struct MultiRunner {
-    runners: Vec<Arc<dyn Runnable>>,
-    error_handler: Option<ErrorHandler>,
-    exit_wait: Option<Duration>,
-}
-
-impl Debug for MultiRunner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MultiRunner")
-            .field("runners", &self.runners.len())
-            .field("exit_wait", &self.exit_wait)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MultiRunner {
-    /// An empty runner.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Adds a runnable.
-    #[must_use]
-    pub fn runnable(mut self, runnable: Arc<dyn Runnable>) -> Self {
-        self.runners.push(runnable);
-        self
-    }
-
-    /// Called when a runnable fails: returns whether to cancel all the others (the default
-    /// without a handler is to cancel them). Failures it ignores are not reported by `run`.
-    #[must_use]
-    pub fn error_handler(
-        mut self,
-        handler: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.error_handler = Some(Arc::new(handler));
-        self
-    }
-
-    /// After cancellation, wait at most this long for the runnables to return.
-    #[must_use]
-    pub fn exit_wait(mut self, wait: Duration) -> Self {
-        self.exit_wait = Some(wait);
-        self
-    }
-
-    /// Runs every runnable until all have returned. `shutdown` (or a failure the error handler
-    /// lets cancel) cancels them all.
-    ///
-    /// # Errors
-    ///
-    /// The first failure that cancelled the others, a panic, or [`RunnerError::ExitTimeout`].
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RunnerError> {
-        let token = shutdown.child_token();
-        let mut set = JoinSet::new();
-        for r in &self.runners {
-            set.spawn(r.run(token.clone()));
-        }
-        drive(
-            &mut set,
-            &token,
-            self.error_handler.as_ref(),
-            self.exit_wait,
-            None,
-        )
-        .await
-    }
-}
-
-/// Waits for the tasks of `set`; handles failures; bounds the wait after cancellation.
-async fn drive(
-    set: &mut JoinSet<Result<(), BoxError>>,
-    token: &CancellationToken,
-    error_handler: Option<&ErrorHandler>,
-    exit_wait: Option<Duration>,
-    mut incoming: Option<&mut tokio::sync::mpsc::UnboundedReceiver<RunFuture>>,
-) -> Result<(), RunnerError> {
-    let mut first_error: Option<RunnerError> = None;
-    let mut deadline_at: Option<tokio::time::Instant> = None;
-    loop {
-        if set.is_empty() && incoming.is_none() {
-            break;
-        }
-        if token.is_cancelled() && deadline_at.is_none() {
-            deadline_at = exit_wait.map(|wait| tokio::time::Instant::now() + wait);
-        }
-        let deadline = async {
-            match deadline_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        let cancelled = async {
-            if token.is_cancelled() {
-                std::future::pending::<()>().await;
-            }
-            token.cancelled().await;
-        };
-        tokio::select! {
-            joined = set.join_next(), if !set.is_empty() => {
-                let outcome = match joined {
-                    Some(Ok(Ok(()))) | None => continue,
-                    Some(Ok(Err(error))) => {
-                        let cancel_all = error_handler.is_none_or(|h| h(&error));
-                        tracing::error!(%error, cancel_all, "runnable failed");
-                        cancel_all.then_some(RunnerError::Failed(error))
-                    }
-                    Some(Err(join_error)) => Some(RunnerError::Panicked(join_error.to_string())),
-                };
-                if let Some(error) = outcome {
-                    first_error.get_or_insert(error);
-                    token.cancel();
-                }
-            }
-            added = async {
-                match incoming.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => match added {
-                Some(fut) => { set.spawn(fut); }
-                None => incoming = None,
-            },
-            () = cancelled => {
-                // Dynamic runners stop accepting new runnables once cancelled.
-                incoming = None;
-            }
-            () = deadline => {
-                let remaining = set.len();
-                set.abort_all();
-                return Err(first_error.unwrap_or(RunnerError::ExitTimeout(remaining)));
-            }
-        }
-        if token.is_cancelled() {
-            incoming = None;
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-type SharedRun = Shared<BoxFuture<'static, Result<(), String>>>;
-
 /// A started runnable's future.
 type RunFuture = BoxFuture<'static, Result<(), BoxError>>;
 
-/// Runs one runnable once for several callers; see the [module docs](self).
-pub struct SingletonRunner {
-    inner: Arc<dyn Runnable>,
-    stop_on_any: bool,
-    state: Mutex<Option<SingletonState>>,
-}
-
-struct SingletonState {
-    run: SharedRun,
-    token: CancellationToken,
-    callers: usize,
-}
-
-impl Debug for SingletonRunner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SingletonRunner")
-            .field("stop_on_any", &self.stop_on_any)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SingletonRunner {
-    /// Wraps `inner`. With `stop_on_any`, cancelling any caller's token stops the shared run;
-    /// otherwise it stops when every caller has cancelled.
-    pub fn new(inner: Arc<dyn Runnable>, stop_on_any: bool) -> Self {
-        Self {
-            inner,
-            stop_on_any,
-            state: Mutex::new(None),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<SingletonState>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Joins the shared run (starting it if nobody runs it) and waits for it to end.
-    ///
-    /// # Errors
-    ///
-    /// The shared run's failure, as text (it is shared by every caller).
-    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), String> {
-        let (run, token) = {
-            let mut state = self.lock();
-            let state = state.get_or_insert_with(|| {
-                let token = CancellationToken::new();
-                let fut = self.inner.run(token.clone());
-                SingletonState {
-                    run: async move { fut.await.map_err(|e| e.to_string()) }
-                        .boxed()
-                        .shared(),
-                    token,
-                    callers: 0,
-                }
-            });
-            state.callers += 1;
-            (state.run.clone(), state.token.clone())
-        };
-        let result = tokio::select! {
-            result = run.clone() => result,
-            () = shutdown.cancelled() => {
-                let stop = {
-                    let mut state = self.lock();
-                    let callers = state.as_mut().map_or(0, |s| { s.callers -= 1; s.callers });
-                    self.stop_on_any || callers == 0
-                };
-                if stop {
-                    token.cancel();
-                }
-                let result = run.await;
-                return self.finish(result, false);
-            }
-        };
-        self.finish(result, true)
-    }
-
-    fn finish(&self, result: Result<(), String>, count_out: bool) -> Result<(), String> {
-        let mut state = self.lock();
-        if let Some(s) = state.as_mut() {
-            if count_out {
-                s.callers = s.callers.saturating_sub(1);
-            }
-            if s.run.peek().is_some() && s.callers == 0 {
-                // The run is over: the next caller starts a fresh one.
-                *state = None;
-            }
-        }
-        result
-    }
-}
-
-impl SingletonRunner {
-    /// This runner as an `Arc<dyn Runnable>` that joins the shared run.
-    pub fn shared(self: &Arc<Self>) -> Arc<dyn Runnable> {
-        let me = Arc::clone(self);
-        runnable(move |token| {
-            let me = Arc::clone(&me);
-            async move { me.run(token).await.map_err(BoxError::from) }
-        })
-    }
-}
-
-/// Identifies a runnable added to a [`DynamicMultiRunner`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RunnableId(u64);
-
-/// A [`MultiRunner`] whose runnables can change while it runs; see the [module docs](self).
-#[derive(Clone)]
-pub struct DynamicMultiRunner {
-    inner: Arc<Mutex<DynamicState>>,
-    error_handler: Option<ErrorHandler>,
-    exit_wait: Option<Duration>,
-    ids: Arc<AtomicU64>,
-}
-
-struct DynamicState {
-    runnables: HashMap<RunnableId, (Arc<dyn Runnable>, CancellationToken)>,
-    running: Option<(
-        CancellationToken,
-        tokio::sync::mpsc::UnboundedSender<RunFuture>,
-    )>,
-}
-
-impl Debug for DynamicMultiRunner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DynamicMultiRunner").finish_non_exhaustive()
-    }
-}
-
-impl Default for DynamicMultiRunner {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl DynamicMultiRunner {
-    /// An empty runner.
-    pub fn new() -> Self {
-        Self {
-            inner: Arc::new(Mutex::new(DynamicState {
-                runnables: HashMap::new(),
-                running: None,
-            })),
-            error_handler: None,
-            exit_wait: None,
-            ids: Arc::new(AtomicU64::new(0)),
-        }
-    }
-
-    /// As [`MultiRunner::error_handler`].
-    #[must_use]
-    pub fn error_handler(
-        mut self,
-        handler: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.error_handler = Some(Arc::new(handler));
-        self
-    }
-
-    /// As [`MultiRunner::exit_wait`].
-    #[must_use]
-    pub fn exit_wait(mut self, wait: Duration) -> Self {
-        self.exit_wait = Some(wait);
-        self
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, DynamicState> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Adds a runnable; it starts at once if the runner is running.
-    pub fn add(&self, runnable: Arc<dyn Runnable>) -> RunnableId {
-        let id = RunnableId(self.ids.fetch_add(1, Ordering::Relaxed));
-        let mut state = self.lock();
-        let token = match &state.running {
-            Some((parent, tx)) => {
-                let token = parent.child_token();
-                let _ = tx.send(runnable.run(token.clone()));
-                token
-            }
-            None => CancellationToken::new(),
-        };
-        state.runnables.insert(id, (runnable, token));
-        id
-    }
-
-    /// Removes a runnable, cancelling it if it runs. Returns whether it was present.
-    pub fn remove(&self, id: RunnableId) -> bool {
-        match self.lock().runnables.remove(&id) {
-            Some((_, token)) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Runs the current runnables and those added later, until `shutdown` is cancelled (or a
-    /// failure cancels everything) and all have returned.
-    ///
-    /// # Errors
-    ///
-    /// As [`MultiRunner::run`].
-    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), RunnerError> {
-        let token = shutdown.child_token();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut set = JoinSet::new();
-        {
-            let mut state = self.lock();
-            for (runnable, child) in state.runnables.values_mut() {
-                *child = token.child_token();
-                set.spawn(runnable.run(child.clone()));
-            }
-            state.running = Some((token.clone(), tx));
-        }
-        let result = drive(
-            &mut set,
-            &token,
-            self.error_handler.as_ref(),
-            self.exit_wait,
-            Some(&mut rx),
-        )
-        .await;
-        self.lock().running = None;
-        result
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
 
     use super::*;
 
@@ -507,7 +168,10 @@ mod tests {
             .runnable(failing_after(Duration::from_secs(1)))
             .error_handler(|_| false);
         let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(runner.run(shutdown.clone()));
+        let handle = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { runner.run(shutdown).await }
+        });
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(
             stops.load(Ordering::SeqCst),
@@ -529,7 +193,10 @@ mod tests {
             .runnable(stubborn)
             .exit_wait(Duration::from_secs(2));
         let shutdown = CancellationToken::new();
-        let handle = tokio::spawn(runner.run(shutdown.clone()));
+        let handle = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move { runner.run(shutdown).await }
+        });
         tokio::time::sleep(Duration::from_secs(1)).await;
         let cancelled_at = tokio::time::Instant::now();
         shutdown.cancel();
@@ -624,5 +291,131 @@ mod tests {
         shutdown.cancel();
         assert!(handle.await.unwrap().is_ok());
         assert_eq!(e2.load(Ordering::SeqCst), 1);
+    }
+
+    /// A runnable with one readiness check named `name` and one metric series.
+    struct Reporting(&'static str);
+
+    impl Runnable for Reporting {
+        fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+            async move {
+                shutdown.cancelled().await;
+                Ok(())
+            }
+            .boxed()
+        }
+
+        fn health_checks(&self) -> Vec<(String, Check)> {
+            vec![(self.0.to_owned(), crate::health::check(|| async { Ok(()) }))]
+        }
+
+        fn metrics(&self) -> Vec<MetricFamily> {
+            use prometheus::core::Collector;
+            let opts = prometheus::Opts::new("test_up", "up").const_label("who", self.0);
+            prometheus::IntGauge::with_opts(opts).unwrap().collect()
+        }
+    }
+
+    fn names(checks: Vec<(String, Check)>) -> Vec<String> {
+        checks.into_iter().map(|(name, _)| name).collect()
+    }
+
+    fn series(families: &[MetricFamily], name: &str) -> Vec<String> {
+        families
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric())
+            .map(|m| {
+                m.get_label()
+                    .iter()
+                    .map(|l| format!("{}={}", l.name(), l.value()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runners_should_aggregate_their_childrens_checks_and_metrics() {
+        let dynamic = DynamicMultiRunner::new().named("dyn");
+        let inner = MultiRunner::new()
+            .named("inner")
+            .runnable(Arc::new(Reporting("a")))
+            .runnable(Arc::new(dynamic.clone()));
+        let single = SingletonRunner::named(Arc::new(inner), true, "elected");
+        let top = MultiRunner::new()
+            .named("top")
+            .runnable(Arc::new(Reporting("b")))
+            .runnable(Arc::new(single.clone()));
+        assert_eq!(
+            names(top.health_checks()),
+            ["b"],
+            "the singleton reports nothing while it does not run"
+        );
+
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn({
+            let (top, shutdown) = (top.clone(), shutdown.clone());
+            async move { top.run(shutdown).await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(names(top.health_checks()), ["b", "a"]);
+        let added = dynamic.add(Arc::new(Reporting("c")));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(names(top.health_checks()), ["b", "a", "c"]);
+
+        let families = top.metrics();
+        assert_eq!(
+            series(&families, "test_up"),
+            ["who=b", "who=a", "who=c"],
+            "one family, every child's series"
+        );
+        let running = series(&families, "kubeforge_runner_runnables");
+        for runner in ["top", "elected", "inner", "dyn"] {
+            assert!(
+                running.contains(&format!("runner={runner}")),
+                "{runner}: {running:?}"
+            );
+        }
+        let top_running = families
+            .iter()
+            .find(|f| f.name() == "kubeforge_runner_runnables")
+            .and_then(|f| {
+                f.get_metric()
+                    .iter()
+                    .find(|m| m.get_label().iter().any(|l| l.value() == "top"))
+                    .map(|m| m.get_gauge().get_value())
+            });
+        assert_eq!(top_running, Some(2.0));
+
+        assert!(dynamic.remove(added));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(names(top.health_checks()), ["b", "a"]);
+        shutdown.cancel();
+        assert!(handle.await.unwrap().is_ok());
+        assert!(!single.is_running());
+        assert_eq!(names(top.health_checks()), ["b"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runners_should_count_failures() {
+        let runner = MultiRunner::new()
+            .named("failing")
+            .runnable(failing_after(Duration::from_secs(1)))
+            .error_handler(|_| false);
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn({
+            let (runner, shutdown) = (runner.clone(), shutdown.clone());
+            async move { runner.run(shutdown).await }
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        shutdown.cancel();
+        assert!(handle.await.unwrap().is_ok());
+        let failures = runner
+            .metrics()
+            .into_iter()
+            .find(|f| f.name() == "kubeforge_runner_failures_total")
+            .map(|f| f.get_metric()[0].get_counter().get_value());
+        assert_eq!(failures, Some(1.0));
     }
 }
