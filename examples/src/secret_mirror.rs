@@ -75,6 +75,9 @@ pub enum MirrorError {
     /// The cache does not hold a kind the reconcile reads (the wiring changed).
     #[error(transparent)]
     NotCached(#[from] kubeforge::cache::NotCached),
+    /// The cache's store could not be read (a remote store unreachable).
+    #[error(transparent)]
+    Store(#[from] kubeforge::store::StoreError),
 }
 
 /// The SecretMirror controller.
@@ -86,8 +89,8 @@ const MANAGER: &str = "secret-mirror";
 #[kubeforge::controller(
     for = SecretMirror,
     owns(Secret),
-    watches(Secret, map = Self::mirrors_of_source),
-    watches(Namespace, map = Self::every_mirror),
+    watches(Secret, map_async = Self::mirrors_of_source),
+    watches(Namespace, map_async = Self::every_mirror),
 )]
 impl SecretMirrorController {
     async fn reconcile(
@@ -101,10 +104,12 @@ impl SecretMirrorController {
         let secrets = cache.store::<Secret>(&watched)?;
         let namespaces = cache.store::<Namespace>(&Lookup::all())?;
         let source_ref = &mirror.spec.source;
-        let source = secrets.get(&ObjectKey::namespaced(
-            &source_ref.namespace,
-            &source_ref.name,
-        ));
+        let source = secrets
+            .get(&ObjectKey::namespaced(
+                &source_ref.namespace,
+                &source_ref.name,
+            ))
+            .await?;
 
         let selector: Selector = mirror
             .spec
@@ -117,6 +122,7 @@ impl SecretMirrorController {
             Some(_) if mirror.spec.namespace_selector.is_empty() => BTreeSet::new(),
             Some(_) => namespaces
                 .list_selected(None, &selector)
+                .await?
                 .iter()
                 .filter(|ns| ns.metadata.deletion_timestamp.is_none())
                 .map(|ns| ns.name_any())
@@ -144,7 +150,7 @@ impl SecretMirrorController {
         }
         // Copies in namespaces that are no longer selected (or of a source that is gone).
         let uid = mirror.meta().uid.clone().unwrap_or_default();
-        for stale in secrets.owned_by(&uid) {
+        for stale in secrets.owned_by(&uid).await? {
             let namespace = stale.namespace().unwrap_or_default();
             if !wanted.contains(&namespace) {
                 let api: Api<Secret> = Api::namespaced(ctx.client(), &namespace);
@@ -194,30 +200,38 @@ impl SecretMirrorController {
 
 impl SecretMirrorController {
     /// A Secret concerns the mirrors that copy it.
-    fn mirrors_of_source(secret: &Secret, cache: &Cache) -> Vec<ObjectKey> {
+    async fn mirrors_of_source(secret: Arc<Secret>, cache: Cache) -> Vec<ObjectKey> {
         let (namespace, name) = (secret.namespace().unwrap_or_default(), secret.name_any());
-        Self::mirrors_where(cache, |m| {
+        Self::mirrors_where(&cache, |m| {
             m.spec.source.namespace == namespace && m.spec.source.name == name
         })
+        .await
     }
 
     /// A Namespace's labels can change any mirror's targets.
-    fn every_mirror(_namespace: &Namespace, cache: &Cache) -> Vec<ObjectKey> {
-        Self::mirrors_where(cache, |_| true)
+    async fn every_mirror(_namespace: Arc<Namespace>, cache: Cache) -> Vec<ObjectKey> {
+        Self::mirrors_where(&cache, |_| true).await
     }
 
-    /// The keys of the cached mirrors that pass `filter`.
-    fn mirrors_where(cache: &Cache, filter: impl Fn(&SecretMirror) -> bool) -> Vec<ObjectKey> {
-        cache
-            .store::<SecretMirror>(&Lookup::all())
-            .map(|mirrors| {
-                mirrors
-                    .list()
-                    .iter()
-                    .filter(|m| filter(m))
-                    .map(|m| ObjectKey::of(m.as_ref()))
-                    .collect()
-            })
-            .unwrap_or_default()
+    /// The keys of the cached mirrors that pass `filter` (none if the cache cannot be read:
+    /// the mirrors' own events and retries reconcile them then).
+    async fn mirrors_where(
+        cache: &Cache,
+        filter: impl Fn(&SecretMirror) -> bool,
+    ) -> Vec<ObjectKey> {
+        let Ok(mirrors) = cache.store::<SecretMirror>(&Lookup::all()) else {
+            return Vec::new();
+        };
+        match mirrors.list().await {
+            Ok(listed) => listed
+                .iter()
+                .filter(|m| filter(m))
+                .map(|m| ObjectKey::of(m.as_ref()))
+                .collect(),
+            Err(error) => {
+                tracing::warn!(%error, "listing the cached mirrors failed");
+                Vec::new()
+            }
+        }
     }
 }

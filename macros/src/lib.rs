@@ -133,7 +133,8 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | `owns(A(metadata))` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
 /// | `owns(A(uncached))` | as `owns`, not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read `A` from the cache) |
 /// | `owns(A(any_owner))` | every owner reference to the primary counts, not only the controller one (combines with `metadata` / `uncached`) |
-/// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable; the cache lets the mapper look up primaries) |
+/// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable) |
+/// | `watches(W, map_async = path)` | the same with `async fn(Arc<W>, Cache) -> Vec<ObjectKey>`: a mapper that reads cache stores (their reads are asynchronous) |
 /// | `concurrency = N` | maximum concurrent reconciles (default 4) |
 /// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
 /// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool` |

@@ -743,7 +743,9 @@ async fn owned_kinds_watched_metadata_only_should_still_restore_children() {
     let lean = cache
         .store::<kube::core::PartialObjectMeta<ConfigMap>>(&Lookup::namespace(ns.name()))
         .unwrap()
-        .get(&ObjectKey::namespaced(ns.name(), "lean-cm"));
+        .get(&ObjectKey::namespaced(ns.name(), "lean-cm"))
+        .await
+        .unwrap();
     let lean = lean.expect("the child is cached as metadata");
     assert_eq!(
         lean.metadata.owner_references.as_ref().unwrap()[0].name,
@@ -782,6 +784,8 @@ async fn owned_kinds_watched_uncached_should_still_restore_children() {
         )
         .store()
         .get(&ObjectKey::namespaced(ns.name(), "bare-cm"))
+        .await
+        .unwrap()
         .expect("the child's skeleton");
     assert_eq!(
         skeleton.metadata.owner_references.as_ref().unwrap()[0].name,

@@ -57,7 +57,7 @@ async fn streaming_list_informer_should_sync_strip_managed_fields_and_follow_cha
         .expect("synced through a streaming list");
 
     let key = ObjectKey::namespaced(ns.name(), "before");
-    let cached = informer.store().get(&key).expect("listed");
+    let cached = informer.store().get(&key).await.unwrap().expect("listed");
     assert!(
         cached.metadata.managed_fields.is_none(),
         "stripped before caching"
@@ -78,6 +78,8 @@ async fn streaming_list_informer_should_sync_strip_managed_fields_and_follow_cha
         informer
             .store()
             .get(&ObjectKey::namespaced(ns.name(), "after"))
+            .await
+            .unwrap()
             .is_some()
     );
     shutdown.cancel();
@@ -113,7 +115,7 @@ async fn informer_should_resync_and_replay_for_late_subscribers() {
         other => panic!("expected a resync, got {other:?}"),
     }
     assert_eq!(
-        informer.store().len(),
+        informer.store().len().await.unwrap(),
         1,
         "the field selector kept the root CA ConfigMap out"
     );

@@ -323,9 +323,14 @@ async fn controller_customized_should_apply_run_time_options_over_the_generated_
         Duration::from_secs(60),
         async || {
             let here = kubeforge::cache::Lookup::namespace(ns.name());
-            let app = cache.store::<WebApp>(&here).ok()?.get(&key)?;
+            let app = cache.store::<WebApp>(&here).ok()?.get(&key).await.ok()??;
             let env = kubeforge::ObjectKey::namespaced(ns.name(), "kept-env");
-            let cm = cache.store::<ConfigMap>(&here).ok()?.get(&env)?;
+            let cm = cache
+                .store::<ConfigMap>(&here)
+                .ok()?
+                .get(&env)
+                .await
+                .ok()??;
             (!app.managed_fields().is_empty() && !cm.managed_fields().is_empty()).then_some(())
         },
     )

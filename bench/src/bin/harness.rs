@@ -378,6 +378,8 @@ async fn converged(store: &Reader<Bench>, n: usize, value: i64, since: Instant) 
     loop {
         let done = store
             .list()
+            .await
+            .expect("the in-memory store")
             .iter()
             .filter(|b| b.status.as_ref().and_then(|s| s.observed_value) == Some(value))
             .count();
@@ -530,6 +532,8 @@ async fn main() {
                         let key = kubeforge::ObjectKey::namespaced(&ns, &name);
                         if store
                             .get(&key)
+                            .await
+                            .expect("the in-memory store")
                             .and_then(|b| b.status.as_ref().and_then(|s| s.observed_value))
                             == Some(value)
                         {

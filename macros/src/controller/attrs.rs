@@ -11,10 +11,12 @@ use syn::{Expr, Ident, LitStr, Path, Token, Type};
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::keys::{self, Key, Keyed, Table, Value};
 
-/// A `watches(Kind, map = path)` entry.
+/// A `watches(Kind, map = path)` or `watches(Kind, map_async = path)` entry.
 pub struct Watch {
     pub kind: Type,
     pub map: Path,
+    /// `map_async`: the mapper is an `async fn(Arc<W>, Cache) -> Vec<ObjectKey>`.
+    pub is_async: bool,
 }
 
 /// What the cache keeps of an owned kind: `owns(A, B(metadata), C(uncached))`.
@@ -342,7 +344,7 @@ fn owned(kind: Type, options: &[Ident], errors: &mut Errors) -> Owned {
     entry
 }
 
-/// `watches(Kind, map = Self::mapper)`.
+/// `watches(Kind, map = Self::mapper)` or `watches(Kind, map_async = Self::mapper)`.
 fn watches(
     args: &mut ControllerArgs,
     meta: &ParseNestedMeta<'_>,
@@ -354,20 +356,25 @@ fn watches(
     let kind: Type = content.parse()?;
     content.parse::<Token![,]>()?;
     let map_key = Ident::parse_any(&content)?;
-    if map_key != "map" {
+    if map_key != "map" && map_key != "map_async" {
         return Err(syn::Error::new(
             map_key.span(),
             format!(
-                "expected `map = <fn>` in `watches(Kind, map = Self::mapper)`, found `{map_key}`"
+                "expected `map = <fn>` or `map_async = <async fn>` in `watches(Kind, map = Self::mapper)`, found `{map_key}`"
             ),
         ));
     }
+    let is_async = map_key == "map_async";
     content.parse::<Token![=]>()?;
     let map: Path = content.parse()?;
     if !content.is_empty() {
         content.parse::<Token![,]>()?;
     }
-    args.watches.push(Watch { kind, map });
+    args.watches.push(Watch {
+        kind,
+        map,
+        is_async,
+    });
     Ok(())
 }
 

@@ -149,9 +149,14 @@ impl Expander<'_> {
             .model
             .watches
             .iter()
-            .map(|w| {
-                let w = self.kinds.of(&w.kind);
-                quote!(fn(&#w, &#kf::cache::Cache) -> ::std::vec::Vec<#kf::ObjectKey>)
+            .map(|watch| {
+                let w = self.kinds.of(&watch.kind);
+                let keys = quote!(::std::vec::Vec<#kf::ObjectKey>);
+                if watch.is_async {
+                    quote!(fn(::std::sync::Arc<#w>, #kf::cache::Cache) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #keys> + ::core::marker::Send + 'static>>)
+                } else {
+                    quote!(fn(&#w, &#kf::cache::Cache) -> #keys)
+                }
             })
             .collect();
         let predicate = quote!(fn(&__S::Kind, &__S::Kind) -> bool);
@@ -321,13 +326,25 @@ impl Expander<'_> {
             .zip(&self.mapper_args)
             .map(|(w, map)| {
                 let t = self.kinds.of(&w.kind);
-                quote! {
-                    .watches(
-                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                let watches = if w.is_async {
+                    quote! {
+                        #kf::controller::Watches::map_async({
+                            let cache = wiring.cache().clone();
+                            move |obj: ::std::sync::Arc<#t>| #map(obj, cache.clone())
+                        })
+                    }
+                } else {
+                    quote! {
                         #kf::controller::Watches::map({
                             let cache = wiring.cache().clone();
                             move |obj: &#t| -> #keys { #map(obj, &cache) }
-                        }),
+                        })
+                    }
+                };
+                quote! {
+                    .watches(
+                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                        #watches,
                     )
                 }
             })
@@ -393,7 +410,15 @@ impl Expander<'_> {
             Some(f) => quote!(::core::option::Option::Some(#f)),
             None => quote!(::core::option::Option::None),
         };
-        let mappers = self.model.watches.iter().map(|w| &w.map);
+        let mappers = self.model.watches.iter().map(|w| {
+            let map = &w.map;
+            if w.is_async {
+                // A closure that captures nothing coerces to the wiring's fn pointer.
+                quote!(|obj, cache| ::std::boxed::Box::pin(#map(obj, cache)))
+            } else {
+                quote!(#map)
+            }
+        });
         let predicates = self.model.predicates.iter().filter_map(|p| match p {
             PredicateArg::Custom(path) => Some(path),
             PredicateArg::Builtin(_) => None,

@@ -104,7 +104,7 @@ where
             name: name.to_owned(),
             synced: self.0.has_synced(),
             ignore_sync_for_health: self.0.config().ignore_sync_for_health,
-            cached: self.0.store().len(),
+            cached: self.0.cached(),
             lists: stats.lists.load(Relaxed),
             watch_errors: stats.watch_errors.load(Relaxed),
             undecodable: stats.undecodable.load(Relaxed),

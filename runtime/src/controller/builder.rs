@@ -17,8 +17,9 @@ use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
-use super::handlers::{Sink, Source, owner_keys, source};
+use super::handlers::{Sink, Source, owner_keys, source, source_async};
 use super::retries::{Retries, RetryConfig};
+use super::sources::Mapper;
 use super::sources::Weight;
 use super::worker::Worker;
 use super::{
@@ -218,19 +219,27 @@ where
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let informer = self.wiring.cache().informer(api, config);
-        let mapper = watches.mapper;
-        let map = move |event: &Event<W>| {
-            let mut keys = Vec::new();
-            for obj in event.versions() {
-                for key in mapper(obj) {
-                    if !keys.contains(&key) {
-                        keys.push(key);
-                    }
+        let events = informer.subscribe();
+        let source = match watches.mapper {
+            Mapper::Sync(mapper) => source(events, false, move |event: &Event<W>| {
+                let mut keys = Vec::new();
+                for obj in event.versions() {
+                    add_new(&mut keys, mapper(obj));
                 }
-            }
-            keys
+                keys
+            }),
+            Mapper::Async(mapper) => source_async(events, move |event: Event<W>| {
+                let mapper = Arc::clone(&mapper);
+                async move {
+                    let mut keys = Vec::new();
+                    for obj in event.versions() {
+                        add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                    }
+                    keys
+                }
+            }),
         };
-        self.sources.push(source(informer.subscribe(), false, map));
+        self.sources.push(source);
         self
     }
 
@@ -335,6 +344,15 @@ where
         }
         tracing::info!(controller = %name, "stopped");
         Ok(())
+    }
+}
+
+/// Appends the keys of `more` that `keys` does not hold yet.
+fn add_new(keys: &mut Vec<ObjectKey>, more: Vec<ObjectKey>) {
+    for key in more {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
     }
 }
 

@@ -1,7 +1,10 @@
 //! How a controller watches its owned and watched kinds: [`Owns`] and [`Watches`].
 
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::Arc;
+
+use futures::future::BoxFuture;
 
 use crate::ObjectKey;
 use crate::informer::InformerConfig;
@@ -80,7 +83,16 @@ impl Owns {
 }
 
 /// Maps a watched object to the keys of the primaries to reconcile.
-pub(super) type Mapper<W> = Arc<dyn Fn(&W) -> Vec<ObjectKey> + Send + Sync>;
+pub(super) enum Mapper<W> {
+    /// Answers at once (reads nothing, or only what it captured).
+    Sync(SyncMapper<W>),
+    /// May await (reads of a cache store, which can be remote).
+    Async(AsyncMapper<W>),
+}
+
+pub(super) type SyncMapper<W> = Arc<dyn Fn(&W) -> Vec<ObjectKey> + Send + Sync>;
+pub(super) type AsyncMapper<W> =
+    Arc<dyn Fn(Arc<W>) -> BoxFuture<'static, Vec<ObjectKey>> + Send + Sync>;
 
 /// How [`Controller::watches`](super::Controller::watches) watches a kind: the mapper from a
 /// watched object to the primaries to reconcile (for an update, the keys of the old and the new
@@ -115,7 +127,43 @@ impl<W> Watches<W> {
     /// Reconcile the keys `mapper` returns for each watched object.
     pub fn map(mapper: impl Fn(&W) -> Vec<ObjectKey> + Send + Sync + 'static) -> Self {
         Self {
-            mapper: Arc::new(mapper),
+            mapper: Mapper::Sync(Arc::new(mapper)),
+            informer: None,
+        }
+    }
+
+    /// Reconcile the keys the future `mapper` returns resolves to, for each watched object: a
+    /// mapper that reads cache stores (their reads are asynchronous, as a store can be remote).
+    /// The events of the watched kind are mapped one at a time, in order.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    /// use kubeforge::ObjectKey;
+    /// use kubeforge::cache::{Cache, Lookup};
+    /// use kubeforge::controller::Watches;
+    /// // Reconcile every cached ConfigMap of the Secret's namespace.
+    /// fn every_config_map(cache: Cache) -> Watches<Secret> {
+    ///     Watches::map_async(move |secret: Arc<Secret>| {
+    ///         let cache = cache.clone();
+    ///         async move {
+    ///             let ns = secret.metadata.namespace.clone().unwrap_or_default();
+    ///             let Ok(maps) = cache.store::<ConfigMap>(&Lookup::namespace(&ns)) else {
+    ///                 return Vec::new();
+    ///             };
+    ///             let listed = maps.list().await.unwrap_or_default();
+    ///             listed.iter().map(|cm| ObjectKey::of(cm.as_ref())).collect()
+    ///         }
+    ///     })
+    /// }
+    /// ```
+    pub fn map_async<F, Fut>(mapper: F) -> Self
+    where
+        F: Fn(Arc<W>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<ObjectKey>> + Send + 'static,
+    {
+        Self {
+            mapper: Mapper::Async(Arc::new(move |obj| Box::pin(mapper(obj)))),
             informer: None,
         }
     }

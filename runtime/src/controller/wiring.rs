@@ -149,7 +149,7 @@ mod tests {
             InformerConfig::default(),
         );
         // The watch event raced ahead of the write's response: already in the store.
-        informer.apply_for_test(cm("b", "7"));
+        informer.apply_for_test(cm("b", "7")).await;
         wiring.record_write(&cm("b", "7"));
         wiring.record_write(&cm("b", "6"));
         assert_eq!(wiring.writes().pending_len(), 0, "seen already");

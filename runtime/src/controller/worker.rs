@@ -62,10 +62,26 @@ where
             self.queue.add_after(key.clone(), Duration::from_secs(1));
             return;
         }
-        let Some(obj) = self.store.get(key) else {
-            // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held it).
-            self.retries.forget(key);
-            return;
+        let obj = match self.store.get(key).await {
+            Ok(Some(obj)) => obj,
+            Ok(None) => {
+                // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held
+                // it).
+                self.retries.forget(key);
+                return;
+            }
+            Err(error) => {
+                // The cache's backend failed (a remote store unreachable): not a deletion; the
+                // key is retried like a failed reconcile.
+                tracing::warn!(controller = %self.name, %key, %error, "reading the cache failed; retrying with backoff");
+                self.config.metrics.reconciled(
+                    &self.name,
+                    crate::controller::ReconcileResult::Error,
+                    Duration::ZERO,
+                );
+                let _ = self.retries.next(Next::RateLimited, key, Some(&error));
+                return;
+            }
         };
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(

@@ -30,15 +30,24 @@ impl<E> Clone for Subscriber<E> {
 }
 
 struct Backlog<E> {
-    queue: Mutex<VecDeque<E>>,
+    queue: Mutex<Queue<E>>,
     wake: Notify,
 }
 
+struct Queue<E> {
+    events: VecDeque<E>,
+    /// Held subscribers get nothing until [`Fanout::release`] hands them their replay.
+    held: bool,
+}
+
 impl<E> Backlog<E> {
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<E>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue<E>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// A subscriber waiting for its replay; see [`Fanout::subscribe_held`].
+pub(super) struct Held<E>(Arc<Backlog<E>>);
 
 /// The subscribers of one informer.
 pub(super) struct Fanout<E> {
@@ -58,16 +67,47 @@ impl<E: Clone + Send + 'static> Fanout<E> {
     /// A new subscriber with a channel of `capacity`, first handed `replay` (in order, before
     /// any event published after this call). Must be called within a Tokio runtime.
     pub(super) fn subscribe(&self, capacity: usize, replay: Vec<E>) -> mpsc::Receiver<E> {
+        self.add(capacity, replay, false).0
+    }
+
+    /// A new subscriber that gets nothing until [`Fanout::release`] hands it its replay; what is
+    /// published meanwhile is dropped then (the replay, taken later, covers it).
+    pub(super) fn subscribe_held(&self, capacity: usize) -> (mpsc::Receiver<E>, Held<E>) {
+        let (rx, backlog) = self.add(capacity, Vec::new(), true);
+        (rx, Held(backlog))
+    }
+
+    /// Hands a held subscriber `replay` (the state as of now) and then what is published next.
+    pub(super) fn release(&self, held: Held<E>, replay: Vec<E>) {
+        let mut queue = held.0.lock();
+        queue.events = replay.into();
+        queue.held = false;
+        drop(queue);
+        held.0.wake.notify_one();
+    }
+
+    fn add(
+        &self,
+        capacity: usize,
+        replay: Vec<E>,
+        held: bool,
+    ) -> (mpsc::Receiver<E>, Arc<Backlog<E>>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let backlog = Arc::new(Backlog {
-            queue: Mutex::new(replay.into()),
+            queue: Mutex::new(Queue {
+                events: replay.into(),
+                held,
+            }),
             wake: Notify::new(),
         });
         tokio::spawn(forward(tx.clone(), Arc::clone(&backlog)));
         backlog.wake.notify_one();
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::make_mut(&mut subscribers).push(Subscriber { tx, backlog });
-        rx
+        Arc::make_mut(&mut subscribers).push(Subscriber {
+            tx,
+            backlog: Arc::clone(&backlog),
+        });
+        (rx, backlog)
     }
 
     /// Hands `event` to every subscriber without waiting; forgets subscribers that are gone.
@@ -76,16 +116,19 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         let mut closed = false;
         for subscriber in subscribers.iter() {
             let mut backlog = subscriber.backlog.lock();
-            if !backlog.is_empty() {
+            if backlog.held {
+                continue; // its replay will cover this event
+            }
+            if !backlog.events.is_empty() {
                 // Behind already: keep the order.
-                backlog.push_back(event.clone());
+                backlog.events.push_back(event.clone());
                 self.late.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             match subscriber.tx.try_send(event.clone()) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(event)) => {
-                    backlog.push_back(event);
+                    backlog.events.push_back(event);
                     self.late.fetch_add(1, Ordering::Relaxed);
                     drop(backlog);
                     subscriber.backlog.wake.notify_one();
@@ -112,13 +155,21 @@ async fn forward<E: Clone>(tx: mpsc::Sender<E>, backlog: Arc<Backlog<E>>) {
         loop {
             // The front stays queued while it is being sent, so `publish` keeps appending
             // behind it instead of overtaking it.
-            let Some(next) = backlog.lock().front().cloned() else {
+            let next = {
+                let queue = backlog.lock();
+                if queue.held {
+                    None
+                } else {
+                    queue.events.front().cloned()
+                }
+            };
+            let Some(next) = next else {
                 break;
             };
             if tx.send(next).await.is_err() {
                 return; // the subscriber is gone
             }
-            backlog.lock().pop_front();
+            backlog.lock().events.pop_front();
         }
     }
 }
@@ -171,6 +222,20 @@ mod tests {
         }
         assert_eq!(got, [1, 2, 3, 4, 5, 6]);
         drop(rx);
+        let (mut held, handle) = fanout.subscribe_held(4);
+        fanout.publish(&7);
+        fanout.release(handle, vec![10, 11]);
+        fanout.publish(&12);
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            got.push(held.recv().await.unwrap());
+        }
+        assert_eq!(
+            got,
+            [10, 11, 12],
+            "held: what came before the release is in the replay"
+        );
+        drop(held);
         fanout.publish(&7);
         fanout.publish(&8);
         assert!(fanout.subscribers.lock().unwrap().is_empty());

@@ -260,6 +260,8 @@ pub struct InformerStats {
     pub events: AtomicU64,
     /// Objects skipped because they could not be decoded.
     pub undecodable: AtomicU64,
+    /// Store operations that failed (a remote store unreachable).
+    pub store_errors: AtomicU64,
 }
 
 /// An object as decoded from the apiserver: the typed object, or what is known of a bad one.
@@ -353,6 +355,9 @@ pub struct Informer<K: Resource> {
     /// Bounds the events being published at once; more bad objects than that at once (a
     /// relist of thousands) are logged and counted but not all published.
     publishing: Arc<tokio::sync::Semaphore>,
+    /// Late subscribers of a store without a snapshot, waiting for `run` to list their replay.
+    replays: mpsc::UnboundedSender<fanout::Held<Event<K>>>,
+    replays_rx: Mutex<Option<mpsc::UnboundedReceiver<fanout::Held<Event<K>>>>>,
 }
 
 impl<K: Resource> Debug for Informer<K> {
@@ -378,6 +383,7 @@ where
     /// An informer over `api` writing into `store` (another backend, or a [`MemoryStore`] with
     /// custom indexers).
     pub fn with_store(api: Api<K>, config: InformerConfig, store: Arc<dyn Store<K>>) -> Self {
+        let (replays, replays_rx) = mpsc::unbounded_channel();
         let transform: Option<Transform<K>> = if config.keep_managed_fields {
             None
         } else {
@@ -395,6 +401,8 @@ where
             undecodable: Mutex::default(),
             recorder: OnceLock::new(),
             publishing: Arc::new(tokio::sync::Semaphore::new(WARNINGS_IN_FLIGHT)),
+            replays,
+            replays_rx: Mutex::new(Some(replays_rx)),
         }
     }
 
@@ -420,8 +428,13 @@ where
 
     /// Puts `obj` into the store as if the watch had delivered it (unit tests of readers).
     #[cfg(test)]
-    pub(crate) fn apply_for_test(&self, obj: K) {
-        self.store.apply(Arc::new(obj));
+    pub(crate) async fn apply_for_test(&self, obj: K) {
+        let _ = self.store.apply(Arc::new(obj)).await;
+    }
+
+    /// Number of objects in the store (from memory, whatever the store).
+    pub fn cached(&self) -> usize {
+        self.store.len()
     }
 
     /// Reads the informer's store (the informer is its only writer).
@@ -440,20 +453,22 @@ where
     }
 
     /// A new subscription. When the informer has already synced, the subscriber first receives
-    /// an `Applied` event (with `old: None`) for every cached object. A subscriber that falls
-    /// behind (its channel of [`InformerConfig::buffer`] events full) gets later events from a
-    /// backlog of its own: it never holds up the informer or the other subscribers.
+    /// an `Applied` event (with `old: None`) for every cached object (from a remote store, once
+    /// the running informer has listed them). A subscriber that falls behind (its channel of
+    /// [`InformerConfig::buffer`] events full) gets later events from a backlog of its own: it
+    /// never holds up the informer or the other subscribers.
     pub fn subscribe(&self) -> mpsc::Receiver<Event<K>> {
-        let replay = if *self.synced.borrow() {
-            self.store
-                .list()
-                .into_iter()
-                .map(|new| Event::Applied { old: None, new })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        self.fanout.subscribe(self.config.buffer, replay)
+        if !*self.synced.borrow() {
+            return self.fanout.subscribe(self.config.buffer, Vec::new());
+        }
+        match self.store.snapshot() {
+            Some(objects) => self.fanout.subscribe(self.config.buffer, replay(objects)),
+            None => {
+                let (rx, held) = self.fanout.subscribe_held(self.config.buffer);
+                let _ = self.replays.send(held);
+                rx
+            }
+        }
     }
 
     /// Events that waited in a subscriber's backlog because its channel was full.
@@ -497,6 +512,12 @@ where
             interval
         });
         let mut backoff = backoff::Backoff::new(self.config.backoff);
+        let mut replays = self
+            .replays_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let mut waiting = Vec::new();
         loop {
             let tick = async {
                 match resync.as_mut() {
@@ -506,10 +527,26 @@ where
                     None => std::future::pending().await,
                 }
             };
+            let replay = async {
+                match replays.as_mut() {
+                    Some(rx) if waiting.is_empty() => rx.recv().await,
+                    // A failed replay list is tried again a second later.
+                    Some(_) => {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        None
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             let item = tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tick => {
-                    self.resync();
+                    self.resync().await;
+                    continue;
+                }
+                held = replay => {
+                    waiting.extend(held);
+                    self.replay_to(&mut waiting).await;
                     continue;
                 }
                 item = stream.next() => item,
@@ -521,7 +558,7 @@ where
                         tracing::info!(%url, failures = backoff.failures, "list/watch recovered");
                     }
                     backoff.succeeded();
-                    self.handle(event, &mut listing, &url);
+                    self.handle(event, &mut listing, &url).await;
                     continue;
                 }
                 Some(Err(error)) => error,
@@ -551,17 +588,52 @@ where
     }
 
     /// Announces every cached object again (the resync period elapsed).
-    fn resync(&self) {
-        if self.has_synced() {
-            for obj in self.store.list() {
+    async fn resync(&self) {
+        if self.has_synced()
+            && let Some(objects) = self.stored(self.store.list(), "list for a resync").await
+        {
+            for obj in objects {
                 self.publish(Event::Resync(obj));
             }
         }
     }
 
+    /// The result of a store operation; a failure is logged and counted (`None`).
+    async fn stored<T>(
+        &self,
+        operation: crate::store::StoreFuture<'_, T>,
+        what: &str,
+    ) -> Option<T> {
+        match operation.await {
+            Ok(value) => Some(value),
+            Err(error) => {
+                self.stats.store_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(url = %self.api.resource_url(), %error, what, "cache store operation failed");
+                None
+            }
+        }
+    }
+
+    /// Lists the replay of late subscribers (of a store without a snapshot); those whose list
+    /// failed stay in `waiting` for the next attempt.
+    async fn replay_to(&self, waiting: &mut Vec<fanout::Held<Event<K>>>) {
+        if waiting.is_empty() {
+            return;
+        }
+        let Some(objects) = self
+            .stored(self.store.list(), "list for a late subscriber")
+            .await
+        else {
+            return;
+        };
+        for held in waiting.drain(..) {
+            self.fanout.release(held, replay(objects.clone()));
+        }
+    }
+
     /// Applies one event of the stream: a (re)list is gathered in `listing` and applied as a
     /// whole; changes are applied to the store, reported to the hook, then published.
-    fn handle(&self, event: watcher::Event<Decoded<K>>, listing: &mut Listing<K>, url: &str) {
+    async fn handle(&self, event: watcher::Event<Decoded<K>>, listing: &mut Listing<K>, url: &str) {
         match event {
             watcher::Event::Init => {
                 listing.initial.clear();
@@ -572,19 +644,22 @@ where
                 listing.bad.insert(invalid_key(&invalid));
                 // Keep the last good copy (announced only when the object is being deleted,
                 // with its current metadata, so a finalizer can still be released).
-                if let Some(kept) = self.undecodable(&invalid) {
+                if let Some(kept) = self.undecodable(&invalid).await {
                     listing.initial.push(kept);
                 }
             }
-            watcher::Event::InitDone => self.listed(listing, url),
-            watcher::Event::Apply(Err(invalid)) => self.applied_undecodable(&invalid),
+            watcher::Event::InitDone => self.listed(listing, url).await,
+            watcher::Event::Apply(Err(invalid)) => self.applied_undecodable(&invalid).await,
             watcher::Event::Apply(Ok(obj)) => {
                 if listing.lenient {
                     // Fixed objects are reported again if they break again.
                     self.lock_undecodable().remove(&ObjectKey::of(&obj));
                 }
                 let new = self.prepare(obj);
-                let old = self.store.apply(Arc::clone(&new));
+                let old = self
+                    .stored(self.store.apply(Arc::clone(&new)), "apply")
+                    .await
+                    .flatten();
                 self.observed(
                     &ObjectKey::of(new.as_ref()),
                     new.meta().resource_version.as_deref(),
@@ -592,19 +667,19 @@ where
                 self.stats.events.fetch_add(1, Ordering::Relaxed);
                 self.publish(Event::Applied { old, new });
             }
-            watcher::Event::Delete(obj) => self.deleted(obj),
+            watcher::Event::Delete(obj) => self.deleted(obj).await,
         }
     }
 
     /// A complete (re)list arrived: replace the store with it.
-    fn listed(&self, listing: &mut Listing<K>, url: &str) {
+    async fn listed(&self, listing: &mut Listing<K>, url: &str) {
         if listing.lenient {
             // Bad objects fixed or deleted while the watch was down.
             self.lock_undecodable()
                 .retain(|k, _| listing.bad.contains(k));
         }
         let listed = std::mem::take(&mut listing.initial);
-        self.apply_list(listed);
+        self.apply_list(listed).await;
         if let Some(hook) = &self.hook {
             hook.relisted(std::any::TypeId::of::<K>());
         }
@@ -614,14 +689,21 @@ where
     }
 
     /// A watch event carried an object that does not decode as `K`.
-    fn applied_undecodable(&self, invalid: &InvalidObject) {
+    async fn applied_undecodable(&self, invalid: &InvalidObject) {
         let key = invalid_key(invalid);
         self.stats.events.fetch_add(1, Ordering::Relaxed);
-        let kept = self.undecodable(invalid);
+        let kept = self.undecodable(invalid).await;
         // Store first, then the tracker (as for every event).
-        let announce = kept
-            .filter(|k| k.meta().deletion_timestamp.is_some())
-            .map(|new| (self.store.apply(Arc::clone(&new)), new));
+        let announce = match kept.filter(|k| k.meta().deletion_timestamp.is_some()) {
+            Some(new) => {
+                let old = self
+                    .stored(self.store.apply(Arc::clone(&new)), "apply")
+                    .await
+                    .flatten();
+                Some((old, new))
+            }
+            None => None,
+        };
         self.observed(&key, invalid.metadata.resource_version.as_deref());
         if let Some((old, new)) = announce {
             self.publish(Event::Applied { old, new });
@@ -629,13 +711,16 @@ where
     }
 
     /// An object was deleted.
-    fn deleted(&self, obj: Decoded<K>) {
+    async fn deleted(&self, obj: Decoded<K>) {
         let key = match &obj {
             Ok(obj) => ObjectKey::of(obj),
             Err(invalid) => invalid_key(invalid),
         };
         self.lock_undecodable().remove(&key);
-        let cached = self.store.delete(&key);
+        let cached = self
+            .stored(self.store.delete(&key), "delete")
+            .await
+            .flatten();
         self.observed(&key, None);
         self.stats.events.fetch_add(1, Ordering::Relaxed);
         // The last state the watch sent, or else the last one we could decode.
@@ -676,7 +761,7 @@ where
     /// the copy to keep caching: the last good copy of the same object (same UID), with the bad
     /// object's metadata if it is being deleted (its finalizers, deletion timestamp and
     /// resourceVersion are all a controller needs to run cleanup and release it), else unchanged.
-    fn undecodable(&self, invalid: &InvalidObject) -> Option<Arc<K>> {
+    async fn undecodable(&self, invalid: &InvalidObject) -> Option<Arc<K>> {
         let key = invalid_key(invalid);
         let version = invalid.metadata.resource_version.clone();
         let first = self.lock_undecodable().insert(key.clone(), version.clone()) != Some(version);
@@ -692,7 +777,7 @@ where
             );
             self.warn_on(invalid);
         }
-        let cached = self.store.get(&key)?;
+        let cached = self.stored(self.store.get(&key), "get").await.flatten()?;
         if cached.meta().uid != invalid.metadata.uid {
             return None;
         }
@@ -748,7 +833,7 @@ where
     }
 
     /// Replaces the store with a complete list and announces the differences.
-    fn apply_list(&self, listed: Vec<Arc<K>>) {
+    async fn apply_list(&self, listed: Vec<Arc<K>>) {
         let mut changes = Vec::new();
         for new in &listed {
             let key = ObjectKey::of(new.as_ref());
@@ -756,12 +841,19 @@ where
             if cached.is_some() && cached == new.meta().resource_version {
                 continue; // unchanged
             }
+            let old = match cached {
+                Some(_) => self.stored(self.store.get(&key), "get").await.flatten(),
+                None => None,
+            };
             changes.push(Event::Applied {
-                old: self.store.get(&key),
+                old,
                 new: Arc::clone(new),
             });
         }
-        let removed = self.store.replace(listed);
+        let removed = self
+            .stored(self.store.replace(listed), "replace")
+            .await
+            .unwrap_or_default();
         self.stats
             .events
             .fetch_add((changes.len() + removed.len()) as u64, Ordering::Relaxed);
@@ -772,6 +864,14 @@ where
             self.publish(Event::Deleted(gone));
         }
     }
+}
+
+/// A late subscriber's replay: every cached object as created.
+fn replay<K: Resource>(objects: Vec<Arc<K>>) -> Vec<Event<K>> {
+    objects
+        .into_iter()
+        .map(|new| Event::Applied { old: None, new })
+        .collect()
 }
 
 /// The key of an object that did not decode (from its metadata).

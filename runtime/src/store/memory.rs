@@ -4,7 +4,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use kube::Resource;
 use kube::core::{Expression, Selector, SelectorExt};
 
-use super::Store;
+use super::LocalStore;
 use crate::ObjectKey;
 
 /// Computes the index values of an object (for example the name of the Secret it references).
@@ -201,7 +201,7 @@ fn labels_of<K: Resource>(obj: &K) -> &BTreeMap<String, String> {
     obj.meta().labels.as_ref().unwrap_or(&EMPTY)
 }
 
-impl<K: Resource + Send + Sync + 'static> Store<K> for MemoryStore<K> {
+impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         self.read().objects.get(key).cloned()
     }

@@ -26,7 +26,7 @@
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::ObjectMeta;
-//! use kubeforge::store::{MemoryStore, Store};
+//! use kubeforge::store::{LocalStore, MemoryStore};
 //! use kubeforge::ObjectKey;
 //!
 //! let store = MemoryStore::<ConfigMap>::new();
@@ -50,21 +50,118 @@ mod skeleton;
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use kube::core::Selector;
 
-use crate::ObjectKey;
+use crate::{BoxError, ObjectKey};
 
 pub use memory::{Indexer, MemoryStore};
 pub use reader::Reader;
 pub use skeleton::SkeletonStore;
 
-/// A thread-safe store of the objects of one kind, keyed by [`ObjectKey`].
+/// A store of the objects of one kind, keyed by [`ObjectKey`]: what a cache backend implements.
 ///
 /// The informer writes through [`Store::apply`], [`Store::delete`] and [`Store::replace`];
-/// everyone else reads through a [`Reader`]. Implementations other than [`MemoryStore`] (a shared
-/// external cache, for example) plug into an informer through this trait
-/// (`Informer::with_store`).
+/// everyone else reads through a [`Reader`]. Reads and writes are asynchronous and can fail, so
+/// a store can live outside the process (a memcached cluster); such a store says in its
+/// [`StoreError`]s which backend failed and why.
+///
+/// Every store keeps the key and `resourceVersion` of each object it holds in memory:
+/// [`Store::resource_version`] and [`Store::len`] answer without I/O (read-your-writes and
+/// relists ask them for every object).
+///
+/// In-process stores implement the synchronous [`LocalStore`] instead and get this trait for
+/// free; their futures are ready at once.
 pub trait Store<K>: Send + Sync + 'static {
+    /// The object with this key, if cached.
+    fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>>;
+
+    /// The `resourceVersion` of the object with this key, if cached (from memory).
+    fn resource_version(&self, key: &ObjectKey) -> Option<String>;
+
+    /// Number of cached objects (from memory).
+    fn len(&self) -> usize;
+
+    /// Whether the store is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every cached object, in no particular order.
+    fn list(&self) -> StoreFuture<'_, Vec<Arc<K>>>;
+
+    /// The cached objects of one namespace (`None`: all namespaces) whose labels match `selector`.
+    fn list_selected<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        selector: &'a Selector,
+    ) -> StoreFuture<'a, Vec<Arc<K>>>;
+
+    /// The cached objects that list `owner_uid` among their owner references.
+    fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<K>>>;
+
+    /// The cached objects for which the indexer named `index` produced `value`; empty if no such
+    /// index exists.
+    fn by_index<'a>(&'a self, index: &'a str, value: &'a str) -> StoreFuture<'a, Vec<Arc<K>>>;
+
+    /// Inserts or replaces an object; returns the previous version.
+    fn apply(&self, obj: Arc<K>) -> StoreFuture<'_, Option<Arc<K>>>;
+
+    /// Removes an object; returns it if it was cached.
+    fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>>;
+
+    /// Replaces the whole content (after a full list); returns the objects that were removed.
+    fn replace(&self, objects: Vec<Arc<K>>) -> StoreFuture<'_, Vec<Arc<K>>>;
+
+    /// Every cached object, if the store holds them in memory (`None` for a remote store: a
+    /// late subscriber's replay is then listed by the informer's task).
+    fn snapshot(&self) -> Option<Vec<Arc<K>>> {
+        None
+    }
+
+    /// Whether the backend is reachable (a readiness check); in-process stores always are.
+    fn check(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The backend's name, for logs, errors and metrics (`memory`, `skeleton`, `memcached`).
+    fn backend(&self) -> &'static str;
+}
+
+/// What a [`Store`] method returns.
+pub type StoreFuture<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+
+/// A store backend failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{backend} store: {what}")]
+pub struct StoreError {
+    /// The backend (`memcached`, ...).
+    pub backend: &'static str,
+    /// What failed (`get shop/settings from 127.0.0.1:11211`).
+    pub what: String,
+    /// Why.
+    #[source]
+    pub source: Option<BoxError>,
+}
+
+impl StoreError {
+    /// `what` failed in `backend` because of `source`.
+    pub fn new(
+        backend: &'static str,
+        what: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self {
+            backend,
+            what: what.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+/// A thread-safe in-process store of the objects of one kind (the [`MemoryStore`] and
+/// [`SkeletonStore`]): synchronous, infallible, and a [`Store`] through a blanket impl.
+pub trait LocalStore<K>: Send + Sync + 'static {
     /// The object with this key, if cached.
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>>;
 
@@ -106,10 +203,63 @@ pub trait Store<K>: Send + Sync + 'static {
 
     /// Replaces the whole content (after a full list); returns the objects that were removed.
     fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>>;
+
+    /// The backend's name (`memory`, `skeleton`).
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(Ok(value)))
+}
+
+/// An in-process store is a store whose futures are ready at once.
+impl<K: kube::Resource + Send + Sync + 'static, S: LocalStore<K>> Store<K> for S {
+    fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
+        ready(LocalStore::get(self, key))
+    }
+    fn resource_version(&self, key: &ObjectKey) -> Option<String> {
+        LocalStore::resource_version(self, key)
+    }
+    fn len(&self) -> usize {
+        LocalStore::len(self)
+    }
+    fn list(&self) -> StoreFuture<'_, Vec<Arc<K>>> {
+        ready(LocalStore::list(self))
+    }
+    fn list_selected<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        selector: &'a Selector,
+    ) -> StoreFuture<'a, Vec<Arc<K>>> {
+        ready(LocalStore::list_selected(self, namespace, selector))
+    }
+    fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
+        ready(LocalStore::owned_by(self, owner_uid))
+    }
+    fn by_index<'a>(&'a self, index: &'a str, value: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
+        ready(LocalStore::by_index(self, index, value))
+    }
+    fn apply(&self, obj: Arc<K>) -> StoreFuture<'_, Option<Arc<K>>> {
+        ready(LocalStore::apply(self, obj))
+    }
+    fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
+        ready(LocalStore::delete(self, key))
+    }
+    fn replace(&self, objects: Vec<Arc<K>>) -> StoreFuture<'_, Vec<Arc<K>>> {
+        ready(LocalStore::replace(self, objects))
+    }
+    fn snapshot(&self) -> Option<Vec<Arc<K>>> {
+        Some(LocalStore::list(self))
+    }
+    fn backend(&self) -> &'static str {
+        LocalStore::backend(self)
+    }
 }
 
 /// Reads a store through a shared handle.
-impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
+impl<K, S: LocalStore<K> + ?Sized> LocalStore<K> for Arc<S> {
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
         (**self).get(key)
     }
@@ -142,5 +292,8 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     }
     fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
         (**self).replace(objects)
+    }
+    fn backend(&self) -> &'static str {
+        (**self).backend()
     }
 }

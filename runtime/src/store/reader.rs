@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kube::Resource;
 use kube::core::Selector;
 
-use super::Store;
+use super::{Store, StoreError};
 use crate::ObjectKey;
 
 /// Reads an informer's store; the informer is the only writer.
@@ -33,7 +33,8 @@ impl<K: 'static> Debug for Reader<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("namespace", &self.namespace)
-            .field("len", &self.store.len())
+            .field("backend", &self.store.backend())
+            .field("cached", &self.store.len())
             .finish()
     }
 }
@@ -66,14 +67,18 @@ impl<K: Resource + 'static> Reader<K> {
     }
 
     /// The object with this key, if cached.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+    ///
+    /// # Errors
+    ///
+    /// The store's backend failed (a remote store unreachable); in-memory stores never fail.
+    pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, StoreError> {
         if !self.key_visible(key) {
-            return None;
+            return Ok(None);
         }
-        self.store.get(key)
+        self.store.get(key).await
     }
 
-    /// The `resourceVersion` cached for this key.
+    /// The `resourceVersion` cached for this key (from memory, whatever the store).
     pub fn resource_version(&self, key: &ObjectKey) -> Option<String> {
         if !self.key_visible(key) {
             return None;
@@ -82,43 +87,80 @@ impl<K: Resource + 'static> Reader<K> {
     }
 
     /// Every cached object, in no particular order.
-    pub fn list(&self) -> Vec<Arc<K>> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::get`].
+    pub async fn list(&self) -> Result<Vec<Arc<K>>, StoreError> {
         match self.namespace.as_deref() {
-            None => self.store.list(),
-            Some(ns) => self.store.list_selected(Some(ns), &Selector::default()),
+            None => self.store.list().await,
+            Some(ns) => {
+                self.store
+                    .list_selected(Some(ns), &Selector::default())
+                    .await
+            }
         }
     }
 
     /// The cached objects of one namespace (`None`: all namespaces) whose labels match `selector`.
-    pub fn list_selected(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::get`].
+    pub async fn list_selected(
+        &self,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Result<Vec<Arc<K>>, StoreError> {
         match (self.namespace.as_deref(), namespace) {
-            (Some(mine), Some(asked)) if mine != asked => Vec::new(),
-            (Some(mine), _) => self.store.list_selected(Some(mine), selector),
-            (None, asked) => self.store.list_selected(asked, selector),
+            (Some(mine), Some(asked)) if mine != asked => Ok(Vec::new()),
+            (Some(mine), _) => self.store.list_selected(Some(mine), selector).await,
+            (None, asked) => self.store.list_selected(asked, selector).await,
         }
     }
 
     /// The cached objects that list `owner_uid` among their owner references.
-    pub fn owned_by(&self, owner_uid: &str) -> Vec<Arc<K>> {
-        self.filtered(self.store.owned_by(owner_uid))
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::get`].
+    pub async fn owned_by(&self, owner_uid: &str) -> Result<Vec<Arc<K>>, StoreError> {
+        Ok(self.filtered(self.store.owned_by(owner_uid).await?))
     }
 
     /// The cached objects for which the indexer named `index` produced `value`.
-    pub fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
-        self.filtered(self.store.by_index(index, value))
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::get`].
+    pub async fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
+        Ok(self.filtered(self.store.by_index(index, value).await?))
     }
 
-    /// Number of cached objects.
-    pub fn len(&self) -> usize {
+    /// Number of cached objects (for a reader limited to a namespace, those of the namespace).
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::get`] (only a reader limited to a namespace reads the store for this).
+    pub async fn len(&self) -> Result<usize, StoreError> {
         match self.namespace {
-            None => self.store.len(),
-            Some(_) => self.list().len(),
+            None => Ok(self.store.len()),
+            Some(_) => Ok(self.list().await?.len()),
         }
     }
 
     /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    ///
+    /// # Errors
+    ///
+    /// As [`Reader::len`].
+    pub async fn is_empty(&self) -> Result<bool, StoreError> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// The store's backend (`memory`, `skeleton`, `memcached`).
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
     }
 
     fn filtered(&self, mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
@@ -135,7 +177,7 @@ mod tests {
     use kube::api::ObjectMeta;
 
     use super::*;
-    use crate::store::MemoryStore;
+    use crate::store::{LocalStore, MemoryStore};
 
     fn cm(ns: &str, name: &str) -> Arc<ConfigMap> {
         Arc::new(ConfigMap {
@@ -149,25 +191,32 @@ mod tests {
         })
     }
 
-    #[test]
-    fn reader_limited_to_a_namespace_should_see_nothing_else() {
+    #[tokio::test]
+    async fn reader_limited_to_a_namespace_should_see_nothing_else() {
         let store = Arc::new(MemoryStore::<ConfigMap>::new());
-        store.apply(cm("a", "x"));
-        store.apply(cm("b", "y"));
+        LocalStore::apply(&*store, cm("a", "x"));
+        LocalStore::apply(&*store, cm("b", "y"));
         let all = Reader::new(store.clone() as Arc<dyn Store<ConfigMap>>);
-        assert_eq!(all.len(), 2);
+        assert_eq!(all.len().await.unwrap(), 2);
         let a = all.clone().in_namespace("a");
-        assert_eq!(a.len(), 1);
-        assert!(a.get(&ObjectKey::namespaced("a", "x")).is_some());
-        assert!(a.get(&ObjectKey::namespaced("b", "y")).is_none());
+        assert_eq!(a.len().await.unwrap(), 1);
+        let get = async |ns, name| a.get(&ObjectKey::namespaced(ns, name)).await.unwrap();
+        assert!(get("a", "x").await.is_some());
+        assert!(get("b", "y").await.is_none());
         assert!(
             a.resource_version(&ObjectKey::namespaced("b", "y"))
                 .is_none()
         );
-        assert_eq!(a.list()[0].metadata.name.as_deref(), Some("x"));
+        assert_eq!(
+            a.list().await.unwrap()[0].metadata.name.as_deref(),
+            Some("x")
+        );
         let everything = Selector::default();
-        assert!(a.list_selected(Some("b"), &everything).is_empty());
-        assert_eq!(a.list_selected(None, &everything).len(), 1);
-        assert_eq!(all.list_selected(Some("b"), &everything).len(), 1);
+        let selected = async |reader: &Reader<ConfigMap>, ns| {
+            reader.list_selected(ns, &everything).await.unwrap().len()
+        };
+        assert_eq!(selected(&a, Some("b")).await, 0);
+        assert_eq!(selected(&a, None).await, 1);
+        assert_eq!(selected(&all, Some("b")).await, 1);
     }
 }

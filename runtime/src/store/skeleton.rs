@@ -6,10 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
 
-use super::Store;
+use super::LocalStore;
 use crate::ObjectKey;
 
-/// A [`Store`] that keeps, of each object, only its key, its `resourceVersion` and its owner
+/// A [`LocalStore`] that keeps, of each object, only its key, its `resourceVersion` and its owner
 /// references: what a watch that only *triggers* reconciles of the owners needs (the controller's
 /// `owns_uncached`), at a fraction of the memory of the objects themselves.
 ///
@@ -19,9 +19,9 @@ use crate::ObjectKey;
 /// (their owners are reconciled after the relist), which a store-less watch would miss.
 ///
 /// Namespaces and the owners' `apiVersion` and `kind` are interned: one allocation per distinct
-/// value, however many objects share it. Labels are not kept, so [`Store::list_selected`] only
-/// matches selectors that an object without labels matches; [`Store::by_index`] finds nothing;
-/// [`Store::owned_by`] scans every object.
+/// value, however many objects share it. Labels are not kept, so [`LocalStore::list_selected`] only
+/// matches selectors that an object without labels matches; [`LocalStore::by_index`] finds nothing;
+/// [`LocalStore::owned_by`] scans every object.
 ///
 /// # Examples
 ///
@@ -31,7 +31,7 @@ use crate::ObjectKey;
 /// use kube::api::ObjectMeta;
 /// use kube::core::PartialObjectMeta;
 /// use kubeforge::ObjectKey;
-/// use kubeforge::store::{SkeletonStore, Store};
+/// use kubeforge::store::{LocalStore, SkeletonStore};
 ///
 /// let store = SkeletonStore::<ConfigMap>::new();
 /// store.apply(Arc::new(PartialObjectMeta {
@@ -191,7 +191,11 @@ impl<C> SkeletonStore<C> {
     }
 }
 
-impl<C: Send + Sync + 'static> Store<PartialObjectMeta<C>> for SkeletonStore<C> {
+impl<C: Send + Sync + 'static> LocalStore<PartialObjectMeta<C>> for SkeletonStore<C> {
+    fn backend(&self) -> &'static str {
+        "skeleton"
+    }
+
     fn get(&self, key: &ObjectKey) -> Option<Arc<PartialObjectMeta<C>>> {
         let inner = self.read();
         let key = inner.lookup(key)?;

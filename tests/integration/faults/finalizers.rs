@@ -419,6 +419,8 @@ async fn adding_the_finalizer_to_an_object_deleted_meanwhile_should_be_done_not_
         async || {
             store
                 .get(&kubeforge::ObjectKey::namespaced(ns.name(), "gone"))
+                .await
+                .unwrap()
                 .map(|_| ())
         },
     )
