@@ -19,8 +19,10 @@ mod faults;
 mod informer;
 mod leader;
 mod manager;
+mod memcached_backend;
 mod retries;
 mod secret_mirror;
+mod stores;
 mod watcher;
 mod webapp;
 

@@ -6,7 +6,7 @@ use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
-use syn::{Expr, Ident, LitStr, Path, Token, Type};
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token, Type};
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
 use crate::keys::{self, Key, Keyed, Table, Value};
@@ -17,7 +17,26 @@ pub struct Watch {
     pub map: Path,
     /// `map_async`: the mapper is an `async fn(Arc<W>, Cache) -> Vec<ObjectKey>`.
     pub is_async: bool,
+    /// `store = memcached`: the store backend the kind's cache lives in (see [`store_name`]).
+    pub store: Option<Keyed<String>>,
 }
+
+/// The keys a `watches(Kind, map = path, ..)` entry takes after its mapper.
+#[derive(Default)]
+struct WatchOptions {
+    store: Option<Keyed<String>>,
+}
+
+const WATCH_OPTIONS: Table<WatchOptions> = Table {
+    what: "`watches(..)`",
+    keys: &[Key::new(
+        "store",
+        Value::Custom(|w, meta, _| {
+            w.store = Some(store_key(meta)?);
+            Ok(())
+        }),
+    )],
+};
 
 /// What the cache keeps of an owned kind: `owns(A, B(metadata), C(uncached))`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,10 +52,19 @@ pub struct Owned {
     pub weight: Weight,
     /// `any_owner`: every owner reference to the primary counts, not only the controller one.
     pub any_owner: bool,
+    /// `store = memcached`: the store backend the kind's cache lives in (see [`store_name`]).
+    pub store: Option<Keyed<String>>,
 }
 
 /// The options an `owns(...)` entry takes in parentheses.
-const OWNS_OPTIONS: &[&str] = &["full", "metadata", "uncached", "any_owner"];
+const OWNS_OPTIONS: &[&str] = &["full", "metadata", "uncached", "any_owner", "store"];
+
+/// One option of an owned kind as written: a word (`metadata`) or `name = value`
+/// (`store = memcached`).
+struct OwnedOption {
+    name: Ident,
+    value: Option<Expr>,
+}
 
 /// A predicate named in `predicates(...)`.
 pub enum PredicateArg {
@@ -136,6 +164,8 @@ pub struct ControllerArgs {
     pub event_timeout: Option<WatcherKey>,
     /// `opinionated = "example.com/watch"` (watcher mode): the opinionated watcher's finalizer.
     pub opinionated: Option<LitStr>,
+    /// `store = memcached`: the store backend the primary kind's cache lives in (both modes).
+    pub store: Option<Keyed<String>>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
     /// `predicates`), each at its first occurrence, for the watcher mode's errors.
     pub reconciler_keys: Vec<Keyed<&'static str>>,
@@ -192,6 +222,13 @@ const CONTROLLER: Table<ControllerArgs> = Table {
         Key::new(
             "opinionated",
             Value::Str(|a, lit| a.opinionated = Some(lit)),
+        ),
+        Key::new(
+            "store",
+            Value::Custom(|a, meta, _| {
+                a.store = Some(store_key(meta)?);
+                Ok(())
+            }),
         ),
         Key::new(
             "crate",
@@ -274,7 +311,7 @@ impl ControllerArgs {
     }
 }
 
-/// `owns(A, B(metadata), C(uncached, any_owner))`.
+/// `owns(A, B(metadata), C(uncached, any_owner), D(store = memcached))`.
 fn owns(
     args: &mut ControllerArgs,
     meta: &ParseNestedMeta<'_>,
@@ -289,9 +326,12 @@ fn owns(
         let options = if content.peek(syn::token::Paren) {
             let options;
             syn::parenthesized!(options in content);
-            Punctuated::<Ident, Token![,]>::parse_terminated(&options)?
-                .into_iter()
-                .collect()
+            Punctuated::<OwnedOption, Token![,]>::parse_terminated_with(
+                &options,
+                OwnedOption::parse,
+            )?
+            .into_iter()
+            .collect()
         } else {
             Vec::new()
         };
@@ -307,21 +347,63 @@ fn owns(
     Ok(())
 }
 
+impl OwnedOption {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let name = Ident::parse_any(input)?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            Some(input.parse()?)
+        } else {
+            None
+        };
+        Ok(OwnedOption { name, value })
+    }
+}
+
 /// One `owns` entry: the kind and the options in parentheses after it.
-fn owned(kind: Type, options: &[Ident], errors: &mut Errors) -> Owned {
+fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
     let mut entry = Owned {
         kind,
         weight: Weight::Full,
         any_owner: false,
+        store: None,
     };
     let mut weights = Vec::new();
-    for option in options {
+    // The first `store` key, valid or not, for "duplicate" and "uncached".
+    let mut store_key: Option<Span> = None;
+    for OwnedOption {
+        name: option,
+        value,
+    } in options
+    {
         let name = option.to_string();
-        match name.as_str() {
-            "full" => weights.push((option, Weight::Full)),
-            "metadata" => weights.push((option, Weight::Metadata)),
-            "uncached" => weights.push((option, Weight::Uncached)),
-            "any_owner" => entry.any_owner = true,
+        match (name.as_str(), value) {
+            ("store", Some(value)) => {
+                if store_key.is_some() {
+                    errors.at(
+                        option.span(),
+                        "duplicate option `store`; it is already set above",
+                    );
+                    continue;
+                }
+                store_key = Some(option.span());
+                match store_name(option.span(), value) {
+                    Ok(store) => entry.store = Some(store),
+                    Err(error) => errors.push(error),
+                }
+            }
+            ("store", None) => errors.at(
+                option.span(),
+                "`store` needs the name of a store backend: `store = memcached`",
+            ),
+            ("full" | "metadata" | "uncached" | "any_owner", Some(value)) => errors.spanned(
+                value,
+                format!("`{name}` takes no value: write `{name}` alone"),
+            ),
+            ("full", None) => weights.push((option, Weight::Full)),
+            ("metadata", None) => weights.push((option, Weight::Metadata)),
+            ("uncached", None) => weights.push((option, Weight::Uncached)),
+            ("any_owner", None) => entry.any_owner = true,
             _ => errors.at(
                 option.span(),
                 format!(
@@ -341,14 +423,24 @@ fn owned(kind: Type, options: &[Ident], errors: &mut Errors) -> Owned {
     if let Some((_, weight)) = weights.first() {
         entry.weight = *weight;
     }
+    if entry.weight == Weight::Uncached
+        && let Some(key) = store_key
+    {
+        errors.at(
+            key,
+            "an uncached kind keeps only keys and versions in memory: it has no store to choose",
+        );
+        entry.store = None;
+    }
     entry
 }
 
-/// `watches(Kind, map = Self::mapper)` or `watches(Kind, map_async = Self::mapper)`.
+/// `watches(Kind, map = Self::mapper)` or `watches(Kind, map_async = Self::mapper)`, then the
+/// options ([`WATCH_OPTIONS`]: `store = memcached`).
 fn watches(
     args: &mut ControllerArgs,
     meta: &ParseNestedMeta<'_>,
-    _: &mut Errors,
+    errors: &mut Errors,
 ) -> syn::Result<()> {
     args.reconciler_key("watches", meta);
     let content;
@@ -370,12 +462,55 @@ fn watches(
     if !content.is_empty() {
         content.parse::<Token![,]>()?;
     }
+    let options = keys::parse_args(content.parse()?, &WATCH_OPTIONS, errors);
     args.watches.push(Watch {
         kind,
         map,
         is_async,
+        store: options.store,
     });
     Ok(())
+}
+
+/// `store = <name>` read by the key parser: the backend's name, spanned at the key.
+fn store_key(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<String>> {
+    let key = keys::key_span(meta);
+    store_name(key, &meta.value()?.parse()?)
+}
+
+/// The value of `store = ..`: the name of a store backend the cache was given, an identifier
+/// (`memcached`) or a string (`"redis"`), not empty; spanned at the key `key`. The runtime
+/// checks at start-up that the cache has a backend of that name.
+fn store_name(key: Span, value: &Expr) -> syn::Result<Keyed<String>> {
+    let name = match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit),
+            attrs,
+        }) if attrs.is_empty() => {
+            if lit.value().trim().is_empty() {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "the name of a store backend must not be empty, such as `memcached`",
+                ));
+            }
+            lit.value()
+        }
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
+            match path.path.get_ident() {
+                Some(ident) => ident.unraw().to_string(),
+                None => return Err(not_a_store_name(value)),
+            }
+        }
+        _ => return Err(not_a_store_name(value)),
+    };
+    Ok(Keyed { value: name, key })
+}
+
+fn not_a_store_name(value: &Expr) -> syn::Error {
+    syn::Error::new_spanned(
+        value,
+        "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"",
+    )
 }
 
 /// `predicates(generation_changed, Self::custom, ...)`.
@@ -676,11 +811,142 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner; did you mean `metadata`?",
+                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner, store; did you mean `metadata`?",
                 "an owned kind is cached one way: `full`, `metadata` or `uncached`",
                 "`owns_uncached(A)` is written `owns(A(uncached))`",
             ]
         );
+    }
+
+    fn stores(args: &ControllerArgs) -> (Option<String>, Vec<Option<String>>, Vec<Option<String>>) {
+        let name = |s: &Option<Keyed<String>>| s.as_ref().map(|s| s.value.clone());
+        (
+            name(&args.store),
+            args.owns.iter().map(|o| name(&o.store)).collect(),
+            args.watches.iter().map(|w| name(&w.store)).collect(),
+        )
+    }
+
+    #[test]
+    fn store_should_be_read_at_the_top_in_owns_and_in_watches() {
+        let (args, errors) = parse(quote!(
+            for = Db, store = memcached,
+            owns(Deployment(store = memcached), Service, Pod(metadata, store = "redis", any_owner)),
+            owns(Job(any_owner, store = r#type, full)),
+            watches(Secret, map = Self::f, store = memcached),
+            watches(ConfigMap, map_async = Self::g, store = "redis",),
+            watches(Node, map = Self::h,)
+        ));
+        assert!(errors.is_empty(), "{errors:?}");
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            stores(&args),
+            (
+                some("memcached"),
+                vec![some("memcached"), None, some("redis"), some("type")],
+                vec![some("memcached"), some("redis"), None],
+            )
+        );
+        let weights: Vec<_> = args.owns.iter().map(|o| (o.weight, o.any_owner)).collect();
+        use Weight::{Full, Metadata};
+        assert_eq!(
+            weights,
+            [(Full, false), (Full, false), (Metadata, true), (Full, true)],
+            "`store` leaves the other options as they were"
+        );
+        assert!(args.watches[1].is_async);
+
+        let (args, errors) = parse(quote!(for = Db, watcher, store = "redis"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(stores(&args).0.as_deref(), Some("redis"));
+        assert!(args.reconciler_keys.is_empty(), "both modes take `store`");
+        assert_eq!(
+            stores(&parse(quote!(for = Db, owns(A), watches(B, map = f))).0),
+            (None, vec![None], vec![None])
+        );
+    }
+
+    #[test]
+    fn store_should_report_values_that_are_not_names_and_duplicates() {
+        let not_a_name = "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"";
+        let empty = "the name of a store backend must not be empty, such as `memcached`";
+        for value in [quote!(3), quote!(a::b), quote!(Self::store()), quote!(true)] {
+            let (args, errors) = parse(quote!(for = Db, store = #value, concurrency = 2));
+            assert_eq!(errors, [not_a_name], "{value}");
+            assert!(args.store.is_none());
+            assert_eq!(
+                args.concurrency.map(|c| c.value),
+                Some(2),
+                "goes on after {value}"
+            );
+        }
+        let (args, errors) = parse(quote!(for = Db, store = "", store = " "));
+        assert!(args.store.is_none());
+        assert_eq!(
+            errors,
+            [
+                empty,
+                "duplicate key `store`; it is already set above",
+                empty
+            ]
+        );
+        let (args, errors) = parse(quote!(for = Db, store = memcached, store = redis));
+        assert_eq!(
+            stores(&args).0.as_deref(),
+            Some("memcached"),
+            "the first is kept"
+        );
+        assert_eq!(errors, ["duplicate key `store`; it is already set above"]);
+    }
+
+    #[test]
+    fn owns_store_should_report_uncached_kinds_duplicates_and_misspellings() {
+        let (args, errors) = parse(quote!(
+            for = Db,
+            owns(A(uncached, store = memcached), B(store = memcached, uncached), C(metadata, store = memcached)),
+            owns(D(store = a, store = b), E(store = 3, store = b), F(stor = memcached), G(store), H(metadata = true))
+        ));
+        let uncached =
+            "an uncached kind keeps only keys and versions in memory: it has no store to choose";
+        assert_eq!(
+            errors,
+            [
+                uncached,
+                uncached,
+                "duplicate option `store`; it is already set above",
+                "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"",
+                "duplicate option `store`; it is already set above",
+                "unknown option `stor` of an owned kind; expected one of full, metadata, uncached, any_owner, store; did you mean `store`?",
+                "`store` needs the name of a store backend: `store = memcached`",
+                "`metadata` takes no value: write `metadata` alone",
+            ]
+        );
+        let name = |i: usize| args.owns[i].store.as_ref().map(|s| s.value.as_str());
+        assert_eq!(
+            [name(0), name(1), name(2), name(3), name(4)],
+            [None, None, Some("memcached"), Some("a"), None]
+        );
+    }
+
+    #[test]
+    fn watches_store_should_report_bad_values_duplicates_and_misspellings() {
+        let (args, errors) = parse(quote!(
+            for = Db,
+            watches(A, map = Self::f, store = 3),
+            watches(B, map = Self::f, stor = memcached),
+            watches(C, map_async = Self::f, store = a, store = b),
+            watches(D, map = Self::f, store = d)
+        ));
+        assert_eq!(
+            errors,
+            [
+                "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"",
+                "unknown `watches(..)` key `stor`; did you mean `store`?",
+                "duplicate key `store`; it is already set above",
+            ]
+        );
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(stores(&args).2, [None, None, some("a"), some("d")]);
     }
 
     #[test]

@@ -12,11 +12,12 @@
 use proc_macro2::{Ident, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{ImplItemFn, ItemImpl, Path, Type};
+use syn::{ImplItemFn, ItemImpl, LitStr, Path, Type};
 
 use super::attrs::{DequeueArg, PredicateArg, Weight};
 use super::watcher::WatcherModel;
 use super::{Model, RetryArg};
+use crate::keys::Keyed;
 
 /// The kinds named besides the primary, each once (by their tokens), with the type parameter
 /// that stands for it in the generic wiring.
@@ -250,6 +251,7 @@ impl Expander<'_> {
             .map(|f| quote!(.finalizer(#f)));
         let retry = self.exponential_call();
         let dequeue = dequeue_call(kf, self.model.dequeue);
+        let primary_informer = informer_config(self.model.store.as_ref());
         quote! {
             fn __controller<__S: #spec, #(#params: #kind_trait),*>(
                 wiring: &#kf::controller::Wiring,
@@ -262,7 +264,7 @@ impl Expander<'_> {
                     <__S as #spec>::NAME,
                     wiring,
                     #kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
-                    wiring.informer_defaults.clone(),
+                    #primary_informer,
                 )
                 #(#owns)*
                 #(#watches)*
@@ -292,7 +294,8 @@ impl Expander<'_> {
         Some(quote!(.configure(|config: #kf::controller::ControllerConfig| config #retry)))
     }
 
-    /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()])` per owned kind.
+    /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()] [.informer(..)])` per
+    /// owned kind; `.informer(..)` only with `store = ..`.
     fn owns_calls(&self) -> Vec<TokenStream> {
         let kf = self.kf;
         self.model
@@ -306,17 +309,19 @@ impl Expander<'_> {
                     Weight::Uncached => quote!(uncached),
                 };
                 let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
+                let informer = informer_call(owned.store.as_ref());
                 quote! {
                     .owns(
                         #kf::controller::api_for::<#t>(client.clone(), namespace),
-                        #kf::controller::Owns::#weight() #any_owner,
+                        #kf::controller::Owns::#weight() #any_owner #informer,
                     )
                 }
             })
             .collect()
     }
 
-    /// `.watches(api, Watches::map(..))` per watched kind; the mapper gets the cache.
+    /// `.watches(api, Watches::map(..) [.informer(..)])` per watched kind; the mapper gets the
+    /// cache; `.informer(..)` only with `store = ..`.
     fn watches_calls(&self) -> Vec<TokenStream> {
         let kf = self.kf;
         let keys = quote!(::std::vec::Vec<#kf::ObjectKey>);
@@ -326,6 +331,7 @@ impl Expander<'_> {
             .zip(&self.mapper_args)
             .map(|(w, map)| {
                 let t = self.kinds.of(&w.kind);
+                let informer = informer_call(w.store.as_ref());
                 let watches = if w.is_async {
                     quote! {
                         #kf::controller::Watches::map_async({
@@ -344,7 +350,7 @@ impl Expander<'_> {
                 quote! {
                     .watches(
                         #kf::controller::api_for::<#t>(client.clone(), namespace),
-                        #watches,
+                        #watches #informer,
                     )
                 }
             })
@@ -469,6 +475,25 @@ fn dequeue_call(kf: &Path, dequeue: Option<DequeueArg>) -> Option<TokenStream> {
         DequeueArg::None => quote!(DequeueNone),
     };
     Some(quote!(.dequeue(#kf::retry::#policy)))
+}
+
+/// The informer options of a kind: the wiring's defaults, in the store backend `store = ..`
+/// names (spanned at the key).
+fn informer_config(store: Option<&Keyed<String>>) -> TokenStream {
+    match store {
+        None => quote!(wiring.informer_defaults.clone()),
+        Some(store) => {
+            let name = LitStr::new(&store.value, store.key);
+            quote_spanned!(store.key=> wiring.informer_defaults.clone().store_named(#name))
+        }
+    }
+}
+
+/// `.informer(..)` of `Owns` and `Watches` for `store = ..`; nothing without it (the runtime
+/// then takes the wiring's defaults).
+fn informer_call(store: Option<&Keyed<String>>) -> Option<TokenStream> {
+    let config = informer_config(Some(store?));
+    Some(quote!(.informer(#config)))
 }
 
 /// `Duration::from_millis(ms)`.
@@ -647,6 +672,14 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
     // In `watcher()`, where `Self` in a `retry` expression is the watcher.
     let retry = model.retry.as_ref().map(|retry| retry_call(kf, retry));
     let dequeue = dequeue_call(kf, model.dequeue);
+    // `new` takes the wiring's informer defaults; `with_informer` the store `store = ..` names.
+    let (constructor, informer) = match &model.store {
+        None => (quote!(new), None),
+        Some(store) => {
+            let config = informer_config(Some(store));
+            (quote!(with_informer), Some(quote!(#config,)))
+        }
+    };
     quote! {
         #[automatically_derived]
         impl #spec for #self_ty {
@@ -654,10 +687,11 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
             const NAME: &'static str = #name;
 
             fn watcher(wiring: &#kf::controller::Wiring) -> #kf::watcher::WatcherController<Self::Kind> {
-                #kf::watcher::WatcherController::new(
+                #kf::watcher::WatcherController::#constructor(
                     <Self as #spec>::NAME,
                     wiring,
                     #kf::controller::api_for::<Self::Kind>(wiring.cache().client(), wiring.namespace.as_deref()),
+                    #informer
                 )
                 #workers
                 #event_timeout

@@ -11,6 +11,7 @@ use quote::ToTokens;
 use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitStr, Path, ReturnType, Type};
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
+use crate::keys::Keyed;
 use crate::model::default_crate;
 use attrs::{ControllerArgs, DequeueArg, ExponentialAttrs, Owned, PredicateArg, RetryAttr, Watch};
 use watcher::WatcherModel;
@@ -37,6 +38,9 @@ pub struct Model {
     pub retry: Option<RetryArg>,
     /// `dequeue = ..`; `None` keeps the runtime's default (`DequeueAll`).
     pub dequeue: Option<DequeueArg>,
+    /// `store = ..`: the store backend of the primary kind's cache; `None` keeps the wiring's
+    /// informer defaults (in memory).
+    pub store: Option<Keyed<String>>,
     pub error_ty: Type,
     pub reconcile: ImplItemFn,
     pub cleanup: Option<ImplItemFn>,
@@ -168,6 +172,7 @@ fn check_reconciler(
         predicates: args.predicates,
         retry: retry.flatten(),
         dequeue: args.dequeue,
+        store: args.store,
         error_ty: error_ty?,
         reconcile,
         cleanup,
@@ -696,6 +701,58 @@ mod tests {
         );
         assert!(
             out.contains(".dequeue(::kubeforge::retry::DequeueNone)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn controller_should_put_each_chosen_store_in_its_informer_config() {
+        let out = controller(
+            quote!(for = Db, store = memcached,
+                owns(Deployment(store = "redis"), Service, Pod(metadata, any_owner, store = memcached)),
+                watches(Secret, map = Self::by_secret, store = memcached),
+                watches(ConfigMap, map_async = Self::by_config, store = "redis"),
+                watches(Node, map = Self::by_node)),
+            quote!(impl DbController {
+                async fn reconcile(&self, db: Arc<Db>, ctx: &Context<Db>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        let compact: String = out.split_whitespace().collect();
+        let kf = "::kubeforge::controller";
+        let config =
+            |name: &str| format!("wiring.informer_defaults.clone().store_named(\"{name}\")");
+        for expected in [
+            format!(
+                "{kf}::api_for::<__S::Kind>(client.clone(),namespace),{},)",
+                config("memcached")
+            ),
+            format!("{kf}::Owns::full().informer({}),", config("redis")),
+            format!("{kf}::Owns::full(),"),
+            format!(
+                "{kf}::Owns::metadata().any_owner().informer({}),",
+                config("memcached")
+            ),
+            format!(
+                "&__K3|->::std::vec::Vec<::kubeforge::ObjectKey>{{map0(obj,&cache)}}}}).informer({}),",
+                config("memcached")
+            ),
+            format!("map1(obj,cache.clone())}}).informer({}),", config("redis")),
+            "map2(obj,&cache)}}),)".to_owned(),
+        ] {
+            assert!(compact.contains(&expected), "{expected} in {out}");
+        }
+        assert_eq!(compact.matches(".informer(").count(), 4, "{out}");
+
+        let out = controller(
+            quote!(for = Db, owns(Deployment), watches(Secret, map = Self::by_secret)),
+            quote!(impl DbController {
+                async fn reconcile(&self, db: Arc<Db>, ctx: &Context<Db>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        assert!(
+            !out.contains(".informer(") && !out.contains("store_named"),
             "{out}"
         );
     }

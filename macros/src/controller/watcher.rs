@@ -10,6 +10,7 @@ use super::{
     RetryArg, Signature, check_block, check_method, default_name, find_fn, primary_kind, retry_arg,
 };
 use crate::errors::Errors;
+use crate::keys::Keyed;
 use crate::model::default_crate;
 
 /// The checked model of a watcher, the expansion works from.
@@ -29,6 +30,9 @@ pub struct WatcherModel {
     pub dequeue: Option<DequeueArg>,
     /// `opinionated = ".."`: the opinionated watcher's finalizer.
     pub opinionated: Option<LitStr>,
+    /// `store = ..`: the store backend of the kind's cache; `None` keeps the wiring's informer
+    /// defaults (in memory).
+    pub store: Option<Keyed<String>>,
     /// The error type all the handlers return.
     pub error_ty: Type,
     pub add: ImplItemFn,
@@ -140,6 +144,7 @@ pub fn check(
         retry: retry.flatten(),
         dequeue: args.dequeue,
         opinionated: args.opinionated,
+        store: args.store,
         error_ty: error_ty?,
         add,
         update,
@@ -447,6 +452,29 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("fn update"), "{out}");
+    }
+
+    #[test]
+    fn controller_should_give_a_watcher_its_store() {
+        let add = quote!(impl Audit {
+            async fn add(&self, app: Arc<WebApp>, ctx: &WatchContext) -> Result<(), Error> { Ok(()) }
+        });
+        let out = controller(
+            quote!(for = WebApp, watcher, store = memcached, workers = 2),
+            add.clone(),
+        );
+        let compact: String = crate::pipeline::tests::pretty(out)
+            .split_whitespace()
+            .collect();
+        assert!(
+            compact.contains("::kubeforge::watcher::WatcherController::with_informer(<Selfas::kubeforge::watcher::WatcherSpec>::NAME,wiring,::kubeforge::controller::api_for::<Self::Kind,>(wiring.cache().client(),wiring.namespace.as_deref()),wiring.informer_defaults.clone().store_named(\"memcached\"),).workers(2)"),
+            "{compact}"
+        );
+        let out = crate::pipeline::tests::pretty(controller(quote!(for = WebApp, watcher), add));
+        assert!(
+            out.contains("WatcherController::new(") && !out.contains("store_named"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -34,12 +34,16 @@ use std::sync::{Arc, Mutex};
 
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::ObjectKey;
 use crate::informer::{ApplyHook, Informer, InformerConfig};
 use crate::scope::Scoped;
-use crate::store::{MemoryStore, Reader, SkeletonStore, Store};
+use crate::store::{
+    MemoryStore, Reader, Refill, RemoteStore, SharedBackend, SkeletonStore, Store, StoreChoice,
+};
 
 mod lookup;
 pub use lookup::{Lookup, NotCached};
@@ -120,6 +124,25 @@ where
     }
 }
 
+/// Reads one object of `K` from the apiserver, as the informer would cache it (a remote store's
+/// refill of an entry its backend lost).
+fn refill<K>(client: Client, strip_managed_fields: bool) -> Refill<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::Scope: Scoped,
+{
+    Arc::new(move |key: ObjectKey| {
+        let api = <K::Scope as Scoped>::api::<K>(client.clone(), key.namespace.as_deref());
+        Box::pin(async move {
+            let mut obj = api.get_opt(&key.name).await?;
+            if strip_managed_fields && let Some(obj) = &mut obj {
+                obj.meta_mut().managed_fields = None;
+            }
+            Ok(obj)
+        })
+    })
+}
+
 struct Entry {
     name: String,
     informer: Box<dyn ErasedInformer>,
@@ -141,6 +164,10 @@ struct Inner {
     entries: Vec<(InformerKey, Entry)>,
     index: HashMap<InformerKey, usize>,
     running: Option<CancellationToken>,
+    /// Store backends by name, for informers that choose one by name.
+    backends: HashMap<String, SharedBackend>,
+    /// Informers asked for a backend the cache does not have (see [`Cache::problems`]).
+    problems: Vec<String>,
 }
 
 impl Debug for Cache {
@@ -204,12 +231,78 @@ impl Cache {
 
     /// The shared informer for `api`'s kind and namespace with `config`'s selectors, created on
     /// first use. If the cache is running, a new informer starts at once.
+    ///
+    /// Its store is the one `config` chooses ([`InformerConfig::store`]): in memory by default,
+    /// or a [`RemoteStore`] in a backend. The first controller to ask for an informer chooses
+    /// its store; later ones with the same kind, namespace and selectors share it.
     pub fn informer<K>(&self, api: Api<K>, config: InformerConfig) -> Arc<Informer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         K::Scope: Scoped,
     {
-        self.shared_informer(api, config, || Arc::new(MemoryStore::<K>::new()), false)
+        let backend = self.backend_for(&api, &config);
+        let strip = !config.keep_managed_fields;
+        let client = api.clone().into_client();
+        let store = move |name: &str| -> Arc<dyn Store<K>> {
+            match backend {
+                None => Arc::new(MemoryStore::<K>::new()),
+                Some(backend) => Arc::new(RemoteStore::new(backend, name, refill(client, strip))),
+            }
+        };
+        self.shared_informer(api, config, store, false)
+    }
+
+    /// The backend `config` chooses; a name the cache does not know is recorded as a problem
+    /// (the informer then keeps its objects in memory, and controllers refuse to start).
+    fn backend_for<K: Resource>(
+        &self,
+        api: &Api<K>,
+        config: &InformerConfig,
+    ) -> Option<SharedBackend> {
+        match &config.store {
+            None => None,
+            Some(StoreChoice::Backend(backend)) => Some(Arc::clone(backend)),
+            Some(StoreChoice::Named(name)) => {
+                let mut inner = self.lock();
+                let found = inner.backends.get(name).cloned();
+                if found.is_none() {
+                    let known: Vec<&String> = inner.backends.keys().collect();
+                    let problem = format!(
+                        "{} asks for the store backend `{name}`, which is not configured (configured: {known:?}); add it with Manager::store_backend or the operator's command line (--memcached-servers)",
+                        api.resource_url()
+                    );
+                    inner.problems.push(problem);
+                }
+                found
+            }
+        }
+    }
+
+    /// Makes `backend` available, under its name, to informers that choose a backend by name
+    /// ([`InformerConfig::store_named`], `#[controller(store = memcached)]`). Add backends
+    /// before building the controllers that use them.
+    pub fn add_backend(&self, backend: SharedBackend) {
+        self.lock()
+            .backends
+            .insert(backend.name().to_owned(), backend);
+    }
+
+    /// The backend named `name`, if the cache has one.
+    pub fn backend(&self, name: &str) -> Option<SharedBackend> {
+        self.lock().backends.get(name).cloned()
+    }
+
+    /// What is wrong with the cache's configuration (an informer asked for a backend the cache
+    /// does not have); controllers refuse to start while this is not empty.
+    pub fn problems(&self) -> Vec<String> {
+        self.lock().problems.clone()
     }
 
     /// Like [`Cache::informer`], for a metadata watch of `C` that only needs keys,
@@ -224,14 +317,14 @@ impl Cache {
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.shared_informer(api, config, || Arc::new(SkeletonStore::<C>::new()), true)
+        self.shared_informer(api, config, |_| Arc::new(SkeletonStore::<C>::new()), true)
     }
 
     fn shared_informer<K>(
         &self,
         api: Api<K>,
         config: InformerConfig,
-        store: impl FnOnce() -> Arc<dyn Store<K>>,
+        store: impl FnOnce(&str) -> Arc<dyn Store<K>>,
         skeleton: bool,
     ) -> Arc<Informer<K>>
     where
@@ -272,7 +365,7 @@ impl Cache {
             }
         }
         let informer =
-            Arc::new(Informer::with_store(api, config, store()).on_apply(self.hook.clone()));
+            Arc::new(Informer::with_store(api, config, store(&name)).on_apply(self.hook.clone()));
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());

@@ -194,6 +194,60 @@ pub struct Options {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The memcached store backend (feature `memcached`).
+    #[cfg(feature = "memcached")]
+    #[command(flatten)]
+    pub memcached: MemcachedOptions,
+}
+
+/// The flags of the memcached store backend: with `--memcached-servers`, kinds that ask for
+/// `store = memcached` keep their objects there.
+#[cfg(feature = "memcached")]
+#[derive(Clone, Debug, clap::Args)]
+pub struct MemcachedOptions {
+    /// memcached servers (`host:port`, comma-separated); every replica lists them in the same
+    /// order.
+    #[arg(long, env = "MEMCACHED_SERVERS", value_delimiter = ',')]
+    pub memcached_servers: Vec<String>,
+    /// Prefix that separates this operator's entries from others sharing the servers.
+    #[arg(long, env = "MEMCACHED_SHARD_KEY", default_value = "")]
+    pub memcached_shard_key: String,
+    /// How often each store writes its key list to memcached (`0` disables full lists).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub memcached_key_sync_interval: Duration,
+    /// Objects per multi-get or multi-set when a store lists or relists.
+    #[arg(long, default_value_t = 500)]
+    pub memcached_page_size: usize,
+    /// Bound on connecting, and on each request.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    pub memcached_timeout: Duration,
+    /// Idle connections kept per server.
+    #[arg(long, default_value_t = 4)]
+    pub memcached_max_idle_conns: usize,
+}
+
+#[cfg(feature = "memcached")]
+impl MemcachedOptions {
+    /// The backend these flags describe; `None` without servers.
+    ///
+    /// # Errors
+    ///
+    /// The settings are unusable (a page size of 0, a zero timeout).
+    pub fn backend(&self) -> Result<Option<crate::store::SharedBackend>, crate::store::StoreError> {
+        if self.memcached_servers.is_empty() {
+            return Ok(None);
+        }
+        let interval = Some(self.memcached_key_sync_interval).filter(|d| !d.is_zero());
+        let config = crate::store::MemcachedConfig::new(self.memcached_servers.iter().cloned())
+            .shard_key(self.memcached_shard_key.clone())
+            .key_sync_interval(interval)
+            .page_size(self.memcached_page_size)
+            .timeout(self.memcached_timeout)
+            .max_idle_conns(self.memcached_max_idle_conns);
+        Ok(Some(std::sync::Arc::new(crate::store::Memcached::new(
+            config,
+        )?)))
+    }
 }
 
 /// A listen address; `None` when disabled with `0`.
@@ -258,6 +312,9 @@ pub enum StartError {
     /// The leader-election settings are unusable.
     #[error(transparent)]
     LeaderElection(#[from] crate::leader::LeaderElectionError),
+    /// The store backend settings are unusable.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 impl Options {
@@ -372,6 +429,10 @@ impl Options {
             // Validate now, so a bad flag fails at start-up with one line.
             crate::leader::LeaderElector::new(client, config.clone())?;
             manager = manager.leader_election(config);
+        }
+        #[cfg(feature = "memcached")]
+        if let Some(backend) = self.memcached.backend()? {
+            manager = manager.store_backend(backend);
         }
         Ok(manager)
     }

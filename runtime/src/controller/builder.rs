@@ -176,7 +176,14 @@ where
     #[must_use]
     pub fn owns<C>(mut self, api: Api<C>, owns: Owns) -> Self
     where
-        C: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         C::Scope: Scoped,
     {
         let config = owns
@@ -212,7 +219,14 @@ where
     #[must_use]
     pub fn watches<W>(mut self, api: Api<W>, watches: Watches<W>) -> Self
     where
-        W: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        W: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + Debug
+            + Send
+            + Sync
+            + 'static,
         W::Scope: Scoped,
     {
         let config = watches
@@ -362,6 +376,14 @@ pub(crate) async fn synced(
     cache: &crate::cache::Cache,
     timeout: Option<Duration>,
 ) -> Result<(), ControllerError> {
+    let problems = cache.problems();
+    if !problems.is_empty() {
+        tracing::error!(%controller, ?problems, "the cache is misconfigured; stopping");
+        return Err(ControllerError::Misconfigured {
+            controller: controller.to_owned(),
+            problems,
+        });
+    }
     wait_for_sync(cache, timeout).await.map_err(|waited| {
         let pending = unsynced(cache);
         tracing::error!(%controller, ?waited, ?pending, "informers did not sync in time; stopping");
@@ -402,6 +424,15 @@ fn unsynced(cache: &crate::cache::Cache) -> Vec<String> {
 /// Why [`Controller::run`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
+    /// The cache cannot serve what the controller asked for (a store backend that is not
+    /// configured).
+    #[error("controller {controller}: {}", problems.join("; "))]
+    Misconfigured {
+        /// The controller's name.
+        controller: String,
+        /// What is wrong.
+        problems: Vec<String>,
+    },
     /// The informers did not list everything within [`ControllerConfig::sync_timeout`].
     #[error(
         "controller {controller}: informers did not sync within {waited:?} (missing CRD or RBAC?): {}",

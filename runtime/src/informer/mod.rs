@@ -144,6 +144,11 @@ pub struct InformerConfig {
     pub buffer: usize,
     /// Retry delays after a failed list or watch.
     pub backoff: WatchBackoff,
+    /// Where the cache keeps the objects: `None` in memory (the default), or a
+    /// [`RemoteStore`](crate::store::RemoteStore) in this backend (memcached). Honoured by
+    /// [`Cache::informer`](crate::cache::Cache::informer); an informer built by hand takes its
+    /// store in [`Informer::with_store`].
+    pub store: Option<crate::store::StoreChoice>,
 }
 
 impl Default for InformerConfig {
@@ -158,11 +163,28 @@ impl Default for InformerConfig {
             ignore_sync_for_health: false,
             buffer: 1024,
             backoff: WatchBackoff::default(),
+            store: None,
         }
     }
 }
 
 impl InformerConfig {
+    /// Keep the objects in `backend` (a [`RemoteStore`](crate::store::RemoteStore)) instead of
+    /// in memory.
+    #[must_use]
+    pub fn store(mut self, backend: crate::store::SharedBackend) -> Self {
+        self.store = Some(crate::store::StoreChoice::Backend(backend));
+        self
+    }
+
+    /// Keep the objects in the backend named `name` that the cache was given (`memcached`);
+    /// a controller whose cache has no such backend fails at start-up, saying so.
+    #[must_use]
+    pub fn store_named(mut self, name: impl Into<String>) -> Self {
+        self.store = Some(crate::store::StoreChoice::Named(name.into()));
+        self
+    }
+
     /// Watch only objects matching this label selector.
     #[must_use]
     pub fn labels(mut self, selector: impl Into<String>) -> Self {

@@ -55,6 +55,7 @@ use crate::metrics::Metrics;
 use crate::runner::{DynamicMultiRunner, MultiRunner, Runnable, RunnerError, SingletonRunner};
 use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 
+mod backends;
 mod crd;
 mod leading;
 
@@ -313,6 +314,19 @@ impl Manager {
                 established: std::sync::atomic::AtomicBool::new(false),
             })))
         });
+        self
+    }
+
+    /// Keeps the kinds that ask for a store backend of this name (`#[controller(store =
+    /// memcached)]`, [`InformerConfig::store_named`](crate::informer::InformerConfig::store_named))
+    /// in `backend`. The manager serves the backend's readiness check `store-<name>` and its
+    /// metrics. Add it before the controllers built by hand that use it ([`Manager::controller`]
+    /// wires its controllers when it runs, after every backend is known).
+    #[must_use]
+    pub fn store_backend(mut self, backend: crate::store::SharedBackend) -> Self {
+        self.wiring.cache().add_backend(Arc::clone(&backend));
+        self.runnables
+            .push(Arc::new(backends::BackendPart(backend)));
         self
     }
 

@@ -44,19 +44,27 @@
 //! assert_eq!(store.list_selected(None, &selector).len(), 1);
 //! ```
 
+mod backend;
+#[cfg(feature = "memcached")]
+mod memcached;
 mod memory;
 mod reader;
+mod remote;
 mod skeleton;
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kube::core::Selector;
+use kube::core::{PartialObjectMeta, Selector};
 
 use crate::{BoxError, ObjectKey};
 
+pub use backend::{Backend, MAX_KEY_LEN, SharedBackend, StoreChoice};
+#[cfg(feature = "memcached")]
+pub use memcached::{Memcached, MemcachedConfig};
 pub use memory::{Indexer, MemoryStore};
 pub use reader::Reader;
+pub use remote::{Refill, RemoteStore};
 pub use skeleton::SkeletonStore;
 
 /// A store of the objects of one kind, keyed by [`ObjectKey`]: what a cache backend implements.
@@ -70,8 +78,9 @@ pub use skeleton::SkeletonStore;
 /// [`Store::resource_version`] and [`Store::len`] answer without I/O (read-your-writes and
 /// relists ask them for every object).
 ///
-/// In-process stores implement the synchronous [`LocalStore`] instead and get this trait for
-/// free; their futures are ready at once.
+/// In-process stores implement the synchronous [`LocalStore`] instead; [`MemoryStore`] and
+/// [`SkeletonStore`] are stores (their futures are ready at once), and [`Local`] makes one of
+/// yours a store.
 pub trait Store<K>: Send + Sync + 'static {
     /// The object with this key, if cached.
     fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>>;
@@ -126,6 +135,19 @@ pub trait Store<K>: Send + Sync + 'static {
 
     /// The backend's name, for logs, errors and metrics (`memory`, `skeleton`, `memcached`).
     fn backend(&self) -> &'static str;
+
+    /// Entries a remote store refilled from the apiserver because its backend had lost them
+    /// (0 for in-process stores).
+    fn refills(&self) -> u64 {
+        0
+    }
+
+    /// The key under which a remote store keeps `key` in its backend (diagnostics and tests);
+    /// `None` for in-process stores.
+    fn entry_key(&self, key: &ObjectKey) -> Option<String> {
+        let _ = key;
+        None
+    }
 }
 
 /// What a [`Store`] method returns.
@@ -160,7 +182,7 @@ impl StoreError {
 }
 
 /// A thread-safe in-process store of the objects of one kind (the [`MemoryStore`] and
-/// [`SkeletonStore`]): synchronous, infallible, and a [`Store`] through a blanket impl.
+/// [`SkeletonStore`]): synchronous and infallible; wrap yours in [`Local`] to make it a [`Store`].
 pub trait LocalStore<K>: Send + Sync + 'static {
     /// The object with this key, if cached.
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>>;
@@ -214,47 +236,104 @@ fn ready<'a, T: Send + 'a>(value: T) -> StoreFuture<'a, T> {
     Box::pin(std::future::ready(Ok(value)))
 }
 
-/// An in-process store is a store whose futures are ready at once.
-impl<K: kube::Resource + Send + Sync + 'static, S: LocalStore<K>> Store<K> for S {
-    fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
-        ready(LocalStore::get(self, key))
+/// Implements [`Store`] for an in-process store type by answering through its [`LocalStore`]
+/// impl with futures that are ready at once.
+macro_rules! store_from_local {
+    (impl<$($p:ident),*> for $ty:ty, kind $k:ty where $($bounds:tt)*) => {
+        impl<$($p),*> Store<$k> for $ty where $($bounds)* {
+            fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<$k>>> {
+                ready(LocalStore::get(self, key))
+            }
+            fn resource_version(&self, key: &ObjectKey) -> Option<String> {
+                LocalStore::resource_version(self, key)
+            }
+            fn len(&self) -> usize {
+                LocalStore::len(self)
+            }
+            fn list(&self) -> StoreFuture<'_, Vec<Arc<$k>>> {
+                ready(LocalStore::list(self))
+            }
+            fn list_selected<'a>(
+                &'a self,
+                namespace: Option<&'a str>,
+                selector: &'a Selector,
+            ) -> StoreFuture<'a, Vec<Arc<$k>>> {
+                ready(LocalStore::list_selected(self, namespace, selector))
+            }
+            fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<$k>>> {
+                ready(LocalStore::owned_by(self, owner_uid))
+            }
+            fn by_index<'a>(
+                &'a self,
+                index: &'a str,
+                value: &'a str,
+            ) -> StoreFuture<'a, Vec<Arc<$k>>> {
+                ready(LocalStore::by_index(self, index, value))
+            }
+            fn apply(&self, obj: Arc<$k>) -> StoreFuture<'_, Option<Arc<$k>>> {
+                ready(LocalStore::apply(self, obj))
+            }
+            fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<$k>>> {
+                ready(LocalStore::delete(self, key))
+            }
+            fn replace(&self, objects: Vec<Arc<$k>>) -> StoreFuture<'_, Vec<Arc<$k>>> {
+                ready(LocalStore::replace(self, objects))
+            }
+            fn snapshot(&self) -> Option<Vec<Arc<$k>>> {
+                Some(LocalStore::list(self))
+            }
+            fn backend(&self) -> &'static str {
+                LocalStore::backend(self)
+            }
+        }
+    };
+}
+
+store_from_local!(impl<K> for MemoryStore<K>, kind K where K: kube::Resource + Send + Sync + 'static);
+store_from_local!(impl<C> for SkeletonStore<C>, kind PartialObjectMeta<C> where C: kube::Resource + Send + Sync + 'static);
+store_from_local!(impl<K, S> for Local<S>, kind K where K: kube::Resource + Send + Sync + 'static, S: LocalStore<K>);
+
+/// Any [`LocalStore`] of yours as a [`Store`] (the built-in in-process stores are stores
+/// already): `Informer::with_store(api, config, Arc::new(Local(my_store)))`.
+#[derive(Debug, Default)]
+pub struct Local<S>(pub S);
+
+impl<K, S: LocalStore<K>> LocalStore<K> for Local<S> {
+    fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.0.get(key)
     }
-    fn resource_version(&self, key: &ObjectKey) -> Option<String> {
-        LocalStore::resource_version(self, key)
+    fn resource_version(&self, key: &ObjectKey) -> Option<String>
+    where
+        K: kube::Resource,
+    {
+        self.0.resource_version(key)
+    }
+    fn list(&self) -> Vec<Arc<K>> {
+        self.0.list()
+    }
+    fn list_selected(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
+        self.0.list_selected(namespace, selector)
+    }
+    fn owned_by(&self, owner_uid: &str) -> Vec<Arc<K>> {
+        self.0.owned_by(owner_uid)
+    }
+    fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
+        self.0.by_index(index, value)
     }
     fn len(&self) -> usize {
-        LocalStore::len(self)
+        self.0.len()
     }
-    fn list(&self) -> StoreFuture<'_, Vec<Arc<K>>> {
-        ready(LocalStore::list(self))
+    fn apply(&self, obj: Arc<K>) -> Option<Arc<K>> {
+        self.0.apply(obj)
     }
-    fn list_selected<'a>(
-        &'a self,
-        namespace: Option<&'a str>,
-        selector: &'a Selector,
-    ) -> StoreFuture<'a, Vec<Arc<K>>> {
-        ready(LocalStore::list_selected(self, namespace, selector))
+    fn delete(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.0.delete(key)
     }
-    fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
-        ready(LocalStore::owned_by(self, owner_uid))
-    }
-    fn by_index<'a>(&'a self, index: &'a str, value: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
-        ready(LocalStore::by_index(self, index, value))
-    }
-    fn apply(&self, obj: Arc<K>) -> StoreFuture<'_, Option<Arc<K>>> {
-        ready(LocalStore::apply(self, obj))
-    }
-    fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
-        ready(LocalStore::delete(self, key))
-    }
-    fn replace(&self, objects: Vec<Arc<K>>) -> StoreFuture<'_, Vec<Arc<K>>> {
-        ready(LocalStore::replace(self, objects))
-    }
-    fn snapshot(&self) -> Option<Vec<Arc<K>>> {
-        Some(LocalStore::list(self))
+    fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        self.0.replace(objects)
     }
     fn backend(&self) -> &'static str {
-        LocalStore::backend(self)
+        self.0.backend()
     }
 }
 

@@ -163,6 +163,17 @@ impl<K: Resource + 'static> Reader<K> {
         self.store.backend()
     }
 
+    /// Entries the store refilled from the apiserver because its backend had lost them
+    /// (a remote store; 0 for in-memory ones).
+    pub fn refills(&self) -> u64 {
+        self.store.refills()
+    }
+
+    /// Where a remote store keeps `key` in its backend (diagnostics); `None` in memory.
+    pub fn entry_key(&self, key: &ObjectKey) -> Option<String> {
+        self.store.entry_key(key)
+    }
+
     fn filtered(&self, mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
         if self.namespace.is_some() {
             objects.retain(|obj| self.visible(obj));

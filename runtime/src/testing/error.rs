@@ -48,6 +48,22 @@ pub enum TestingError {
         #[source]
         source: kube::Error,
     },
+    /// A program the harness runs is not installed.
+    #[error("{program} not found: {hint}")]
+    NotInstalled {
+        /// The program (`memcached`).
+        program: String,
+        /// How to install it, or where the harness looked.
+        hint: String,
+    },
+    /// A server the harness runs (memcached) could not be started, or exited on its own.
+    #[error("{program}: {message}")]
+    Process {
+        /// Path of the program.
+        program: PathBuf,
+        /// What went wrong, with what the program printed on stderr.
+        message: String,
+    },
     /// A condition was not reached in time.
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout {

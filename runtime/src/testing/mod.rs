@@ -12,6 +12,9 @@
 //! - [`apply_crds`] installs CustomResourceDefinitions and waits until they are Established.
 //! - [`FaultProxy`] sits between an operator and the apiserver and black-holes connections on
 //!   demand, for tests of how an operator survives a network that silently stops.
+//! - [`MemcachedServer`] runs a real `memcached` on loopback (stopped, restarted or emptied on
+//!   demand), for tests of the memcached store backend; it needs the `memcached` binary
+//!   (`apt-get install memcached`, or `KUBEFORGE_MEMCACHED`).
 //!
 //! # Environment
 //!
@@ -20,6 +23,7 @@
 //! | `KUBEFORGE_TEST_KUBECONFIG` | use this kubeconfig instead of starting the local plane |
 //! | `KUBEFORGE_CONTROLPLANE` | path of the `controlplane/run` script (default: the one in this repository) |
 //! | `KUBEFORGE_KEEP_PLANE` | when set, a plane started by the tests keeps running after the test binary exits |
+//! | `KUBEFORGE_MEMCACHED` | path of the `memcached` binary that [`MemcachedServer`] runs (default: `memcached` on `PATH`, else `/usr/bin/memcached`) |
 //!
 //! A plane that the test binary started itself is stopped when that process exits; one that was
 //! already running (for example from `controlplane/run up`) is reused and left running.
@@ -39,12 +43,14 @@
 
 mod crd;
 mod error;
+mod memcached;
 mod namespace;
 mod plane;
 mod proxy;
 
 pub use crd::apply_crds;
 pub use error::TestingError;
+pub use memcached::MemcachedServer;
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use plane::ControlPlane;
 pub use proxy::FaultProxy;

@@ -1,0 +1,439 @@
+//! [`RemoteStore`]: a kind's objects kept in a [`Backend`] (memcached) as JSON, with a small
+//! in-memory index.
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use futures::future::BoxFuture;
+use kube::Resource;
+use kube::api::ObjectMeta;
+use kube::core::{PartialObjectMeta, Selector};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{LocalStore, MAX_KEY_LEN, MemoryStore, SharedBackend, Store, StoreError, StoreFuture};
+use crate::{BoxError, ObjectKey};
+
+/// Reads one object from the apiserver (`None`: it does not exist): how a store refills an
+/// entry the backend lost (a memcached restart, an eviction).
+pub type Refill<K> =
+    Arc<dyn Fn(ObjectKey) -> BoxFuture<'static, Result<Option<K>, kube::Error>> + Send + Sync>;
+
+/// A [`Store`] whose objects live in a [`Backend`](super::Backend), serialized as JSON under keys
+/// made of the backend's shard key, the informer's identity (kind, URL and selectors) and the
+/// object's namespace and name; so operators or replicas with different shard keys, and
+/// informers of one kind with different selectors, never see each other's entries.
+///
+/// # What stays in memory
+///
+/// Per object, its metadata without annotations and `managedFields` — name, namespace, UID,
+/// `resourceVersion`, labels, owner references — in a [`MemoryStore`] with the namespace, label
+/// and owner indexes: that answers [`Store::resource_version`] and [`Store::len`] without I/O and
+/// finds the keys of `list_selected` and `owned_by`, whose bodies are then read from the backend
+/// in pages. Custom indexers are not supported ([`Store::by_index`] finds nothing).
+///
+/// # Lost entries
+///
+/// A read that misses a key the index holds (the backend restarted empty, or evicted it), or
+/// finds a body of another `resourceVersion` (a write that failed), refills the entry from the
+/// apiserver and writes it back: a lost entry is never taken for a deleted object. A relist that
+/// removes an object whose body is lost cannot publish its `Deleted` event (there is no object to
+/// publish); it is logged.
+pub struct RemoteStore<K: Resource> {
+    inner: Arc<Inner<K>>,
+}
+
+struct Inner<K: Resource> {
+    backend: SharedBackend,
+    /// `<shard key>:<informer id>:`.
+    prefix: String,
+    index: MemoryStore<PartialObjectMeta<K>>,
+    refill: Refill<K>,
+    refills: AtomicU64,
+}
+
+impl<K: Resource> Debug for RemoteStore<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore")
+            .field("backend", &self.inner.backend.name())
+            .field("prefix", &self.inner.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> RemoteStore<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    /// A store of the objects an informer identified by `informer` (its URL and selectors)
+    /// watches, in `backend`, refilling lost entries with `refill`. Starts the key sync (see
+    /// [`Backend::key_sync_interval`](super::Backend::key_sync_interval)) if called within a
+    /// Tokio runtime.
+    pub fn new(backend: SharedBackend, informer: &str, refill: Refill<K>) -> Self {
+        let shard = sanitize(backend.shard_key());
+        let prefix = format!("{shard}:{:016x}:", fnv1a(informer.as_bytes(), FNV_OFFSET));
+        let inner = Arc::new(Inner {
+            backend,
+            prefix,
+            index: MemoryStore::new(),
+            refill,
+            refills: AtomicU64::new(0),
+        });
+        if let (Some(every), Ok(runtime)) = (
+            inner.backend.key_sync_interval(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            runtime.spawn(sync_keys(Arc::downgrade(&inner), every));
+        }
+        Self { inner }
+    }
+}
+
+impl<K> Inner<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn key(&self, key: &ObjectKey) -> String {
+        backend_key(&self.prefix, key)
+    }
+
+    fn error(&self, what: impl Into<String>, source: impl Into<BoxError>) -> StoreError {
+        StoreError::new(self.backend.name(), what, source)
+    }
+
+    /// The bodies of `keys` that the index holds, in pages; lost or stale entries refilled.
+    async fn read(&self, keys: Vec<ObjectKey>) -> Result<Vec<Arc<K>>, StoreError> {
+        let mut objects = Vec::with_capacity(keys.len());
+        for page in keys.chunks(self.backend.page_size().max(1)) {
+            let names: Vec<String> = page.iter().map(|k| self.key(k)).collect();
+            let bodies = self.backend.get_many(&names).await?;
+            for (key, body) in page.iter().zip(bodies) {
+                if let Some(obj) = self.decoded(key, body).await? {
+                    objects.push(obj);
+                }
+            }
+        }
+        Ok(objects)
+    }
+
+    /// `body` as the object the index knows under `key`, or the object refilled from the
+    /// apiserver if the body is missing, undecodable or of another version.
+    async fn decoded(
+        &self,
+        key: &ObjectKey,
+        body: Option<Vec<u8>>,
+    ) -> Result<Option<Arc<K>>, StoreError> {
+        let Some(known) = LocalStore::resource_version(&self.index, key) else {
+            return Ok(None); // removed meanwhile
+        };
+        if let Some(body) = body
+            && let Ok(obj) = serde_json::from_slice::<K>(&body)
+            && obj.meta().resource_version.as_deref() == Some(known.as_str())
+        {
+            return Ok(Some(Arc::new(obj)));
+        }
+        self.refilled(key).await
+    }
+
+    async fn refilled(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, StoreError> {
+        self.refills.fetch_add(1, Ordering::Relaxed);
+        let fresh = (self.refill)(key.clone())
+            .await
+            .map_err(|e| self.error(format!("refill {key} from the apiserver"), e))?;
+        let Some(obj) = fresh else {
+            return Ok(None); // gone: its watch event will remove it from the index
+        };
+        tracing::debug!(backend = self.backend.name(), %key, "refilled a lost cache entry from the apiserver");
+        let obj = Arc::new(obj);
+        // Best effort: the next read refills again if this write fails.
+        if let Ok(body) = serde_json::to_vec(obj.as_ref()) {
+            let _ = self.backend.set_many(&[(self.key(key), body)]).await;
+        }
+        Ok(Some(obj))
+    }
+
+    /// The current body of an object the index held before a write (`None` if lost).
+    async fn previous(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        let body = self
+            .backend
+            .get_many(&[self.key(key)])
+            .await
+            .ok()?
+            .pop()
+            .flatten()?;
+        serde_json::from_slice::<K>(&body).ok().map(Arc::new)
+    }
+
+    fn encode(&self, obj: &K) -> Result<Vec<u8>, StoreError> {
+        serde_json::to_vec(obj).map_err(|e| self.error("encode an object as JSON", e))
+    }
+}
+
+/// What the index keeps of an object.
+fn skeleton<K: Resource>(obj: &K) -> Arc<PartialObjectMeta<K>> {
+    let meta = obj.meta();
+    Arc::new(PartialObjectMeta {
+        types: None,
+        metadata: ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            labels: meta.labels.clone(),
+            owner_references: meta.owner_references.clone(),
+            ..ObjectMeta::default()
+        },
+        _phantom: std::marker::PhantomData,
+    })
+}
+
+fn keys_of<K: Resource>(metas: Vec<Arc<PartialObjectMeta<K>>>) -> Vec<ObjectKey> {
+    metas
+        .iter()
+        .map(|m| ObjectKey {
+            namespace: m.metadata.namespace.clone(),
+            name: m.metadata.name.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+impl<K> Store<K> for RemoteStore<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
+        Box::pin(async move {
+            if LocalStore::resource_version(&self.inner.index, key).is_none() {
+                return Ok(None);
+            }
+            let mut bodies = self.inner.backend.get_many(&[self.inner.key(key)]).await?;
+            self.inner.decoded(key, bodies.pop().flatten()).await
+        })
+    }
+
+    fn resource_version(&self, key: &ObjectKey) -> Option<String> {
+        LocalStore::resource_version(&self.inner.index, key)
+    }
+
+    fn len(&self) -> usize {
+        LocalStore::len(&self.inner.index)
+    }
+
+    fn list(&self) -> StoreFuture<'_, Vec<Arc<K>>> {
+        Box::pin(async move {
+            if self.inner.backend.key_sync_interval().is_none() {
+                return Err(self.inner.error(
+                    "list every object",
+                    "list support is disabled (key sync interval 0)",
+                ));
+            }
+            let keys = keys_of(LocalStore::list(&self.inner.index));
+            self.inner.read(keys).await
+        })
+    }
+
+    fn list_selected<'a>(
+        &'a self,
+        namespace: Option<&'a str>,
+        selector: &'a Selector,
+    ) -> StoreFuture<'a, Vec<Arc<K>>> {
+        Box::pin(async move {
+            let keys = keys_of(LocalStore::list_selected(
+                &self.inner.index,
+                namespace,
+                selector,
+            ));
+            self.inner.read(keys).await
+        })
+    }
+
+    fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
+        Box::pin(async move {
+            let keys = keys_of(LocalStore::owned_by(&self.inner.index, owner_uid));
+            self.inner.read(keys).await
+        })
+    }
+
+    fn by_index<'a>(&'a self, _index: &'a str, _value: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
+
+    fn apply(&self, obj: Arc<K>) -> StoreFuture<'_, Option<Arc<K>>> {
+        Box::pin(async move {
+            let key = ObjectKey::of(obj.as_ref());
+            let body = self.inner.encode(&obj)?;
+            let known = LocalStore::apply(&self.inner.index, skeleton(obj.as_ref()));
+            let old = match known {
+                Some(_) => self.inner.previous(&key).await,
+                None => None,
+            };
+            self.inner
+                .backend
+                .set_many(&[(self.inner.key(&key), body)])
+                .await?;
+            Ok(old)
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
+        Box::pin(async move {
+            if LocalStore::delete(&self.inner.index, key).is_none() {
+                return Ok(None);
+            }
+            let old = self.inner.previous(key).await;
+            self.inner
+                .backend
+                .delete_many(&[self.inner.key(key)])
+                .await?;
+            Ok(old)
+        })
+    }
+
+    fn replace(&self, objects: Vec<Arc<K>>) -> StoreFuture<'_, Vec<Arc<K>>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let removed = keys_of(LocalStore::replace(
+                &inner.index,
+                objects.iter().map(|o| skeleton(o.as_ref())).collect(),
+            ));
+            let page = inner.backend.page_size().max(1);
+            for chunk in objects.chunks(page) {
+                let entries = chunk
+                    .iter()
+                    .map(|o| Ok((inner.key(&ObjectKey::of(o.as_ref())), inner.encode(o)?)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                inner.backend.set_many(&entries).await?;
+            }
+            let mut gone = Vec::with_capacity(removed.len());
+            for chunk in removed.chunks(page) {
+                let names: Vec<String> = chunk.iter().map(|k| inner.key(k)).collect();
+                let bodies = inner.backend.get_many(&names).await.unwrap_or_default();
+                let mut bodies = bodies.into_iter();
+                for key in chunk {
+                    match bodies
+                        .next()
+                        .flatten()
+                        .and_then(|b| serde_json::from_slice::<K>(&b).ok())
+                    {
+                        Some(obj) => gone.push(Arc::new(obj)),
+                        None => {
+                            tracing::warn!(backend = inner.backend.name(), %key, "an object removed by a relist had lost its cache entry: its Deleted event is not published");
+                        }
+                    }
+                }
+                inner.backend.delete_many(&names).await?;
+            }
+            Ok(gone)
+        })
+    }
+
+    fn check(&self) -> StoreFuture<'_, ()> {
+        self.inner.backend.check()
+    }
+
+    fn backend(&self) -> &'static str {
+        self.inner.backend.name()
+    }
+
+    fn refills(&self) -> u64 {
+        self.inner.refills.load(Ordering::Relaxed)
+    }
+
+    fn entry_key(&self, key: &ObjectKey) -> Option<String> {
+        Some(self.inner.key(key))
+    }
+}
+
+/// Writes the key list of the store behind `inner` into the backend every `every`, in pages
+/// (`<prefix>keys:<n>`, `<prefix>keys` holding the number of pages), until the store is dropped.
+async fn sync_keys<K>(inner: Weak<Inner<K>>, every: std::time::Duration)
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
+{
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let keys = keys_of(LocalStore::list(&inner.index));
+        let mut entries: Vec<(String, Vec<u8>)> = keys
+            .chunks(inner.backend.page_size().max(1))
+            .enumerate()
+            .map(|(n, page)| {
+                let text: Vec<String> = page.iter().map(ToString::to_string).collect();
+                (
+                    format!("{}keys:{n}", inner.prefix),
+                    text.join("\n").into_bytes(),
+                )
+            })
+            .collect();
+        entries.push((
+            format!("{}keys", inner.prefix),
+            entries.len().to_string().into_bytes(),
+        ));
+        if let Err(error) = inner.backend.set_many(&entries).await {
+            tracing::debug!(%error, "writing the key list failed; trying again at the next sync");
+        }
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// FNV-1a, 64 bits, from `seed` (stable across builds and platforms, unlike std's hasher).
+fn fnv1a(bytes: &[u8], seed: u64) -> u64 {
+    bytes.iter().fold(seed, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+/// Only the characters a memcached key may hold (no spaces or control characters).
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect()
+}
+
+/// The backend key of `key` under `prefix`: readable when it fits, else hashed (128 bits).
+fn backend_key(prefix: &str, key: &ObjectKey) -> String {
+    let readable = format!(
+        "{prefix}{}/{}",
+        key.namespace.as_deref().unwrap_or(""),
+        key.name
+    );
+    if readable.len() <= MAX_KEY_LEN && readable.bytes().all(|b| b.is_ascii_graphic()) {
+        return readable;
+    }
+    let bytes = readable.as_bytes();
+    format!(
+        "{prefix}#{:016x}{:016x}",
+        fnv1a(bytes, FNV_OFFSET),
+        fnv1a(bytes, FNV_OFFSET ^ 0x9e37_79b9_7f4a_7c15)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_should_fit_memcached_and_differ_by_prefix() {
+        let key = ObjectKey::namespaced("shop", "settings");
+        assert_eq!(backend_key("a:1:", &key), "a:1:shop/settings");
+        assert_ne!(backend_key("a:1:", &key), backend_key("b:1:", &key));
+        let long = ObjectKey::namespaced("shop", "x".repeat(253));
+        let hashed = backend_key("a:1:", &long);
+        assert!(
+            hashed.len() <= MAX_KEY_LEN && hashed.starts_with("a:1:#"),
+            "{hashed}"
+        );
+        assert_ne!(
+            hashed,
+            backend_key("a:1:", &ObjectKey::namespaced("shop", "y".repeat(253)))
+        );
+        assert_eq!(sanitize("replica 0\n"), "replica_0_");
+        // FNV-1a is fixed: entries written by one build are found by the next.
+        assert_eq!(fnv1a(b"a", FNV_OFFSET), 0xaf63_dc4c_8601_ec8c);
+    }
+}
