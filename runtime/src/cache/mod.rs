@@ -124,6 +124,13 @@ where
     }
 }
 
+/// The store an informer gets.
+enum Chosen<K> {
+    Memory,
+    Backend(SharedBackend),
+    Custom(Arc<dyn Store<K>>),
+}
+
 /// Reads one object of `K` from the apiserver, as the informer would cache it (a remote store's
 /// refill of an entry its backend lost).
 fn refill<K>(client: Client, strip_managed_fields: bool) -> Refill<K>
@@ -247,42 +254,51 @@ impl Cache {
             + 'static,
         K::Scope: Scoped,
     {
-        let backend = self.backend_for(&api, &config);
+        let choice = self.store_for(&api, &config);
         let strip = !config.keep_managed_fields;
         let client = api.clone().into_client();
         let store = move |name: &str| -> Arc<dyn Store<K>> {
-            match backend {
-                None => Arc::new(MemoryStore::<K>::new()),
-                Some(backend) => Arc::new(RemoteStore::new(backend, name, refill(client, strip))),
+            match choice {
+                Chosen::Memory => Arc::new(MemoryStore::<K>::new()),
+                Chosen::Backend(backend) => {
+                    Arc::new(RemoteStore::new(backend, name, refill(client, strip)))
+                }
+                Chosen::Custom(store) => store,
             }
         };
         self.shared_informer(api, config, store, false)
     }
 
-    /// The backend `config` chooses; a name the cache does not know is recorded as a problem
-    /// (the informer then keeps its objects in memory, and controllers refuse to start).
-    fn backend_for<K: Resource>(
-        &self,
-        api: &Api<K>,
-        config: &InformerConfig,
-    ) -> Option<SharedBackend> {
-        match &config.store {
-            None => None,
-            Some(StoreChoice::Backend(backend)) => Some(Arc::clone(backend)),
+    /// The store `config` chooses; a backend name the cache does not know, or a custom store
+    /// of another kind, is recorded as a problem (the informer then keeps its objects in
+    /// memory, and controllers refuse to start).
+    fn store_for<K: Resource + 'static>(&self, api: &Api<K>, config: &InformerConfig) -> Chosen<K> {
+        let problem = match &config.store {
+            None => return Chosen::Memory,
+            Some(StoreChoice::Backend(backend)) => return Chosen::Backend(Arc::clone(backend)),
+            Some(StoreChoice::Custom(custom)) => match custom.build::<K>() {
+                Some(store) => return Chosen::Custom(store),
+                None => format!(
+                    "{} is given a custom store of {}, not of its kind {}",
+                    api.resource_url(),
+                    custom.kind(),
+                    std::any::type_name::<K>()
+                ),
+            },
             Some(StoreChoice::Named(name)) => {
-                let mut inner = self.lock();
-                let found = inner.backends.get(name).cloned();
-                if found.is_none() {
-                    let known: Vec<&String> = inner.backends.keys().collect();
-                    let problem = format!(
-                        "{} asks for the store backend `{name}`, which is not configured (configured: {known:?}); add it with Manager::store_backend or the operator's command line (--memcached-servers)",
-                        api.resource_url()
-                    );
-                    inner.problems.push(problem);
+                let inner = self.lock();
+                if let Some(backend) = inner.backends.get(name) {
+                    return Chosen::Backend(Arc::clone(backend));
                 }
-                found
+                let known: Vec<&String> = inner.backends.keys().collect();
+                format!(
+                    "{} asks for the store backend `{name}`, which is not configured (configured: {known:?}); add it with Manager::store_backend or the operator's command line (--memcached-servers)",
+                    api.resource_url()
+                )
             }
-        }
+        };
+        self.lock().problems.push(problem);
+        Chosen::Memory
     }
 
     /// Makes `backend` available, under its name, to informers that choose a backend by name
@@ -575,6 +591,54 @@ mod tests {
         let skeleton_b = cache.skeleton_informer(meta("b"), InformerConfig::default());
         assert!(Arc::ptr_eq(&full_b, &skeleton_b));
         assert_eq!(cache.sync_status().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn informers_should_get_the_store_their_config_chooses() {
+        use crate::store::{MemoryStore, StoreChoice};
+        let client = offline_client();
+        let cache = Cache::new(client.clone());
+        let indexed = StoreChoice::custom(|| {
+            Arc::new(MemoryStore::<ConfigMap>::new().indexer(
+                "name",
+                Arc::new(|cm: &ConfigMap| cm.metadata.name.clone().into_iter().collect()),
+            ))
+        });
+        let informer = cache.informer(
+            Api::<ConfigMap>::namespaced(client.clone(), "x"),
+            InformerConfig::default().store_choice(indexed.clone()),
+        );
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        cm.metadata.namespace = Some("x".into());
+        informer.apply_for_test(cm).await;
+        let reader = cache.store::<ConfigMap>(&Lookup::namespace("x")).unwrap();
+        assert_eq!(
+            reader.by_index("name", "a").await.unwrap().len(),
+            1,
+            "the custom store's index"
+        );
+        assert!(cache.problems().is_empty());
+        // A store of another kind, or a backend nobody configured: problems, which stop
+        // controllers at start-up.
+        cache.informer(
+            Api::<Secret>::namespaced(client.clone(), "x"),
+            InformerConfig::default().store_choice(indexed),
+        );
+        cache.informer(
+            Api::<Secret>::namespaced(client, "y"),
+            InformerConfig::default().store_named("memcached"),
+        );
+        let problems = cache.problems();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems[0].contains("custom store of k8s_openapi"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].contains("`memcached`, which is not configured"),
+            "{problems:?}"
+        );
     }
 
     #[tokio::test]

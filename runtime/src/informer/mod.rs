@@ -177,6 +177,13 @@ impl InformerConfig {
         self
     }
 
+    /// Keep the objects where `choice` says (a backend, a backend by name, a store of yours).
+    #[must_use]
+    pub fn store_choice(mut self, choice: crate::store::StoreChoice) -> Self {
+        self.store = Some(choice);
+        self
+    }
+
     /// Keep the objects in the backend named `name` that the cache was given (`memcached`);
     /// a controller whose cache has no such backend fails at start-up, saying so.
     #[must_use]

@@ -80,4 +80,73 @@ pub enum StoreChoice {
     /// `Manager::store_backend` or the operator's command line) — what
     /// `#[controller(store = memcached)]` asks for.
     Named(String),
+    /// In a store of yours, built for the kind by the factory
+    /// ([`StoreChoice::custom`]).
+    Custom(CustomStore),
+}
+
+/// A factory of stores of one kind, kept without its type (see [`StoreChoice::custom`]).
+#[derive(Clone)]
+pub struct CustomStore {
+    kind: &'static str,
+    factory: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for CustomStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CustomStore")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`CustomStore`] holds: builds a store of `K`.
+type Factory<K> = Arc<dyn Fn() -> Arc<dyn super::Store<K>> + Send + Sync>;
+
+impl StoreChoice {
+    /// Keep the objects of `K` in the stores `factory` builds (one per informer): any
+    /// [`Store`](super::Store) implementation, such as a [`MemoryStore`](super::MemoryStore)
+    /// with custom indexers.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kubeforge::informer::InformerConfig;
+    /// use kubeforge::store::{MemoryStore, StoreChoice};
+    ///
+    /// let by_key = StoreChoice::custom(|| {
+    ///     Arc::new(MemoryStore::<ConfigMap>::new().indexer(
+    ///         "has-ca",
+    ///         Arc::new(|cm: &ConfigMap| {
+    ///             let has = cm.data.as_ref().is_some_and(|d| d.contains_key("ca.crt"));
+    ///             vec![has.to_string()]
+    ///         }),
+    ///     ))
+    /// });
+    /// let config = InformerConfig::default().store_choice(by_key);
+    /// # let _ = config;
+    /// ```
+    pub fn custom<K: 'static>(
+        factory: impl Fn() -> Arc<dyn super::Store<K>> + Send + Sync + 'static,
+    ) -> Self {
+        let factory: Factory<K> = Arc::new(factory);
+        Self::Custom(CustomStore {
+            kind: std::any::type_name::<K>(),
+            factory: Arc::new(factory),
+        })
+    }
+}
+
+impl CustomStore {
+    /// A store of `K`, if this factory builds stores of `K`.
+    pub(crate) fn build<K: 'static>(&self) -> Option<Arc<dyn super::Store<K>>> {
+        self.factory
+            .downcast_ref::<Factory<K>>()
+            .map(|factory| factory())
+    }
+
+    /// The kind the factory builds stores of.
+    pub(crate) fn kind(&self) -> &'static str {
+        self.kind
+    }
 }

@@ -59,7 +59,7 @@ use kube::core::{PartialObjectMeta, Selector};
 
 use crate::{BoxError, ObjectKey};
 
-pub use backend::{Backend, MAX_KEY_LEN, SharedBackend, StoreChoice};
+pub use backend::{Backend, CustomStore, MAX_KEY_LEN, SharedBackend, StoreChoice};
 #[cfg(feature = "memcached")]
 pub use memcached::{Memcached, MemcachedConfig};
 pub use memory::{Indexer, MemoryStore};
