@@ -55,6 +55,10 @@ pub struct DriverArgs {
     /// concurrent dispatcher) instead of a level-triggered reconciler.
     #[arg(long)]
     pub watcher: bool,
+    /// kubeforge only: keep the Bench cache in memcached on these servers (`host:port`, comma
+    /// separated; shard key `bench`) instead of in memory. Not with `--watcher`.
+    #[arg(long, value_delimiter = ',', conflicts_with = "watcher")]
+    pub memcached_servers: Vec<String>,
 }
 
 /// Field manager of the ConfigMaps.

@@ -1,6 +1,11 @@
 //! The benchmark harness: runs the kubeforge, kube-runtime and controller-runtime drivers on the
 //! same workload against the same apiserver, one after the other, repeats each measurement and
 //! reports medians as a table and as JSON. `bench/run` builds everything and calls it.
+//!
+//! A driver whose name ends in `-watcher` gets `--watcher`; one whose name ends in `-memcached`
+//! gets `--memcached-servers` with a memcached the harness runs (one server, restarted empty
+//! before each start of such a driver), and its scenarios record memcached's own RSS and item
+//! count next to the driver's.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,6 +20,7 @@ use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubeforge::informer::{Informer, InformerConfig};
 use kubeforge::store::Reader;
+use kubeforge::testing::MemcachedServer;
 use kubeforge_bench::{Bench, BenchSpec, MANAGER, configmap};
 use serde_json::json;
 
@@ -111,6 +117,17 @@ struct Harness {
     args: Args,
     payload: String,
     run: usize,
+    /// The memcached of the `-memcached` drivers (started when there is one).
+    memcached: Option<MemcachedServer>,
+}
+
+/// Memory for memcached's items: 50,000 Bench objects of ~3 KiB of JSON fit with room to spare
+/// (memcached takes its memory as it stores items, so the limit costs nothing unused).
+const MEMCACHED_MB: u32 = 512;
+
+/// Whether the driver `name` keeps its cache in the harness's memcached.
+fn uses_memcached(name: &str) -> bool {
+    name.ends_with("-memcached")
 }
 
 /// A running driver process.
@@ -128,15 +145,49 @@ impl Drop for Driver {
     }
 }
 
-/// Where a driver's stderr goes: `target/bench-logs/<driver>-<namespace>.log`.
-fn log_file(path: &std::path::Path, ns: &str) -> Stdio {
+/// Where a driver's stderr goes: `target/bench-logs/<driver>-<namespace>.log` (by the driver's
+/// name, not its binary's: several drivers share a binary). The memory and sync scenario starts
+/// every driver several times in one namespace: the runs append to one file.
+fn log_file(driver: &str, ns: &str) -> Stdio {
     let dir = PathBuf::from("target/bench-logs");
-    let name = path
-        .file_name()
-        .map_or_else(|| "driver".into(), |n| n.to_string_lossy().into_owned());
     std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::File::create(dir.join(format!("{name}-{ns}.log"))))
+        .and_then(|()| {
+            std::fs::File::options()
+                .create(true)
+                .append(true)
+                .open(dir.join(format!("{driver}-{ns}.log")))
+        })
         .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
+/// memcached's `stats` (name → value), or nothing if it does not answer within five seconds.
+async fn memcached_stats(addr: &str) -> BTreeMap<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ask = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(b"stats\r\n").await?;
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !answer.ends_with(b"END\r\n") {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(buf.get(..n).unwrap_or_default());
+        }
+        Ok::<Vec<u8>, std::io::Error>(answer)
+    };
+    let answer = match tokio::time::timeout(Duration::from_secs(5), ask).await {
+        Ok(Ok(answer)) => answer,
+        _ => return BTreeMap::new(),
+    };
+    String::from_utf8_lossy(&answer)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.strip_prefix("STAT ")?.split_whitespace();
+            Some((words.next()?.to_owned(), words.next()?.to_owned()))
+        })
+        .collect()
 }
 
 fn cpu_seconds(pid: u32) -> f64 {
@@ -270,8 +321,8 @@ impl Harness {
             .await;
     }
 
-    fn start(
-        &self,
+    async fn start(
+        &mut self,
         driver: &str,
         path: &PathBuf,
         ns: &str,
@@ -284,7 +335,7 @@ impl Harness {
             .arg(&self.args.driver_kubeconfig)
             .args(["--namespace", ns, "--concurrency", &concurrency.to_string()])
             .stdout(Stdio::piped())
-            .stderr(log_file(path, ns))
+            .stderr(log_file(driver, ns))
             .env(
                 "RUST_LOG",
                 std::env::var("BENCH_DRIVER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -298,6 +349,16 @@ impl Harness {
         }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
+        }
+        // `kubeforge-memcached`: the kubeforge driver with the Bench cache in memcached, which
+        // starts empty (a restart: it also gives memcached's memory back, `flush_all` does not).
+        if uses_memcached(driver) {
+            let server = self
+                .memcached
+                .as_mut()
+                .expect("the harness runs memcached when a driver uses it");
+            server.restart().await.expect("memcached restarts");
+            command.arg("--memcached-servers").arg(server.addr());
         }
         let mut child = command.spawn().expect("driver starts");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -327,6 +388,30 @@ impl Harness {
             child,
             sync_seconds,
         }
+    }
+
+    /// Records memcached's RSS and item count under `scenario` for `driver`, if it uses it.
+    async fn record_memcached(&self, results: &mut Results, scenario: &str, driver: &str) {
+        let Some(server) = self.memcached.as_ref().filter(|_| uses_memcached(driver)) else {
+            return;
+        };
+        let rss = server
+            .rss_bytes()
+            .map_or(f64::NAN, |b| b as f64 / (1024.0 * 1024.0));
+        record(results, scenario, "memcached rss", "MiB", driver, rss);
+        let items = memcached_stats(&server.addr())
+            .await
+            .get("curr_items")
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN);
+        record(
+            results,
+            scenario,
+            "memcached items",
+            "objects",
+            driver,
+            items,
+        );
     }
 
     /// The audit log's length now: [`Harness::requests_since`] counts from there.
@@ -427,11 +512,21 @@ fn percentile(values: &mut [f64], p: f64) -> f64 {
 async fn main() {
     let args = Args::parse();
     let admin = client(&args.admin_kubeconfig).await;
+    let memcached = if args.drivers.iter().any(|(name, _)| uses_memcached(name)) {
+        Some(
+            MemcachedServer::start(MEMCACHED_MB)
+                .await
+                .expect("memcached starts"),
+        )
+    } else {
+        None
+    };
     let mut h = Harness {
         admin,
         payload: "x".repeat(2048),
         args,
         run: 0,
+        memcached,
     };
     let mut results = Results::new();
     let drivers = h.args.drivers.clone();
@@ -463,7 +558,7 @@ async fn main() {
             order.rotate_left(repeat % drivers.len().max(1));
             for (driver, path) in &order {
                 let ns = h.namespace("run").await;
-                let process = h.start(driver, path, &ns, concurrency, false);
+                let process = h.start(driver, path, &ns, concurrency, false).await;
                 let pid = process.child.id();
                 let informer = Arc::new(Informer::new(
                     Api::<Bench>::namespaced(h.admin.clone(), &ns),
@@ -579,6 +674,8 @@ async fn main() {
                     driver,
                     anon_rss_mib(pid),
                 );
+                h.record_memcached(&mut results, &scenario("after the runs"), driver)
+                    .await;
                 stop.cancel();
                 drop(process);
                 h.drop_namespace(&ns).await;
@@ -616,7 +713,7 @@ async fn main() {
             // memory and sync are the reconciler's; it is measured on the reconcile scenarios.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h.start(driver, path, &ns, 4, keep);
+                    let process = h.start(driver, path, &ns, 4, keep).await;
                     let label = if keep {
                         "memory and sync, managedFields kept"
                     } else {
@@ -648,6 +745,7 @@ async fn main() {
                         driver,
                         anon_rss_mib(process.child.id()),
                     );
+                    h.record_memcached(&mut results, &scenario, driver).await;
                     drop(process);
                 }
             }
@@ -678,9 +776,10 @@ fn report(results: &Results, out: Option<&PathBuf>) {
         "controller-runtime",
         "raw",
         "kubeforge-watcher",
+        "kubeforge-memcached",
     ];
     println!(
-        "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17}",
+        "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}",
         "scenario",
         "metric",
         "unit",
@@ -689,7 +788,8 @@ fn report(results: &Results, out: Option<&PathBuf>) {
         "controller-runtime",
         "raw",
         "kubeforge/best",
-        "kubeforge-watcher"
+        "kubeforge-watcher",
+        "kubeforge-memcached"
     );
     let mut rows = Vec::new();
     for ((scenario, metric, unit), by_driver) in results {
@@ -710,7 +810,7 @@ fn report(results: &Results, out: Option<&PathBuf>) {
                 .map_or("-".to_owned(), |x| format!("{x:.3}"))
         };
         println!(
-            "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17}",
+            "{:<48} {:<28} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}",
             scenario,
             metric,
             unit,
@@ -719,13 +819,15 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             cell(m(columns[2])),
             cell(m(columns[3])),
             cell(ratio),
-            cell(m(columns[4]))
+            cell(m(columns[4])),
+            cell(m(columns[5]))
         );
         rows.push(json!({
             "scenario": scenario, "metric": metric, "unit": unit,
             "kubeforge": m("kubeforge"), "kube_runtime": m("kube-runtime"),
             "controller_runtime": m("controller-runtime"), "raw": m("raw"),
             "kubeforge_watcher": m("kubeforge-watcher"),
+            "kubeforge_memcached": m("kubeforge-memcached"),
         }));
     }
     if let Some(path) = out {

@@ -8,6 +8,7 @@ use kube::api::Patch;
 use kubeforge::controller::{Action, Context};
 use kubeforge::informer::InformerConfig;
 use kubeforge::manager::Manager;
+use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
@@ -37,6 +38,46 @@ struct BenchControllerOwnedMetadata;
     name = "bench"
 )]
 impl BenchControllerOwnedMetadata {
+    async fn reconcile(
+        &self,
+        bench: Arc<Bench>,
+        ctx: &Context<Bench>,
+    ) -> Result<Action, kube::Error> {
+        reconcile(bench, ctx).await
+    }
+}
+
+/// [`BenchController`] with the Bench cache in memcached (`--memcached-servers`): the objects
+/// live there as JSON, only their index entries stay in memory.
+struct BenchControllerMemcached;
+
+#[kubeforge::controller(
+    for = Bench,
+    store = memcached,
+    owns(k8s_openapi::api::core::v1::ConfigMap(uncached)),
+    name = "bench"
+)]
+impl BenchControllerMemcached {
+    async fn reconcile(
+        &self,
+        bench: Arc<Bench>,
+        ctx: &Context<Bench>,
+    ) -> Result<Action, kube::Error> {
+        reconcile(bench, ctx).await
+    }
+}
+
+/// [`BenchControllerOwnedMetadata`] with the Bench cache in memcached (the ConfigMaps'
+/// metadata stays in memory, as there).
+struct BenchControllerMemcachedOwnedMetadata;
+
+#[kubeforge::controller(
+    for = Bench,
+    store = memcached,
+    owns(k8s_openapi::api::core::v1::ConfigMap(metadata)),
+    name = "bench"
+)]
+impl BenchControllerMemcachedOwnedMetadata {
     async fn reconcile(
         &self,
         bench: Arc<Bench>,
@@ -112,10 +153,27 @@ async fn main() {
         .namespace(Some(args.namespace.clone()))
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
     let workers = args.concurrency;
+    let memcached = !args.memcached_servers.is_empty();
+    let manager = if memcached {
+        let config =
+            MemcachedConfig::new(args.memcached_servers.iter().cloned()).shard_key("bench");
+        let backend = kubeforge::cli::or_exit(Memcached::new(config));
+        manager.store_backend(Arc::new(backend))
+    } else {
+        manager
+    };
     let manager = if args.watcher {
         let api = kube::Api::<Bench>::namespaced(manager.cache().client(), &args.namespace);
         let watcher = WatcherController::new("bench", manager.wiring(), api).workers(workers);
         manager.add_watcher(watcher, BenchWatcher)
+    } else if memcached && args.owned_metadata_only {
+        manager.controller_customized(BenchControllerMemcachedOwnedMetadata, move |wired| {
+            wired.configure(|config| config.concurrency(workers))
+        })
+    } else if memcached {
+        manager.controller_customized(BenchControllerMemcached, move |wired| {
+            wired.configure(|config| config.concurrency(workers))
+        })
     } else if args.owned_metadata_only {
         manager.controller_customized(BenchControllerOwnedMetadata, move |wired| {
             wired.configure(|config| config.concurrency(workers))

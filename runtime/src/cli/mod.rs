@@ -224,6 +224,10 @@ pub struct MemcachedOptions {
     /// Idle connections kept per server.
     #[arg(long, default_value_t = 4)]
     pub memcached_max_idle_conns: usize,
+    /// Where every kind keeps its cache unless its controller chose (`store = ..`): `memory`,
+    /// or `memcached` (needs --memcached-servers).
+    #[arg(long, env = "CACHE_STORE", default_value = "memory", value_parser = ["memory", "memcached"])]
+    pub cache_store: String,
 }
 
 #[cfg(feature = "memcached")]
@@ -235,6 +239,13 @@ impl MemcachedOptions {
     /// The settings are unusable (a page size of 0, a zero timeout).
     pub fn backend(&self) -> Result<Option<crate::store::SharedBackend>, crate::store::StoreError> {
         if self.memcached_servers.is_empty() {
+            if self.cache_store == "memcached" {
+                return Err(crate::store::StoreError::new(
+                    "memcached",
+                    "use memcached for every kind (--cache-store memcached)",
+                    "no servers: give --memcached-servers host:port",
+                ));
+            }
             return Ok(None);
         }
         let interval = Some(self.memcached_key_sync_interval).filter(|d| !d.is_zero());
@@ -433,6 +444,11 @@ impl Options {
         #[cfg(feature = "memcached")]
         if let Some(backend) = self.memcached.backend()? {
             manager = manager.store_backend(backend);
+            if self.memcached.cache_store == "memcached" {
+                manager = manager.informer_defaults(
+                    crate::informer::InformerConfig::default().store_named("memcached"),
+                );
+            }
         }
         Ok(manager)
     }
