@@ -86,6 +86,13 @@ use proc_macro::TokenStream;
 ///
 /// Descriptions come from doc comments; a field is required unless it is an `Option` or has
 /// `#[serde(default)]`; serde's rename, rename_all, flatten, skip and enum tagging are respected.
+/// `#[serde(default)]` only makes a field optional: the schema gets a `default` (which the
+/// apiserver then stores in every object that omits the field) only from the `default` /
+/// `default_json` markers.
+///
+/// `embedded_resource` fits `RawExtension`, `serde_json::Value`, `serde_json::Map` and structs:
+/// the node becomes `type: object` and keeps unknown fields unless the struct lists properties.
+/// A `RawExtension` field keeps unknown fields with or without the marker, as upstream types do.
 ///
 ///
 /// # Examples

@@ -302,7 +302,36 @@ pub fn field(field: &Field, errors: &mut Errors) {
     }
     defaults_and_enum(field, errors);
     items(field, accepts.array, errors);
+    embedded_resource(field, errors);
     rules(&m.rules, errors);
+}
+
+/// `embedded_resource` needs an object: a scalar or a list can never hold one.
+fn embedded_resource(field: &Field, errors: &mut Errors) {
+    let Some(flag) = &field.markers.embedded_resource else {
+        return;
+    };
+    if !flag.value {
+        return;
+    }
+    if matches!(
+        field.shape,
+        Shape::Integer
+            | Shape::Number
+            | Shape::String
+            | Shape::Bool
+            | Shape::Array
+            | Shape::IntOrString
+    ) {
+        errors.at(
+            flag.key,
+            format!(
+                "`embedded_resource` needs an object, but `{}` is {}; use `k8s_openapi::apimachinery::pkg::runtime::RawExtension`, `serde_json::Value`, a `serde_json::Map` or a struct with `apiVersion`, `kind` and `metadata`",
+                field.ident,
+                field.shape.describe()
+            ),
+        );
+    }
 }
 
 /// `minimum`, `maximum`, `multiple_of` and the exclusive flags.

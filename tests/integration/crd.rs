@@ -186,6 +186,137 @@ mod gadget_v2 {
     }
 }
 
+/// `embedded_resource` on every type a user would put there, and a plain `RawExtension`.
+#[kubeforge::custom_resource(
+    group = "crd-test.kubeforge.dev",
+    version = "v1",
+    kind = "Holder",
+    namespaced
+)]
+#[derive(Clone, Debug, Default)]
+pub struct HolderSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(embedded_resource)]
+    pub raw: Option<k8s_openapi::apimachinery::pkg::runtime::RawExtension>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(embedded_resource)]
+    pub value: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(embedded_resource)]
+    pub map: Option<serde_json::Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(embedded_resource)]
+    pub typed: Option<Embedded>,
+    /// No marker: still keeps what is stored in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plain: Option<k8s_openapi::apimachinery::pkg::runtime::RawExtension>,
+}
+
+/// A typed embedded object.
+#[kubeforge::schema]
+#[derive(Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Embedded {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
+}
+
+/// `#[serde(default)]` fields next to markers a schema default would contradict.
+#[kubeforge::custom_resource(
+    group = "crd-test.kubeforge.dev",
+    version = "v1",
+    kind = "Optionals",
+    namespaced
+)]
+#[derive(Clone, Debug, Default)]
+pub struct OptionalsSpec {
+    #[serde(default)]
+    pub count: i32,
+    #[serde(default)]
+    #[validate(min_properties = 1)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(default = 3)]
+    pub replicas: Option<i32>,
+}
+
+/// An object of kind `kind` of this group in `ns`.
+fn dynamic_api(ns: &TestNamespace, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", kind);
+    Api::namespaced_with(ns.client(), ns.name(), &ApiResource::from_gvk(&gvk))
+}
+
+/// Every type that can hold an embedded resource gives a CRD the apiserver accepts, and keeps
+/// what is stored in it; a plain `RawExtension` keeps its content too (it was pruned).
+#[tokio::test]
+async fn embedded_resources_and_raw_extensions_should_be_accepted_and_keep_their_content() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [Holder::crd()], Duration::from_secs(30))
+        .await
+        .expect("the apiserver accepts the CRD");
+    let embedded = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "inner"}, "data": {"a": "b"},
+    });
+    let spec = json!({
+        "raw": embedded, "value": embedded, "map": embedded,
+        "typed": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "inner"}},
+        "plain": {"anything": {"nested": [1, "two"]}},
+    });
+    let holder: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Holder",
+        "metadata": {"name": "h"}, "spec": spec,
+    }))
+    .unwrap();
+    let api = dynamic_api(&ns, "Holder");
+    let created = api.create(&PostParams::default(), &holder).await.unwrap();
+    let spec = &created.data["spec"];
+    for field in ["raw", "value", "map"] {
+        assert_eq!(spec[field]["data"], json!({"a": "b"}), "{field}: {spec}");
+        assert_eq!(spec[field]["metadata"]["name"], "inner", "{field}: {spec}");
+    }
+    assert_eq!(spec["typed"]["kind"], "ConfigMap", "{spec}");
+    assert_eq!(
+        spec["plain"],
+        json!({"anything": {"nested": [1, "two"]}}),
+        "a RawExtension keeps unknown fields"
+    );
+    // An embedded resource must carry apiVersion and kind: the apiserver checks it.
+    let bad: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Holder",
+        "metadata": {"name": "bad"}, "spec": {"raw": {"data": {}}},
+    }))
+    .unwrap();
+    let refused = api.create(&PostParams::default(), &bad).await;
+    assert!(
+        refused.is_err(),
+        "an embedded resource without kind: {refused:?}"
+    );
+}
+
+/// `#[serde(default)]` makes a field optional and writes no schema default: the CRD is accepted
+/// (a `{}` default contradicted `min_properties = 1`) and the apiserver stores only the
+/// marker's default.
+#[tokio::test]
+async fn serde_default_should_make_a_field_optional_without_a_schema_default() {
+    let ns = TestNamespace::new().await.unwrap();
+    apply_crds(&ns.client(), [Optionals::crd()], Duration::from_secs(30))
+        .await
+        .expect("the apiserver accepts the CRD");
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "Optionals",
+        "metadata": {"name": "o"}, "spec": {},
+    }))
+    .unwrap();
+    let created = dynamic_api(&ns, "Optionals")
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    assert_eq!(created.data["spec"], json!({"replicas": 3}));
+}
+
 async fn marked_namespace() -> (TestNamespace, Api<DynamicObject>) {
     let ns = TestNamespace::new().await.unwrap();
     apply_crds(&ns.client(), [Marked::crd()], Duration::from_secs(30))
@@ -476,7 +607,11 @@ async fn defaults_should_be_applied_by_the_apiserver() {
         .await
         .unwrap();
     assert_eq!(created.data["spec"]["defaulted"], 3, "marker default");
-    assert_eq!(created.data["spec"]["serdeDefaulted"], 7, "serde default");
+    assert!(
+        created.data["spec"].get("serdeDefaulted").is_none(),
+        "#[serde(default)] makes a field optional; it writes no schema default"
+    );
+    // Reading the object, serde fills in its own default.
     let typed: Marked = serde_json::from_value(serde_json::to_value(&created).unwrap()).unwrap();
     assert_eq!(
         (typed.spec.defaulted, typed.spec.serde_defaulted),

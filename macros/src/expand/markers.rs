@@ -94,8 +94,10 @@ fn structure_keys(m: &Markers, s: &mut Map<String, Value>) {
             Value::Array(m.rules.iter().map(rule_json).collect()),
         );
     }
+    // Under a key of its own: the structural pass drops the `default` schemars derives from
+    // `#[serde(default)]` and keeps only this one.
     if let Some(d) = &m.default {
-        put("default", d.value.clone());
+        put("x-kubeforge-default", d.value.clone());
     }
     for (k, f) in [
         ("nullable", &m.nullable),

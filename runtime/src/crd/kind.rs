@@ -118,16 +118,21 @@ pub fn kind_schema(spec: Value, status: Option<Value>) -> Value {
     let mut properties = Map::new();
     properties.insert("apiVersion".to_owned(), json!({"type": "string"}));
     properties.insert("kind".to_owned(), json!({"type": "string"}));
-    properties.insert("metadata".to_owned(), json!({"type": "object"}));
     properties.insert("spec".to_owned(), spec);
     if let Some(status) = status {
         properties.insert("status".to_owned(), status);
     }
-    structural_schema(json!({
+    let mut schema = structural_schema(json!({
         "type": "object",
         "required": ["spec"],
         "properties": properties,
-    }))
+    }));
+    // After the rewrite, which would open an object without properties: the apiserver fixes
+    // the root `metadata` and refuses anything but `type: object` there.
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("metadata".to_owned(), json!({"type": "object"}));
+    }
+    schema
 }
 
 fn owned(list: &[&str]) -> Option<Vec<String>> {

@@ -22,6 +22,8 @@ pub(crate) const INT_OR_STRING: &str = "x-kubeforge-int-or-string";
 pub(crate) const SCHEMALESS: &str = "x-kubeforge-schemaless";
 /// Marker key: constraints merged into the node's `items` schema.
 pub(crate) const ITEMS: &str = "x-kubeforge-items";
+/// Marker key: the node's `default` (the `default` / `default_json` markers).
+pub(crate) const DEFAULT: &str = "x-kubeforge-default";
 /// Marker key: field-level CEL rules, appended to the node's `x-kubernetes-validations`.
 pub(crate) const FIELD_VALIDATIONS: &str = "x-kubeforge-validations";
 
@@ -106,8 +108,11 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     if let Some(value) = map.remove("const") {
         map.insert("enum".to_owned(), Value::Array(vec![value]));
     }
-    if matches!(map.get("default"), Some(Value::Null)) {
-        map.remove("default");
+    // A schema default comes only from the `default` marker: the one schemars derives from
+    // `#[serde(default)]` (which only makes a field optional) is dropped.
+    map.remove("default");
+    if let Some(default) = map.remove(DEFAULT) {
+        map.insert("default".to_owned(), default);
     }
 
     // Option<T>: `type: [T, "null"]` or `anyOf: [T, {type: null}]`.
@@ -168,6 +173,37 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     unique_items(map);
     fix_format(map);
     infer_type(map);
+    open_objects(map);
+}
+
+/// Objects that hold arbitrary content keep it: an object schema that names no properties and
+/// no value schema — k8s-openapi's `RawExtension` (upstream preserves its unknown fields) and
+/// other opaque objects; as a closed `type: object` the apiserver would prune everything stored
+/// in it (a Rust struct, even an empty one, always lists its `properties`) — and an
+/// `x-kubernetes-embedded-resource` node, which the apiserver accepts only as an object with
+/// properties or with unknown fields preserved.
+fn open_objects(map: &mut Map<String, Value>) {
+    let raw_extension = type_of_map(map) == Some("object")
+        && !map.contains_key("properties")
+        && !map.contains_key("additionalProperties");
+    let embedded = map.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+    if embedded {
+        map.insert("type".to_owned(), json!("object"));
+        // The apiserver requires an embedded resource's `metadata` to be an object.
+        if let Some(Value::Object(metadata)) = map
+            .get_mut("properties")
+            .and_then(|p| p.get_mut("metadata"))
+        {
+            metadata.insert("type".to_owned(), json!("object"));
+        }
+    }
+    if raw_extension || (embedded && !map.contains_key("properties")) {
+        map.insert(PRESERVE.to_owned(), Value::Bool(true));
+    }
+}
+
+fn type_of_map(map: &Map<String, Value>) -> Option<&str> {
+    map.get("type").and_then(Value::as_str)
 }
 
 /// The apiserver forbids `uniqueItems: true` (schemars emits it for sets): a list of scalars
@@ -552,6 +588,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn opaque_objects_and_embedded_resources_should_keep_unknown_fields() {
+        let raw =
+            json!({"description": "RawExtension is used to hold extensions", "type": "object"});
+        assert_eq!(structural_schema(raw)[PRESERVE], true);
+        let empty_struct = json!({"type": "object", "properties": {}});
+        assert!(structural_schema(empty_struct).get(PRESERVE).is_none());
+        let embedded_value = json!({"x-kubernetes-embedded-resource": true});
+        let s = structural_schema(embedded_value);
+        assert_eq!((&s["type"], &s[PRESERVE]), (&json!("object"), &json!(true)));
+        let typed = json!({"x-kubernetes-embedded-resource": true, "type": "object",
+            "properties": {"kind": {"type": "string"}, "metadata": true}});
+        let s = structural_schema(typed);
+        assert!(s.get(PRESERVE).is_none(), "{s}");
+        assert_eq!(s["properties"]["metadata"]["type"], "object", "{s}");
+    }
+
+    #[test]
+    fn only_the_default_marker_should_give_a_schema_default() {
+        let s = structural_schema(json!({"type": "object", "properties": {
+            "serde": {"type": "integer", "default": 0},
+            "marked": {"type": "integer", "default": 0, DEFAULT: 3},
+        }}));
+        assert!(s["properties"]["serde"].get("default").is_none(), "{s}");
+        assert_eq!(s["properties"]["marked"]["default"], 3, "{s}");
+    }
+
+    #[test]
     fn structural_should_drop_null_from_option_types() {
         let s = structural_schema(json!({"type": ["string", "null"], "description": "x"}));
         assert_eq!(s, json!({"type": "string", "description": "x"}));
@@ -652,12 +715,13 @@ mod tests {
     fn structural_should_append_field_rules_to_type_rules() {
         let s = structural_schema(json!({
             "type": "object",
+            "properties": {},
             VALIDATIONS: [{"rule": "a"}],
             FIELD_VALIDATIONS: [{"rule": "b"}]
         }));
         assert_eq!(
             s,
-            json!({"type": "object", VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]})
+            json!({"type": "object", "properties": {}, VALIDATIONS: [{"rule": "a"}, {"rule": "b"}]})
         );
     }
 
@@ -684,11 +748,11 @@ mod tests {
             json!({"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"})
         );
         let objects = structural_schema(
-            json!({"type": "array", "uniqueItems": true, "items": {"type": "object"}}),
+            json!({"type": "array", "uniqueItems": true, "items": {"type": "object", "properties": {}}}),
         );
         assert_eq!(
             objects,
-            json!({"type": "array", "items": {"type": "object"}})
+            json!({"type": "array", "items": {"type": "object", "properties": {}}})
         );
     }
 
