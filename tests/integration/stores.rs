@@ -136,6 +136,34 @@ async fn a_controller_should_converge_with_its_cache_in_memcached_and_survive_a_
     assert_eq!(widgets.backend(), "memcached");
     assert_eq!(widgets.list().await.unwrap().len(), 20);
     assert_eq!(widgets.refills(), 0, "nothing lost yet");
+    // The reads a reconciler makes work as with the in-memory store: by key, by namespace and
+    // labels, by owner (the index in memory finds the keys, the bodies come from memcached).
+    let w0 = widgets
+        .get(&ObjectKey::namespaced(ns.name(), "w0"))
+        .await
+        .unwrap()
+        .expect("cached");
+    let children = operator
+        .cache
+        .store::<ConfigMap>(&Lookup::namespace(ns.name()))
+        .unwrap();
+    assert_eq!(children.backend(), "memcached");
+    let owned = children
+        .owned_by(w0.metadata.uid.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        owned.len(),
+        1,
+        "w0's ConfigMap, found through the owner index"
+    );
+    assert_eq!(owned[0].metadata.name.as_deref(), Some("w0-cm"));
+    let everything = kube::core::Selector::default();
+    let in_namespace = widgets
+        .list_selected(Some(ns.name()), &everything)
+        .await
+        .unwrap();
+    assert_eq!(in_namespace.len(), 20);
 
     server.restart().await.unwrap();
     set_all(&ns, &names, 2).await;
