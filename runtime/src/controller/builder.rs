@@ -12,12 +12,14 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
+use crate::health::Check;
 use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
 use super::handlers::{Sink, Source, owner_keys, source, source_async};
+use super::progress::Progress;
 use super::retries::{Retries, RetryConfig};
 use super::sources::Mapper;
 use super::sources::Weight;
@@ -44,6 +46,8 @@ pub struct Controller<K: Resource> {
     running: watch::Sender<Option<Running>>,
     /// Where `run` is (see [`Controller::lifecycle`]).
     lifecycle: Lifecycle,
+    /// Whether the running workers make progress (see [`Controller::liveness`]).
+    progress: Arc<Progress>,
 }
 
 /// The work queue and retries of a running controller, for [`Idle`].
@@ -117,6 +121,7 @@ where
             config,
             running: watch::channel(None).0,
             lifecycle: Lifecycle::default(),
+            progress: Arc::default(),
         }
     }
 
@@ -148,6 +153,16 @@ where
     /// as `controller-<name>`.
     pub fn lifecycle(&self) -> Lifecycle {
         self.lifecycle.clone()
+    }
+
+    /// The controller's liveness check (served as `controller-<name>` on `/healthz`): fails
+    /// while keys wait, every worker is busy and no reconcile has finished for
+    /// [`ControllerConfig::stall_timeout`]; always passes when that is `None`.
+    pub fn liveness(&self) -> Check {
+        match self.config.stall_timeout {
+            Some(stall) => self.progress.check(stall),
+            None => crate::health::check(|| async { Ok(()) }),
+        }
     }
 
     /// Tells when the controller has nothing left to do (see [`Idle::wait`]).
@@ -280,6 +295,7 @@ where
             config,
             running,
             lifecycle,
+            progress,
         } = self;
         lifecycle.set(Stage::Starting);
         sources.push(source(primary_events, true, move |event: &Event<K>| {
@@ -329,14 +345,18 @@ where
             ids: AtomicU64::new(0),
             finalized: std::sync::Mutex::default(),
         });
+        progress.started(config.concurrency, queue.clone());
         let mut workers = AbortOnDrop(
             (0..config.concurrency)
                 .map(|_| {
                     let worker = Arc::clone(&worker);
+                    let progress = Arc::clone(&progress);
                     tokio::spawn(async move {
                         while let Some(key) = worker.queue.get().await {
+                            progress.begin();
                             worker.process(&key).await;
                             worker.queue.done(&key);
+                            progress.end();
                         }
                     })
                 })

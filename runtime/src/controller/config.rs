@@ -14,6 +14,7 @@ use super::ControllerMetrics;
 pub struct ControllerConfig {
     pub(super) concurrency: usize,
     pub(super) reconcile_timeout: Option<Duration>,
+    pub(super) stall_timeout: Option<Duration>,
     pub(super) shutdown_grace: Duration,
     pub(super) sync_timeout: Option<Duration>,
     pub(super) finalizer: Option<String>,
@@ -32,6 +33,7 @@ impl Debug for ControllerConfig {
         f.debug_struct("ControllerConfig")
             .field("concurrency", &self.concurrency)
             .field("reconcile_timeout", &self.reconcile_timeout)
+            .field("stall_timeout", &self.stall_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("finalizer", &self.finalizer)
             .field("read_your_writes", &self.read_your_writes)
@@ -43,7 +45,8 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         Self {
             concurrency: 4,
-            reconcile_timeout: None,
+            reconcile_timeout: Some(RECONCILE_TIMEOUT),
+            stall_timeout: Some(STALL_TIMEOUT),
             shutdown_grace: Duration::from_secs(30),
             sync_timeout: Some(SYNC_TIMEOUT),
             finalizer: None,
@@ -66,11 +69,23 @@ impl ControllerConfig {
         self
     }
 
-    /// Cancel a reconcile that runs longer than this (it is retried with backoff). The future is
-    /// dropped at its next await point: a reconcile stuck in blocking code is not interrupted.
+    /// Cancel a reconcile that runs longer than this (it is retried with backoff), so that one
+    /// hung request cannot hold its key for ever (default 5 min; `None` lets reconciles run as
+    /// long as they like). The future is dropped at its next await point: a reconcile stuck in
+    /// blocking code is not interrupted (the liveness check below catches that).
     #[must_use]
-    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
-        self.reconcile_timeout = Some(timeout);
+    pub fn reconcile_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.reconcile_timeout = timeout.into();
+        self
+    }
+
+    /// The controller's liveness check (`controller-<name>` on `/healthz`) fails when keys are
+    /// waiting, every worker is busy and no reconcile has finished for this long (default 6 min,
+    /// a minute past the default reconcile timeout; `None` disables it): the kubelet then
+    /// restarts an operator whose workers are all stuck.
+    #[must_use]
+    pub fn stall_timeout(mut self, stall: impl Into<Option<Duration>>) -> Self {
+        self.stall_timeout = stall.into();
         self
     }
 
@@ -181,6 +196,12 @@ impl ControllerConfig {
         }
     }
 }
+
+/// The default [`ControllerConfig::reconcile_timeout`].
+pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The default [`ControllerConfig::stall_timeout`].
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(360);
 
 /// How long start-up waits for the informers by default (controller-runtime's `CacheSyncTimeout`).
 pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(120);

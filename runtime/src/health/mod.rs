@@ -54,6 +54,8 @@ pub(crate) struct Endpoints {
     pub(crate) readiness: Vec<(String, Check)>,
     /// Readiness checks asked for at each probe, after `readiness`.
     pub(crate) more_readiness: Option<Checks>,
+    /// Liveness checks asked for at each probe, after `liveness`.
+    pub(crate) more_liveness: Option<Checks>,
     pub(crate) health: bool,
 }
 
@@ -80,7 +82,11 @@ impl Endpoints {
             if let Some(more) = &self.more_readiness {
                 readiness.extend(more());
             }
-            for (prefix, checks) in [("/healthz", &self.liveness), ("/readyz", &readiness)] {
+            let mut liveness = self.liveness.clone();
+            if let Some(more) = &self.more_liveness {
+                liveness.extend(more());
+            }
+            for (prefix, checks) in [("/healthz", &liveness), ("/readyz", &readiness)] {
                 let kind = &prefix[1..];
                 if path == prefix {
                     return run_checks(kind, checks.iter().collect(), verbose).await;
@@ -187,6 +193,7 @@ mod tests {
             more_readiness: Some(Arc::new(|| {
                 vec![("controller-a".into(), check(|| async { Ok(()) }))]
             })),
+            more_liveness: None,
             health: true,
         }
     }

@@ -83,6 +83,10 @@ impl Runnable for Leading {
         self.elected.health_checks()
     }
 
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        self.elected.liveness_checks()
+    }
+
     fn metrics(&self) -> Vec<MetricFamily> {
         Runnable::metrics(&self.elected)
     }

@@ -124,6 +124,8 @@ struct RunOnce {
     run: Mutex<Option<RunFn>>,
     /// Its readiness check (`controller-<name>`, `watcher-<name>`).
     check: Option<(String, Check)>,
+    /// Its liveness check (`controller-<name>`).
+    liveness: Option<(String, Check)>,
     leader_only: bool,
 }
 
@@ -131,9 +133,18 @@ type RunFn = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), 
 
 impl RunOnce {
     fn new(check: Option<(String, Check)>, run: RunFn) -> Arc<Self> {
+        Self::with_liveness(check, None, run)
+    }
+
+    fn with_liveness(
+        check: Option<(String, Check)>,
+        liveness: Option<(String, Check)>,
+        run: RunFn,
+    ) -> Arc<Self> {
         Arc::new(Self {
             run: Mutex::new(Some(run)),
             check,
+            liveness,
             leader_only: true,
         })
     }
@@ -151,6 +162,10 @@ impl Runnable for RunOnce {
         self.check.iter().cloned().collect()
     }
 
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        self.liveness.iter().cloned().collect()
+    }
+
     fn needs_leader_election(&self) -> bool {
         self.leader_only
     }
@@ -161,12 +176,12 @@ fn controller_runnable<K: Kind, R: Reconciler<K>>(
     controller: Controller<K>,
     reconciler: R,
 ) -> Arc<dyn Runnable> {
-    let check = (
-        format!("controller-{}", controller.name()),
-        controller.lifecycle().check(),
-    );
-    RunOnce::new(
+    let name = format!("controller-{}", controller.name());
+    let check = (name.clone(), controller.lifecycle().check());
+    let liveness = (name, controller.liveness());
+    RunOnce::with_liveness(
         Some(check),
+        Some(liveness),
         Box::new(move |shutdown| {
             async move {
                 controller
@@ -604,6 +619,7 @@ impl Manager {
                     shared.liveness = health.liveness;
                     shared.readiness = health.readiness;
                     shared.more_readiness = health.more_readiness;
+                    shared.more_liveness = health.more_liveness;
                     shared.health = true;
                     *what = "metrics and health probes";
                 }
@@ -631,6 +647,7 @@ impl Manager {
                     .boxed()
                 }))),
                 check: None,
+                liveness: None,
                 leader_only: false,
             }) as Arc<dyn Runnable>);
         }
@@ -663,11 +680,12 @@ impl Manager {
         readiness.extend(self.readiness.iter().cloned());
         let mut liveness = vec![("ping".to_owned(), check(|| async { Ok(()) }))];
         liveness.extend(self.liveness.iter().cloned());
-        let tree = tree.clone();
+        let (ready_tree, live_tree) = (tree.clone(), tree.clone());
         Endpoints {
             liveness,
             readiness,
-            more_readiness: Some(Arc::new(move || tree.health_checks())),
+            more_readiness: Some(Arc::new(move || ready_tree.health_checks())),
+            more_liveness: Some(Arc::new(move || live_tree.liveness_checks())),
             health: true,
             ..Endpoints::default()
         }

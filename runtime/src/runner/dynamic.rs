@@ -179,6 +179,13 @@ impl Runnable for DynamicMultiRunner {
             .collect()
     }
 
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        self.children()
+            .iter()
+            .flat_map(|r| r.liveness_checks())
+            .collect()
+    }
+
     fn metrics(&self) -> Vec<MetricFamily> {
         let children = self.children().iter().flat_map(|r| r.metrics()).collect();
         self.stats.families(children)

@@ -63,6 +63,12 @@ pub trait Runnable: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Named liveness checks (served on `/healthz`), asked for at each probe; a runner returns
+    /// its children's. None by default.
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        Vec::new()
+    }
+
     /// Metric families (served on `/metrics`), gathered at each scrape; a runner returns its
     /// own merged with its children's. None by default.
     fn metrics(&self) -> Vec<MetricFamily> {

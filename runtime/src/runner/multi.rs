@@ -128,6 +128,13 @@ impl Runnable for MultiRunner {
             .collect()
     }
 
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        self.runners
+            .iter()
+            .flat_map(|r| r.liveness_checks())
+            .collect()
+    }
+
     fn metrics(&self) -> Vec<MetricFamily> {
         self.stats
             .families(self.runners.iter().flat_map(|r| r.metrics()).collect())

@@ -157,6 +157,14 @@ impl Runnable for SingletonRunner {
         }
     }
 
+    fn liveness_checks(&self) -> Vec<(String, Check)> {
+        if self.is_running() {
+            self.0.inner.liveness_checks()
+        } else {
+            Vec::new()
+        }
+    }
+
     fn metrics(&self) -> Vec<MetricFamily> {
         self.0.stats.families(self.0.inner.metrics())
     }

@@ -15,8 +15,11 @@
 //! - `decode`: undecodable objects in watch events and in lists, deleted while undecodable; one
 //!   object failing for ever among 200; a reconcile stamping status every time.
 //! - `signals`: SIGTERM during a burst, a second SIGTERM (a test operator run as a process).
+//! - `stuck`: reconciles that never return (the reconcile timeout), every worker stuck (the
+//!   liveness probe).
 
 mod decode;
 mod finalizers;
 mod network;
 mod signals;
+mod stuck;
