@@ -497,6 +497,7 @@ async fn only_the_leader_should_run_and_report_its_controllers() {
             InformerConfig::default(),
         );
         manager = manager.add_controller(controller, Ignore);
+        let recorder = manager.recorder(format!("recorder-{identity}"));
         let mut listening = manager.on_listening();
         let shutdown = CancellationToken::new();
         let running = tokio::spawn(manager.run_until(shutdown.clone()));
@@ -506,10 +507,16 @@ async fn only_the_leader_should_run_and_report_its_controllers() {
                 let (what, addr) = listening.recv().await.unwrap();
                 addrs.insert(what, addr);
             }
-            (addrs["health probes"], addrs["metrics"], shutdown, running)
+            (
+                addrs["health probes"],
+                addrs["metrics"],
+                shutdown,
+                running,
+                recorder,
+            )
         }
     };
-    let (health_a, metrics_a, stop_a, running_a) = replica("a").await;
+    let (health_a, metrics_a, stop_a, running_a, recorder_a) = replica("a").await;
     let leads = async |health: SocketAddr, controller: &str| {
         let (status, body) = http_get(health, "/readyz?verbose").await;
         (status == 200 && body.contains(&format!("[+]controller-{controller} ok"))).then_some(())
@@ -520,7 +527,7 @@ async fn only_the_leader_should_run_and_report_its_controllers() {
         async || leads(health_a, "cms-a").await,
     )
     .await;
-    let (health_b, metrics_b, stop_b, running_b) = replica("b").await;
+    let (health_b, metrics_b, stop_b, running_b, recorder_b) = replica("b").await;
     // b campaigns in vain while a holds the lease: ready, no controller check, nothing running.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (status, body) = http_get(health_b, "/readyz?verbose").await;
@@ -535,6 +542,32 @@ async fn only_the_leader_should_run_and_report_its_controllers() {
     };
     assert_eq!(elected_runnables(metrics_b).await, Some(0.0));
     assert_eq!(elected_runnables(metrics_a).await, Some(1.0));
+    // The manager's recorder is fenced: the standby publishes nothing, the leader does.
+    let about = ns
+        .api::<k8s_openapi::api::core::v1::ConfigMap>()
+        .create(
+            &PostParams::default(),
+            &crate::support::configmap("recorded", &[]),
+        )
+        .await
+        .unwrap();
+    let event = async |recorder: &kubeforge::events::Recorder| {
+        recorder
+            .publish(
+                &about,
+                kubeforge::events::EventType::Normal,
+                "Probe",
+                "Test",
+                None,
+            )
+            .await
+    };
+    let refused = event(&recorder_b).await.expect_err("the standby is fenced");
+    assert!(
+        refused.to_string().contains("leader"),
+        "refused as not the leader: {refused}"
+    );
+    event(&recorder_a).await.expect("the leader publishes");
 
     stop_a.cancel();
     running_a.await.unwrap().unwrap();

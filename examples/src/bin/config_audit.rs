@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use kubeforge::cli::{self, or_exit};
-use kubeforge::events::Recorder;
 use kubeforge_examples::config_audit::ConfigAudit;
 
 #[kubeforge::tokio::main(crate = "kubeforge::tokio")]
@@ -14,6 +13,6 @@ async fn main() {
     let client = or_exit(options.client().await);
     let manager = or_exit(options.manager(client));
     // The manager's client: its writes are fenced under leader election.
-    let recorder = Arc::new(Recorder::new(manager.wiring().client(), "config-audit"));
+    let recorder = Arc::new(manager.recorder("config-audit"));
     or_exit(manager.watcher(ConfigAudit { recorder }).run().await);
 }

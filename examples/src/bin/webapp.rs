@@ -12,8 +12,9 @@ async fn main() {
     let options = cli::parse!();
     options.init_tracing();
     let client = or_exit(options.client().await);
-    let recorder = Arc::new(Recorder::new(client.clone(), "webapp-operator"));
     let manager = or_exit(options.manager(client));
+    // From the manager: its writes are fenced under leader election, like the reconcilers'.
+    let recorder = Arc::new(manager.recorder("webapp-operator"));
     or_exit(
         manager
             .controller(WebAppController { recorder })

@@ -159,6 +159,9 @@ struct Entry {
 #[derive(Clone)]
 pub struct Cache {
     client: Client,
+    /// The client the informers write their Warning events with (the wiring's writer: fenced
+    /// under leader election).
+    writer: Client,
     inner: Arc<Mutex<Inner>>,
     /// Told about every change the cache's informers apply.
     hook: Option<Arc<dyn ApplyHook>>,
@@ -189,6 +192,7 @@ impl Cache {
     /// An empty cache whose informers use `client`.
     pub fn new(client: Client) -> Self {
         Self {
+            writer: client.clone(),
             client,
             inner: Arc::new(Mutex::new(Inner::default())),
             hook: None,
@@ -202,6 +206,12 @@ impl Cache {
             hook: Some(hook),
             ..Self::new(client)
         }
+    }
+
+    /// This cache with its informers' Warning events written through `writer`.
+    pub(crate) fn with_writer(mut self, writer: Client) -> Self {
+        self.writer = writer;
+        self
     }
 
     /// Whether an informer of kind `kind` (found by its `TypeId`) caches `key` at a version
@@ -380,8 +390,11 @@ impl Cache {
                 name.push_str(&format!("{param}={value}"));
             }
         }
-        let informer =
-            Arc::new(Informer::with_store(api, config, store(&name)).on_apply(self.hook.clone()));
+        let informer = Arc::new(
+            Informer::with_store(api, config, store(&name))
+                .on_apply(self.hook.clone())
+                .events_through(self.writer.clone()),
+        );
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());

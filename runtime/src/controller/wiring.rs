@@ -64,8 +64,10 @@ impl Wiring {
     /// check).
     pub(crate) fn fenced(client: Client) -> Self {
         let wiring = Self::new(client);
+        let writer = fenced(wiring.writer.clone(), wiring.gate.clone());
         Self {
-            writer: fenced(wiring.writer.clone(), wiring.gate.clone()),
+            cache: wiring.cache.clone().with_writer(writer.clone()),
+            writer,
             ..wiring
         }
     }

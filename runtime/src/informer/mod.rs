@@ -381,6 +381,8 @@ pub struct Informer<K: Resource> {
     undecodable: Mutex<HashMap<ObjectKey, Option<String>>>,
     /// Publishes a Warning event on each undecodable object (created on first use).
     recorder: OnceLock<Arc<crate::events::Recorder>>,
+    /// The client those events are written with (default: the informer's).
+    events_client: Option<kube::Client>,
     /// Bounds the events being published at once; more bad objects than that at once (a
     /// relist of thousands) are logged and counted but not all published.
     publishing: Arc<tokio::sync::Semaphore>,
@@ -429,10 +431,18 @@ where
             hook: None,
             undecodable: Mutex::default(),
             recorder: OnceLock::new(),
+            events_client: None,
             publishing: Arc::new(tokio::sync::Semaphore::new(WARNINGS_IN_FLIGHT)),
             replays,
             replays_rx: Mutex::new(Some(replays_rx)),
         }
+    }
+
+    /// Writes the informer's Warning events through `client` (a manager's fenced writer, so a
+    /// replica that does not lead writes nothing).
+    pub(crate) fn events_through(mut self, client: kube::Client) -> Self {
+        self.events_client = Some(client);
+        self
     }
 
     /// Reports every applied change to `hook`.
@@ -830,10 +840,11 @@ where
             return;
         };
         let recorder = Arc::clone(self.recorder.get_or_init(|| {
-            Arc::new(crate::events::Recorder::new(
-                self.api.clone().into_client(),
-                "kubeforge-informer",
-            ))
+            let client = self
+                .events_client
+                .clone()
+                .unwrap_or_else(|| self.api.clone().into_client());
+            Arc::new(crate::events::Recorder::new(client, "kubeforge-informer"))
         }));
         let object = PartialObjectMeta::<K> {
             types: Some(kube::core::TypeMeta::resource::<K>()),

@@ -332,6 +332,14 @@ impl Manager {
         self
     }
 
+    /// An event recorder for `controller` whose writes go through the manager's fenced client:
+    /// under leader election, a replica whose leadership is not valid publishes nothing (the
+    /// write fails with [`NotLeader`](crate::leader::NotLeader)). Build the recorders of an
+    /// operator binary here, not from the plain client.
+    pub fn recorder(&self, controller: impl Into<String>) -> crate::events::Recorder {
+        crate::events::Recorder::new(self.wiring.client(), controller)
+    }
+
     /// Keeps the kinds that ask for a store backend of this name (`#[controller(store =
     /// memcached)]`, [`InformerConfig::store_named`](crate::informer::InformerConfig::store_named))
     /// in `backend`. The manager serves the backend's readiness check `store-<name>` and its
