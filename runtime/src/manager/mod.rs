@@ -431,9 +431,11 @@ impl Manager {
         self.wiring.cache()
     }
 
-    /// The client.
+    /// A client for anything the operator writes besides its reconciles: the wiring's, whose
+    /// writes are fenced under leader election (reads always pass); the manager keeps the plain
+    /// client for leader election itself.
     pub fn client(&self) -> Client {
-        self.client.clone()
+        self.wiring.client()
     }
 
     /// How long shutdown waits for everything to stop (default 30 s).
