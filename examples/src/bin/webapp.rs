@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use kubeforge::cli::{self, or_exit};
-use kubeforge::prelude::*;
 use kubeforge_examples::webapp_operator::WebAppController;
 
 #[kubeforge::tokio::main(crate = "kubeforge::tokio")]
