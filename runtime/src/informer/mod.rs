@@ -304,6 +304,9 @@ struct Listing<K> {
     bad: std::collections::HashSet<ObjectKey>,
     /// Whether the stream decodes leniently (switched on by the first undecodable object).
     lenient: bool,
+    /// The keys of the (re)list in progress, for a store that streams lists (instead of
+    /// `initial`).
+    seen: std::collections::HashSet<ObjectKey>,
 }
 
 impl<K> Default for Listing<K> {
@@ -312,6 +315,7 @@ impl<K> Default for Listing<K> {
             initial: Vec::new(),
             bad: std::collections::HashSet::new(),
             lenient: false,
+            seen: std::collections::HashSet::new(),
         }
     }
 }
@@ -677,14 +681,18 @@ where
             watcher::Event::Init => {
                 listing.initial.clear();
                 listing.bad.clear();
+                listing.seen.clear();
             }
-            watcher::Event::InitApply(Ok(obj)) => listing.initial.push(self.prepare(obj)),
+            watcher::Event::InitApply(Ok(obj)) => {
+                let obj = self.prepare(obj);
+                self.list_item(obj, listing).await;
+            }
             watcher::Event::InitApply(Err(invalid)) => {
                 listing.bad.insert(invalid_key(&invalid));
                 // Keep the last good copy (announced only when the object is being deleted,
                 // with its current metadata, so a finalizer can still be released).
                 if let Some(kept) = self.undecodable(&invalid).await {
-                    listing.initial.push(kept);
+                    self.list_item(kept, listing).await;
                 }
             }
             watcher::Event::InitDone => self.listed(listing, url).await,
@@ -717,14 +725,60 @@ where
             self.lock_undecodable()
                 .retain(|k, _| listing.bad.contains(k));
         }
-        let listed = std::mem::take(&mut listing.initial);
-        self.apply_list(listed).await;
+        if self.store.streams_lists() {
+            let seen = std::mem::take(&mut listing.seen);
+            self.remove_unlisted(&seen).await;
+        } else {
+            let listed = std::mem::take(&mut listing.initial);
+            self.apply_list(listed).await;
+        }
         if let Some(hook) = &self.hook {
             hook.relisted(std::any::TypeId::of::<K>());
         }
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
         self.synced.send_replace(true);
         tracing::debug!(%url, cached = self.store.len(), "informer synced");
+    }
+
+    /// One object of a (re)list: gathered, or for a store that streams lists applied at once
+    /// (and announced if it changed).
+    async fn list_item(&self, obj: Arc<K>, listing: &mut Listing<K>) {
+        if !self.store.streams_lists() {
+            listing.initial.push(obj);
+            return;
+        }
+        let key = ObjectKey::of(obj.as_ref());
+        let cached = self.store.resource_version(&key);
+        listing.seen.insert(key);
+        if cached.is_some() && cached == obj.meta().resource_version {
+            return; // unchanged
+        }
+        let old = self
+            .stored(self.store.apply(Arc::clone(&obj)), "apply")
+            .await
+            .flatten();
+        self.stats.events.fetch_add(1, Ordering::Relaxed);
+        self.publish(Event::Applied { old, new: obj });
+    }
+
+    /// The end of a streamed (re)list: removes (and announces) the objects it did not list.
+    async fn remove_unlisted(&self, seen: &std::collections::HashSet<ObjectKey>) {
+        for key in self.store.keys() {
+            if seen.contains(&key) {
+                continue;
+            }
+            let gone = self
+                .stored(self.store.delete(&key), "delete")
+                .await
+                .flatten();
+            self.stats.events.fetch_add(1, Ordering::Relaxed);
+            match gone {
+                Some(gone) => self.publish(Event::Deleted(gone)),
+                None => {
+                    tracing::warn!(url = %self.api.resource_url(), %key, "an object removed by a relist had lost its cache entry: its Deleted event is not published");
+                }
+            }
+        }
     }
 
     /// A watch event carried an object that does not decode as `K`.

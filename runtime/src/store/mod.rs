@@ -136,6 +136,19 @@ pub trait Store<K>: Send + Sync + 'static {
     /// The backend's name, for logs, errors and metrics (`memory`, `skeleton`, `memcached`).
     fn backend(&self) -> &'static str;
 
+    /// Whether a (re)list is applied object by object as it arrives rather than gathered and
+    /// swapped in whole: a remote store's memory then stays that of its index (the informer
+    /// keeps only the keys it saw, to remove the others at the end). In-process stores swap.
+    fn streams_lists(&self) -> bool {
+        false
+    }
+
+    /// The keys of every cached object, from memory (what a streamed relist compares with the
+    /// keys it saw); only stores that [stream lists](Store::streams_lists) need it.
+    fn keys(&self) -> Vec<ObjectKey> {
+        Vec::new()
+    }
+
     /// Entries a remote store refilled from the apiserver because its backend had lost them
     /// (0 for in-process stores).
     fn refills(&self) -> u64 {

@@ -340,6 +340,14 @@ where
         self.inner.refills.load(Ordering::Relaxed)
     }
 
+    fn streams_lists(&self) -> bool {
+        true
+    }
+
+    fn keys(&self) -> Vec<ObjectKey> {
+        keys_of(LocalStore::list(&self.inner.index))
+    }
+
     fn entry_key(&self, key: &ObjectKey) -> Option<String> {
         Some(self.inner.key(key))
     }
