@@ -49,6 +49,9 @@ impl ::kubeforge::__private::garde::Validate for WebAppSpec {
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
                 items: ::core::option::Option::None,
+                values: ::core::option::Option::None,
+                type_: ::core::option::Option::None,
+                required: false,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.replicas,
@@ -315,14 +318,15 @@ impl ::kubeforge::crd::CustomResource for WebApp {
     }
 }
 impl ::kubeforge::__private::garde::Validate for WebApp {
-    type Context = ();
+    type Context = ::kubeforge::crd::ValidationContext;
     #[allow(clippy::redundant_closure)]
     fn validate_into(
         &self,
-        __ctx: &(),
+        __ctx: &::kubeforge::crd::ValidationContext,
         __parent: &mut dyn ::core::ops::FnMut() -> ::kubeforge::__private::garde::Path,
         __report: &mut ::kubeforge::__private::garde::Report,
     ) {
+        let __markers_from = __report.iter().count();
         {
             let mut __path = || __parent().join("spec");
             ::kubeforge::__private::garde::Validate::validate_into(
@@ -339,6 +343,14 @@ impl ::kubeforge::__private::garde::Validate for WebApp {
             (&::kubeforge::crd::__checks::Dive(&self.status))
                 .dive(&mut __path, __report);
         }
+        static __RULES: ::std::sync::OnceLock<::kubeforge::crd::__checks::KindRules> = ::std::sync::OnceLock::new();
+        __RULES
+            .get_or_init(|| {
+                ::kubeforge::crd::__checks::KindRules::new(
+                    &<Self as ::kubeforge::crd::CustomResource>::schema(),
+                )
+            })
+            .check(self, __ctx, __parent, __report, __markers_from);
     }
 }
 ::kubeforge::__private::inventory::submit! {

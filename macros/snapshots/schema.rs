@@ -44,6 +44,9 @@ impl ::kubeforge::__private::garde::Validate for Range {
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
                 items: ::core::option::Option::None,
+                values: ::core::option::Option::None,
+                type_: ::core::option::Option::None,
+                required: false,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.a,
@@ -81,6 +84,9 @@ impl ::kubeforge::__private::garde::Validate for Range {
                 min_properties: ::core::option::Option::None,
                 max_properties: ::core::option::Option::None,
                 items: ::core::option::Option::None,
+                values: ::core::option::Option::None,
+                type_: ::core::option::Option::None,
+                required: false,
             };
             let __value = ::kubeforge::crd::__checks::to_json(
                 &self.name,

@@ -5,7 +5,7 @@
 //! duplicate and missing keys and values of the wrong kind are reported here; `model.rs` turns
 //! these structs into the typed model, applying every default in one place.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
 use syn::{LitStr, Type};
 
@@ -188,6 +188,8 @@ pub struct KindAttrs {
     pub served: Option<Keyed<bool>>,
     pub storage: Option<Keyed<bool>>,
     pub crate_path: Option<syn::Path>,
+    pub one_ofs: Vec<OneOf>,
+    pub optional_spec: Option<Keyed<bool>>,
 }
 
 const KIND: Table<KindAttrs> = Table {
@@ -238,6 +240,22 @@ const KIND: Table<KindAttrs> = Table {
         Key::new("served", Value::Flag(|k, v| k.served = Some(v))),
         Key::new("storage", Value::Flag(|k, v| k.storage = Some(v))),
         Key::new("crate", Value::CratePath(|k, v| k.crate_path = Some(v))),
+        Key::repeatable(
+            "exactly_one_of",
+            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        ),
+        Key::repeatable(
+            "at_most_one_of",
+            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        ),
+        Key::repeatable(
+            "at_least_one_of",
+            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        ),
+        Key::new(
+            "optional_spec",
+            Value::Flag(|k, v| k.optional_spec = Some(v)),
+        ),
     ],
 };
 
@@ -265,6 +283,7 @@ pub fn parse_kind(args: TokenStream, errors: &mut Errors) -> KindAttrs {
 pub struct SchemaAttrs {
     pub rules: Vec<RuleAttrs>,
     pub crate_path: Option<syn::Path>,
+    pub one_ofs: Vec<OneOf>,
 }
 
 const SCHEMA: Table<SchemaAttrs> = Table {
@@ -275,12 +294,96 @@ const SCHEMA: Table<SchemaAttrs> = Table {
             Value::Custom(|s, meta, e| keys::push_nested(&mut s.rules, meta, &RULE, e)),
         ),
         Key::new("crate", Value::CratePath(|s, v| s.crate_path = Some(v))),
+        Key::repeatable(
+            "exactly_one_of",
+            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        ),
+        Key::repeatable(
+            "at_most_one_of",
+            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        ),
+        Key::repeatable(
+            "at_least_one_of",
+            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        ),
     ],
 };
 
 /// Parses `#[kubeforge::schema(...)]`'s arguments.
 pub fn parse_schema(args: TokenStream, errors: &mut Errors) -> SchemaAttrs {
     keys::parse_args(args, &SCHEMA, errors)
+}
+
+/// Which count of a group of sibling fields may be set.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum OneOfKind {
+    /// `exactly_one_of`.
+    Exactly,
+    /// `at_most_one_of`.
+    AtMost,
+    /// `at_least_one_of`.
+    AtLeast,
+}
+
+/// `exactly_one_of = ["a", "b"]`, `at_most_one_of`, `at_least_one_of` on a struct: a CEL rule
+/// over the presence of sibling fields.
+#[derive(Clone)]
+pub struct OneOf {
+    pub kind: OneOfKind,
+    /// The key, where the generated rule's errors point.
+    pub key: Span,
+    /// The JSON names of the fields, as written.
+    pub fields: Vec<LitStr>,
+}
+
+impl OneOf {
+    /// The key as written.
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            OneOfKind::Exactly => "exactly_one_of",
+            OneOfKind::AtMost => "at_most_one_of",
+            OneOfKind::AtLeast => "at_least_one_of",
+        }
+    }
+
+    /// Reads `key = ["a", "b"]` into `list`.
+    pub fn read(
+        list: &mut Vec<OneOf>,
+        meta: &syn::meta::ParseNestedMeta<'_>,
+        errors: &mut Errors,
+    ) -> syn::Result<()> {
+        let name = crate::keys::key_name(meta);
+        let kind = match name.as_str() {
+            "exactly_one_of" => OneOfKind::Exactly,
+            "at_most_one_of" => OneOfKind::AtMost,
+            _ => OneOfKind::AtLeast,
+        };
+        let key = crate::keys::key_span(meta);
+        let expr: syn::Expr = meta.value()?.parse()?;
+        let syn::Expr::Array(array) = &expr else {
+            return Err(syn::Error::new_spanned(
+                &expr,
+                format!(
+                    "expected the JSON names of sibling fields, e.g. `{name} = [\"a\", \"b\"]`"
+                ),
+            ));
+        };
+        let mut fields = Vec::new();
+        for elem in &array.elems {
+            match elem {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => fields.push(s.clone()),
+                other => errors.spanned(other, "expected a string literal: a JSON field name"),
+            }
+        }
+        if array.elems.len() < 2 {
+            errors.spanned(&expr, format!("`{name}` needs at least two fields"));
+        }
+        list.push(OneOf { kind, key, fields });
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -61,11 +61,35 @@ pub fn derive_attrs(krate: &syn::Path, rules: &[Rule]) -> TokenStream {
     }
 }
 
+/// Schema keys of a struct itself (not of its fields).
+#[derive(Default)]
+pub struct Container {
+    /// The struct's node leaves its parent's `required` (`optional_spec`).
+    pub optional: bool,
+}
+
+impl Container {
+    fn schema(&self) -> serde_json::Map<String, Value> {
+        let mut s = serde_json::Map::new();
+        if self.optional {
+            s.insert(markers::REQUIRED.to_owned(), Value::Bool(false));
+        }
+        s
+    }
+}
+
 /// Adds one `#[schemars(extend(..))]` per field with markers.
 fn add_field_extends(item_fields: &mut syn::Fields, fields: &[Field]) {
     for (field, model) in item_fields.iter_mut().zip(fields) {
         if let Some(extend) = extend_attr(&marker_schema(&model.markers)) {
             field.attrs.push(syn::parse_quote!(#extend));
+        }
+        if crate::fields::byte_string(&model.ty).is_some() {
+            // Reported by `validate::byte_string`; a stand-in schema keeps the derive from adding
+            // a second error about the missing `JsonSchema` impl.
+            field
+                .attrs
+                .push(syn::parse_quote!(#[schemars(with = "::std::string::String")]));
         }
     }
 }
@@ -142,10 +166,12 @@ pub fn schema_struct(
     item: &mut ItemStruct,
     fields: &[Field],
     rules: &[Rule],
+    container: &Container,
     krate: &syn::Path,
 ) -> TokenStream {
     add_field_extends(&mut item.fields, fields);
     let derives = derive_attrs(krate, rules);
+    let container_extend = extend_attr(&container.schema());
     let body = validate_fields(fields, krate);
     let validate = validate_impl(&item.ident, body, krate);
     let json_fields = match fields {
@@ -154,6 +180,7 @@ pub fn schema_struct(
     };
     quote! {
         #derives
+        #container_extend
         #item
         #validate
         #json_fields

@@ -78,6 +78,40 @@ pub fn shape(ty: &Type) -> Shape {
     }
 }
 
+/// The shape a `type = ".."` marker gives a field.
+pub fn shape_of_type(openapi_type: &str) -> Shape {
+    match openapi_type {
+        "string" => Shape::String,
+        "integer" => Shape::Integer,
+        "number" => Shape::Number,
+        "boolean" => Shape::Bool,
+        "array" => Shape::Array,
+        "object" => Shape::Map,
+        _ => Shape::Other,
+    }
+}
+
+/// Whether the type is `Option<..>` (serde: may be absent).
+pub fn is_option(ty: &Type) -> bool {
+    last_segment(ty).is_some_and(|seg| seg.ident == "Option")
+}
+
+/// The first `ByteString` in the type (through `Option`, lists, maps, `Box`): k8s-openapi's
+/// base64 bytes, which have no JSON schema.
+pub fn byte_string(ty: &Type) -> Option<&Type> {
+    let seg = last_segment(ty)?;
+    if seg.ident == "ByteString" {
+        return Some(ty);
+    }
+    match &seg.arguments {
+        syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|arg| match arg {
+            syn::GenericArgument::Type(t) => byte_string(t),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
 /// The shape of a list's elements (`Other` when the type is not a known list).
 pub fn element_shape(ty: &Type) -> Shape {
     match last_segment(&inner_type(ty)) {
@@ -88,6 +122,27 @@ pub fn element_shape(ty: &Type) -> Shape {
             ) =>
         {
             first_generic(seg).map_or(Shape::Other, shape)
+        }
+        _ => Shape::Other,
+    }
+}
+
+/// The shape of a map's values (`Other` when the type is not a known map).
+pub fn value_shape(ty: &Type) -> Shape {
+    match last_segment(&inner_type(ty)) {
+        Some(seg) if matches!(seg.ident.to_string().as_str(), "BTreeMap" | "HashMap") => {
+            match &seg.arguments {
+                syn::PathArguments::AngleBracketed(a) => a
+                    .args
+                    .iter()
+                    .filter_map(|arg| match arg {
+                        syn::GenericArgument::Type(t) => Some(t),
+                        _ => None,
+                    })
+                    .nth(1)
+                    .map_or(Shape::Other, shape),
+                _ => Shape::Other,
+            }
         }
         _ => Shape::Other,
     }
@@ -193,6 +248,8 @@ pub struct SerdeField {
     pub flatten: bool,
     pub skip: bool,
     pub default: bool,
+    /// `with = ".."` / `serialize_with = ".."`: the JSON is not the Rust type's own.
+    pub serialize_with: bool,
     /// The container is `#[serde(transparent)]`: the field is the value itself.
     pub transparent: bool,
 }
@@ -210,10 +267,22 @@ fn serde_field(attrs: &[syn::Attribute]) -> SerdeField {
             out.skip = true;
         } else if meta.path.is_ident("default") {
             out.default = true;
+        } else if meta.path.is_ident("with") || meta.path.is_ident("serialize_with") {
+            out.serialize_with = true;
         }
         Ok(())
     });
     out
+}
+
+/// Whether the container is `#[serde(default)]` (every field may be absent).
+pub fn container_default(attrs: &[syn::Attribute]) -> bool {
+    let mut found = false;
+    serde_keys(attrs, |meta| {
+        found |= meta.path.is_ident("default");
+        Ok(())
+    });
+    found
 }
 
 /// Whether the container is `#[serde(transparent)]`.
@@ -251,6 +320,12 @@ pub struct Field {
     pub shape: Shape,
     /// The shape of the elements, for lists.
     pub element_shape: Shape,
+    /// The shape of the values, for maps.
+    pub value_shape: Shape,
+    /// The declared type is `Option<..>`.
+    pub is_option: bool,
+    /// The field's type as written.
+    pub ty: Type,
     pub markers: Markers,
     /// Whether the field had any `#[validate]` attribute.
     pub has_markers: bool,
@@ -262,6 +337,7 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
     let mut out = Vec::new();
     for field in fields.iter_mut() {
         let markers = markers::take(&mut field.attrs, errors);
+        let has_markers = markers.is_some();
         let Some(ident) = field.ident.clone() else {
             continue;
         };
@@ -272,18 +348,39 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
                 .and_then(|rule| rename(&plain, rule))
                 .unwrap_or(plain)
         });
+        let mut markers = markers.unwrap_or_default();
+        if !serde.serialize_with {
+            client_types(&mut markers);
+        }
+        // `type = ".."` says what the JSON is, whatever the Rust type.
+        let declared = markers.type_.as_ref().map(|t| shape_of_type(&t.value()));
         out.push(Field {
-            shape: shape(&field.ty),
+            shape: declared.unwrap_or_else(|| shape(&field.ty)),
             element_shape: element_shape(&field.ty),
+            value_shape: value_shape(&field.ty),
+            is_option: is_option(&field.ty),
+            ty: field.ty.clone(),
             inner_ty: inner_type(&field.ty),
             ident,
             json_name,
             serde,
-            has_markers: markers.is_some(),
-            markers: markers.unwrap_or_default(),
+            has_markers,
+            markers,
         });
     }
     out
+}
+
+/// The types `validate()` checks: those of `type = ".."` here and in `items(..)`, `values(..)`
+/// (only where the field's JSON is its Rust type's own).
+fn client_types(markers: &mut Markers) {
+    markers.client_type = markers.type_.as_ref().map(LitStr::value);
+    for nested in [&mut markers.items, &mut markers.values]
+        .into_iter()
+        .flatten()
+    {
+        client_types(&mut nested.value);
+    }
 }
 
 /// How serde represents an enum's variants.

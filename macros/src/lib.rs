@@ -52,6 +52,8 @@ use proc_macro::TokenStream;
 /// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
 /// | `served = false`, `storage = false` | version flags (both default to `true`) |
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
+/// | `exactly_one_of = ["a", "b"]`, `at_most_one_of = [..]`, `at_least_one_of = [..]` | groups of sibling fields of the spec (JSON names, checked at compile time; each must be an `Option` or `#[serde(default)]`, not `required`), as CEL rules with the messages `exactly one of a, b must be set`, `at most one of a, b may be set`, `at least one of a, b must be set`; repeatable. Also on `#[kubeforge::schema(..)]` structs |
+/// | `optional_spec` | the CRD does not require `spec`; an object without it reads as `Spec::default()` (the spec type must implement `Default`) |
 ///
 /// # `#[validate(...)]` — field markers
 ///
@@ -67,13 +69,27 @@ use proc_macro::TokenStream;
 /// | `format = ".."` | format | ✓ for date-time, date, uuid, ipv4, ipv6, cidr; others server-only |
 /// | `min_items`, `max_items`, `unique_items` (emitted as `x-kubernetes-list-type: set`: the apiserver forbids `uniqueItems`) | lists | ✓ |
 /// | `min_properties`, `max_properties` | maps / objects | ✓ |
-/// | `rule(cel = "..", message = "..", ..)` | `x-kubernetes-validations` | server-only |
+/// | `rule(cel = "..", message = "..", ..)` | `x-kubernetes-validations` | ✓ evaluated with `kube-cel` (the Kubernetes CEL libraries) on the kind's schema; transition rules (`oldSelf`) by `validate_update(&old)` |
 /// | `default = <literal or array>`, `default_json = "{..}"` | server-side default | — |
 /// | `nullable` | `nullable: true` | — |
 /// | `preserve_unknown_fields`, `embedded_resource`, `int_or_string`, `schemaless` | `x-kubernetes-*` | — |
 /// | `list_type = "atomic" / "set" / "map"`, `list_map_keys = [..]` | list semantics | ✓ set uniqueness; map-key uniqueness server-only |
-/// | `map_type = "atomic" / "granular"` | map semantics | — |
-/// | `items(minimum, maximum, exclusive_*, multiple_of, min_length, max_length, pattern, enum, format)` | constraints of each list element | ✓ |
+/// | `map_type = "atomic" / "granular"` | map semantics; on a struct field, the struct's (kubebuilder's `structType`) | — |
+/// | `items(minimum, maximum, exclusive_*, multiple_of, min_length, max_length, pattern, enum, format, int_or_string, map_type, type)` | constraints of each list element | ✓ |
+/// | `values(..)`, the keys of `items(..)` | constraints of each value of a map (`values(format = "byte")`) | ✓ |
+/// | `type = "string"` (`integer`, `number`, `boolean`, `object`, `array`) | replaces the derived type (kubebuilder's `Type=`); what only another type has goes (properties of a string, items of an object, a format or enum values of another type); `object` without properties keeps unknown fields. Markers are checked against this type. With `schemaless`: kubebuilder's `Schemaless` + `Type=` | ✓ the JSON type, unless serde serializes the field with `with` / `serialize_with` |
+/// | `immutable` | transition rule `self == oldSelf`, message `is immutable` (not evaluated when an optional field is added or removed) | on update |
+/// | `title = ".."`, `example = <literal>`, `example_json = "{..}"` | `title`, `example` (only from these markers: schemars' titles are dropped) | — |
+/// | `external_docs(url = "..", description = "..")` | `externalDocs` | — |
+/// | `required` | the field is in the parent's `required` whatever serde implies (e.g. an `Option` the apiserver must receive) | ✓ `Required value` when `None` |
+/// | `optional` | the field is left out of `required`; the field must be an `Option` or have `#[serde(default)]` (on it or the struct), or serde could not read the objects the apiserver then accepts | — |
+///
+/// Misplaced markers say where they go: `exactly_one_of` & co. on a field ("put the marker on the
+/// type"), `map_type` on a list ("use `list_type`"), `list_type` on a map, `struct_type` (use
+/// `map_type`). A `k8s_openapi::ByteString` field is an error (it has no JSON schema): use
+/// `String` with `format = "byte"` (`items(..)` / `values(..)` for lists and maps). With
+/// `#[serde(with = "module")]`, schemars reads `module` as the type of the schema: use
+/// `serialize_with` / `deserialize_with` next to `type = ".."`.
 ///
 /// # Compile-time JSONPaths
 ///
@@ -105,7 +121,9 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
 
 /// Derives serde, `JsonSchema` and `garde::Validate` for a type used inside a kind.
 ///
-/// `#[kubeforge::schema]` / `#[kubeforge::schema(rule(..), crate = "..")]`
+/// `#[kubeforge::schema]` / `#[kubeforge::schema(rule(..), exactly_one_of = [..], at_most_one_of = [..],
+/// at_least_one_of = [..], crate = "..")]` (the groups as on [`macro@custom_resource`], on structs
+/// with named fields)
 ///
 /// For the types used inside a spec or status (structs with markers, enums): derives serde and
 /// `JsonSchema`, consumes `#[validate]` markers and implements `garde::Validate` (nested types

@@ -41,7 +41,48 @@ pub struct Markers {
     pub map_type: Option<LitStr>,
     /// `items(...)`: constraints of each element of a list.
     pub items: Option<Keyed<Box<Markers>>>,
+    /// `values(...)`: constraints of each value of a map.
+    pub values: Option<Keyed<Box<Markers>>>,
+    /// `type = ".."`: the OpenAPI type replacing the one derived from the Rust type.
+    pub type_: Option<LitStr>,
+    /// `title = ".."`.
+    pub title: Option<LitStr>,
+    /// `example = <literal>` / `example_json = "{..}"`.
+    pub example: Option<Keyed<serde_json::Value>>,
+    /// `immutable`: a transition rule `self == oldSelf`.
+    pub immutable: Option<Keyed<bool>>,
+    /// `required`: listed in the parent's `required` whatever serde implies.
+    pub required: Option<Keyed<bool>>,
+    /// `optional`: left out of the parent's `required` whatever serde implies.
+    pub optional: Option<Keyed<bool>>,
+    /// `external_docs(url = "..", description = "..")`.
+    pub external_docs: Option<Keyed<ExternalDocs>>,
+    /// Not a marker: the type `validate()` checks, `type` unless serde serializes the field with
+    /// a function of its own (`with`, `serialize_with`), whose JSON `validate()` does not see.
+    pub client_type: Option<String>,
 }
+
+/// `external_docs(url = "..", description = "..")`.
+#[derive(Default, Clone)]
+pub struct ExternalDocs {
+    pub url: Option<LitStr>,
+    pub description: Option<LitStr>,
+}
+
+const EXTERNAL_DOCS: Table<ExternalDocs> = Table {
+    what: "`external_docs`",
+    keys: &[
+        Key::required(
+            "url",
+            Value::Str(|d, v| d.url = Some(v)),
+            "`external_docs` needs `url = \"https://...\"`",
+        ),
+        Key::new("description", Value::Str(|d, v| d.description = Some(v))),
+    ],
+};
+
+/// The OpenAPI types `type = ".."` accepts.
+pub const TYPES: &[&str] = &["string", "integer", "number", "boolean", "object", "array"];
 
 impl Markers {
     /// Whether a flag marker is set (`x` or `x = true`).
@@ -68,6 +109,12 @@ const MARKER_KEYS: &[Key<Markers>] = &[
     Key::new("pattern", Value::Str(|m, v| m.pattern = Some(v))),
     Key::new("enum", Value::JsonArray(|m, v| m.enum_values = Some(v))),
     Key::new("format", Value::Str(|m, v| m.format = Some(v))),
+    Key::new(
+        "int_or_string",
+        Value::Flag(|m, v| m.int_or_string = Some(v)),
+    ),
+    Key::new("map_type", Value::Str(|m, v| m.map_type = Some(v))),
+    Key::new("type", Value::Str(|m, v| m.type_ = Some(v))),
     Key::new("min_items", Value::Unsigned(|m, v| m.min_items = Some(v))),
     Key::new("max_items", Value::Unsigned(|m, v| m.max_items = Some(v))),
     Key::new("unique_items", Value::Flag(|m, v| m.unique_items = Some(v))),
@@ -91,18 +138,26 @@ const MARKER_KEYS: &[Key<Markers>] = &[
         "embedded_resource",
         Value::Flag(|m, v| m.embedded_resource = Some(v)),
     ),
-    Key::new(
-        "int_or_string",
-        Value::Flag(|m, v| m.int_or_string = Some(v)),
-    ),
     Key::new("schemaless", Value::Flag(|m, v| m.schemaless = Some(v))),
     Key::new("list_type", Value::Str(|m, v| m.list_type = Some(v))),
     Key::new(
         "list_map_keys",
         Value::StrList(|m, v| m.list_map_keys.extend(v)),
     ),
-    Key::new("map_type", Value::Str(|m, v| m.map_type = Some(v))),
     Key::new("items", Value::Custom(items)),
+    Key::new("values", Value::Custom(values)),
+    Key::new("title", Value::Str(|m, v| m.title = Some(v))),
+    Key::new("example", Value::Json(|m, v| m.example = Some(v))),
+    Key::new("example_json", Value::Custom(example_json)),
+    Key::new("immutable", Value::Flag(|m, v| m.immutable = Some(v))),
+    Key::new("required", Value::Flag(|m, v| m.required = Some(v))),
+    Key::new("optional", Value::Flag(|m, v| m.optional = Some(v))),
+    Key::new("external_docs", Value::Custom(external_docs)),
+    // Markers of a struct or of a map, written on a field: reported with where they go.
+    Key::new("exactly_one_of", Value::Custom(type_level)),
+    Key::new("at_most_one_of", Value::Custom(type_level)),
+    Key::new("at_least_one_of", Value::Custom(type_level)),
+    Key::new("struct_type", Value::Custom(struct_type)),
 ];
 
 const MARKERS: Table<Markers> = Table {
@@ -110,10 +165,20 @@ const MARKERS: Table<Markers> = Table {
     keys: MARKER_KEYS,
 };
 
-/// Markers allowed inside `items(...)`: the scalar constraints of each list element.
+/// How many of the first [`MARKER_KEYS`] are allowed in `items(...)` and `values(...)`.
+const ELEMENT_KEYS: usize = 13;
+
+/// Markers allowed inside `items(...)`: the value constraints of each list element, its map
+/// type, int-or-string and type.
 const ITEMS: Table<Markers> = Table {
     what: "`items`",
-    keys: MARKER_KEYS.split_at(10).0,
+    keys: MARKER_KEYS.split_at(ELEMENT_KEYS).0,
+};
+
+/// Markers allowed inside `values(...)`: those of `items(...)`, for each value of a map.
+const VALUES: Table<Markers> = Table {
+    what: "`values`",
+    keys: MARKER_KEYS.split_at(ELEMENT_KEYS).0,
 };
 
 fn rule(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
@@ -149,6 +214,69 @@ fn items(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> sy
         key,
     });
     Ok(())
+}
+
+fn values(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
+    let Keyed { value, key } = keys::nested(meta, &VALUES, errors)?;
+    m.values = Some(Keyed {
+        value: Box::new(value),
+        key,
+    });
+    Ok(())
+}
+
+/// `example_json = "{..}"`: an example that is not a literal, such as an object.
+fn example_json(
+    m: &mut Markers,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let lit: LitStr = meta.value()?.parse()?;
+    let value: serde_json::Value = serde_json::from_str(&lit.value())
+        .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
+    if m.example.is_some() {
+        errors.spanned(&meta.path, "`example` is already set");
+    } else {
+        m.example = Some(Keyed {
+            value,
+            key: keys::key_span(meta),
+        });
+    }
+    Ok(())
+}
+
+fn external_docs(
+    m: &mut Markers,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    m.external_docs = Some(keys::nested(meta, &EXTERNAL_DOCS, errors)?);
+    Ok(())
+}
+
+/// `exactly_one_of` & co. on a field: they name sibling fields, so they go on the struct.
+fn type_level(_: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
+    let name = keys::key_name(meta);
+    errors.spanned(
+        &meta.path,
+        format!(
+            "`{name}` is a marker of the struct (it names sibling fields): put it on the type with #[kubeforge::schema({name} = [..])], or in #[custom_resource(..)] for the spec"
+        ),
+    );
+    keys::skip_value(meta)
+}
+
+/// `struct_type = ".."` (kubebuilder's `structType`): Kubernetes spells it `x-kubernetes-map-type`.
+fn struct_type(
+    _: &mut Markers,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    errors.spanned(
+        &meta.path,
+        "a struct's merge type is `map_type = \"atomic\"` / `\"granular\"` (Kubernetes spells it `x-kubernetes-map-type` on structs and maps alike)",
+    );
+    keys::skip_value(meta)
 }
 
 /// Parses one `#[validate(...)]` attribute into `markers` (a field may carry several).
@@ -209,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn items_should_accept_only_the_scalar_markers() {
+    fn items_should_accept_only_the_element_markers() {
         let names: Vec<&str> = ITEMS.keys.iter().map(|k| k.name).collect();
         assert_eq!(
             names,
@@ -223,7 +351,10 @@ mod tests {
                 "max_length",
                 "pattern",
                 "enum",
-                "format"
+                "format",
+                "int_or_string",
+                "map_type",
+                "type"
             ]
         );
     }

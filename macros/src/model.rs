@@ -9,6 +9,7 @@ use crate::attrs::{
     DeprecatedAttrs, KeyValueAttrs, KindAttrs, PrintColumnAttrs, RuleAttrs, ScaleAttrs,
     SchemaAttrs, SelectableFieldAttrs,
 };
+pub use crate::attrs::{OneOf, OneOfKind};
 use crate::errors::Errors;
 use crate::keys::Keyed;
 
@@ -41,6 +42,10 @@ pub struct Kind {
     pub served: bool,
     pub storage: bool,
     pub crate_path: syn::Path,
+    /// `exactly_one_of` & co. over fields of the spec.
+    pub one_ofs: Vec<OneOf>,
+    /// `optional_spec`: the CRD does not require `spec` (the spec type must be `Default`).
+    pub optional_spec: Option<Span>,
 }
 
 impl Kind {
@@ -147,6 +152,68 @@ impl Rule {
     }
 }
 
+/// The rules of `exactly_one_of`, `at_most_one_of`, `at_least_one_of` (read in `attrs.rs`).
+impl OneOf {
+    /// The CEL rule: `[has(self.a), has(self.b)].filter(x, x).size() == 1`, with a message that
+    /// names the fields.
+    pub fn rule(&self) -> Rule {
+        let names: Vec<String> = self.fields.iter().map(LitStr::value).collect();
+        let has: Vec<String> = names
+            .iter()
+            .map(|n| format!("has(self.{})", cel_field(n)))
+            .collect();
+        let (op, message) = match self.kind {
+            OneOfKind::Exactly => ("== 1", "exactly one of {} must be set"),
+            OneOfKind::AtMost => ("<= 1", "at most one of {} may be set"),
+            OneOfKind::AtLeast => (">= 1", "at least one of {} must be set"),
+        };
+        let cel = format!("[{}].filter(x, x).size() {op}", has.join(", "));
+        let message = message.replace("{}", &names.join(", "));
+        Rule {
+            cel: LitStr::new(&cel, self.key),
+            message: Some(LitStr::new(&message, self.key)),
+            message_expression: None,
+            reason: None,
+            field_path: None,
+            optional_old_self: None,
+        }
+    }
+}
+
+/// A property name as Kubernetes CEL spells it (reserved words and `_ . - /` escaped).
+pub fn cel_field(name: &str) -> String {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    if RESERVED.contains(&name) {
+        return format!("__{name}__");
+    }
+    name.replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__")
+}
+
 fn rules(attrs: Vec<RuleAttrs>) -> Vec<Rule> {
     attrs.into_iter().filter_map(Rule::from_attrs).collect()
 }
@@ -251,6 +318,8 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
         served: attrs.served.is_none_or(|s| s.value),
         storage: attrs.storage.is_none_or(|s| s.value),
         crate_path: attrs.crate_path.unwrap_or_else(default_crate),
+        one_ofs: attrs.one_ofs,
+        optional_spec: attrs.optional_spec.filter(|o| o.value).map(|o| o.key),
     })
 }
 
@@ -312,12 +381,15 @@ fn served_storage(
 pub struct Schema {
     pub rules: Vec<Rule>,
     pub crate_path: syn::Path,
+    /// `exactly_one_of` & co. over fields of the struct.
+    pub one_ofs: Vec<OneOf>,
 }
 
 pub fn schema(attrs: SchemaAttrs) -> Schema {
     Schema {
         rules: rules(attrs.rules),
         crate_path: attrs.crate_path.unwrap_or_else(default_crate),
+        one_ofs: attrs.one_ofs,
     }
 }
 
@@ -356,6 +428,57 @@ pub fn parse_path(path: &str) -> Option<Vec<PathStep>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_of_should_become_a_cel_rule_with_escaped_names() {
+        let mut errors = Errors::default();
+        let attrs = crate::attrs::parse_schema(
+            quote::quote!(exactly_one_of = ["a", "x-y"], at_least_one_of = ["in", "b"]),
+            &mut errors,
+        );
+        assert!(errors.messages().is_empty());
+        let rules: Vec<(String, String)> = attrs
+            .one_ofs
+            .iter()
+            .map(|g| {
+                let rule = g.rule();
+                let message = rule.message.map(|m| m.value()).unwrap_or_default();
+                (rule.cel.value(), message)
+            })
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                (
+                    "[has(self.a), has(self.x__dash__y)].filter(x, x).size() == 1".to_owned(),
+                    "exactly one of a, x-y must be set".to_owned()
+                ),
+                (
+                    "[has(self.__in__), has(self.b)].filter(x, x).size() >= 1".to_owned(),
+                    "at least one of in, b must be set".to_owned()
+                ),
+            ]
+        );
+        for (cel, _) in &rules {
+            assert_eq!(crate::cel::check(cel), Ok(()), "{cel}");
+        }
+    }
+
+    #[test]
+    fn one_of_should_need_two_string_fields() {
+        let mut errors = Errors::default();
+        crate::attrs::parse_schema(
+            quote::quote!(at_most_one_of = ["a"], exactly_one_of = [1, "b"]),
+            &mut errors,
+        );
+        assert_eq!(
+            errors.messages(),
+            [
+                "`at_most_one_of` needs at least two fields",
+                "expected a string literal: a JSON field name",
+            ]
+        );
+    }
 
     #[test]
     fn pluralize_should_follow_english_rules() {

@@ -100,8 +100,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     check_own_derives(&mut spec.attrs, &mut errors, "custom_resource");
     check_generics(&spec.generics, &mut errors);
-    let rename_all = fields::container_rename_all(&spec.attrs);
-    let fields = fields::fields(&mut spec.fields, rename_all.as_deref(), &mut errors);
+    let fields = struct_fields(&mut spec, &mut errors);
     for field in &fields {
         validate::field(field, &mut errors);
     }
@@ -110,13 +109,39 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         validate::kind(kind, &mut errors);
         validate::root_name(kind, &spec.ident, &mut errors);
     }
-    let rules = kind.as_ref().map_or(&[][..], |k| &k.rules);
-    validate::rule_fields(rules, &fields, &spec.ident, &mut errors);
+    let user_rules = kind.as_ref().map_or(&[][..], |k| &k.rules);
+    validate::rule_fields(user_rules, &fields, &spec.ident, &mut errors);
+    let one_ofs = kind.as_ref().map_or(&[][..], |k| &k.one_ofs);
+    validate::one_ofs(one_ofs, &fields, &spec.ident, &mut errors);
+    let rules = with_one_ofs(user_rules, one_ofs);
     let krate = kind
         .as_ref()
         .map_or_else(model::default_crate, |k| k.crate_path.clone());
-    let spec_tokens = expand::schema_struct(&mut spec, &fields, rules, &krate);
+    let container = expand::Container {
+        optional: kind.as_ref().and_then(|k| k.optional_spec).is_some(),
+    };
+    let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &container, &krate);
     expand_kind(spec_tokens, kind.as_ref(), &spec, errors)
+}
+
+/// The fields of a struct with named fields (markers taken off), with serde's container keys.
+fn struct_fields(item: &mut ItemStruct, errors: &mut Errors) -> Vec<fields::Field> {
+    let rename_all = fields::container_rename_all(&item.attrs);
+    let mut fields = fields::fields(&mut item.fields, rename_all.as_deref(), errors);
+    let transparent = fields::container_transparent(&item.attrs);
+    let default = fields::container_default(&item.attrs);
+    for field in &mut fields {
+        field.serde.transparent |= transparent;
+        field.serde.default |= default;
+    }
+    fields
+}
+
+/// The user's struct-level rules, then one per `exactly_one_of` & co.
+fn with_one_ofs(rules: &[model::Rule], one_ofs: &[model::OneOf]) -> Vec<model::Rule> {
+    let mut all = rules.to_vec();
+    all.extend(one_ofs.iter().map(model::OneOf::rule));
+    all
 }
 
 /// The spec struct, then the root type: checked when there is no error; as a dummy (no JSONPath
@@ -169,7 +194,21 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     quote!(#tokens #errs)
 }
 
+/// `exactly_one_of` & co. name sibling fields: only a struct with named fields has them.
+fn reject_one_ofs(options: &model::Schema, errors: &mut Errors) {
+    for group in &options.one_ofs {
+        errors.at(
+            group.key,
+            format!(
+                "`{}` names fields of a struct with named fields; on an enum, use struct variants or a `rule(..)`",
+                group.name()
+            ),
+        );
+    }
+}
+
 fn schema_enum(mut e: syn::ItemEnum, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+    reject_one_ofs(options, errors);
     check_own_derives(&mut e.attrs, errors, "schema");
     check_generics(&e.generics, errors);
     let model = fields::enumeration(&mut e, errors);
@@ -183,6 +222,7 @@ fn schema_enum(mut e: syn::ItemEnum, options: &model::Schema, errors: &mut Error
 
 /// Newtypes and tuple structs: serde's shape, no markers on positional fields.
 fn schema_tuple(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+    reject_one_ofs(options, errors);
     check_own_derives(&mut s.attrs, errors, "schema");
     check_generics(&s.generics, errors);
     for field in s.fields.iter_mut() {
@@ -198,18 +238,15 @@ fn schema_tuple(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors)
 fn schema_struct(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
     check_own_derives(&mut s.attrs, errors, "schema");
     check_generics(&s.generics, errors);
-    let rename_all = fields::container_rename_all(&s.attrs);
-    let mut fields = fields::fields(&mut s.fields, rename_all.as_deref(), errors);
-    if fields::container_transparent(&s.attrs) {
-        for field in &mut fields {
-            field.serde.transparent = true;
-        }
-    }
+    let fields = struct_fields(&mut s, errors);
     for field in &fields {
         validate::field(field, errors);
     }
     validate::rule_fields(&options.rules, &fields, &s.ident, errors);
-    expand::schema_struct(&mut s, &fields, &options.rules, &options.crate_path)
+    validate::one_ofs(&options.one_ofs, &fields, &s.ident, errors);
+    let rules = with_one_ofs(&options.rules, &options.one_ofs);
+    let container = expand::Container::default();
+    expand::schema_struct(&mut s, &fields, &rules, &container, &options.crate_path)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use syn::LitStr;
 use crate::errors::Errors;
 use crate::fields::{Field, SerdeField, Shape};
 use crate::markers::Markers;
-use crate::model::{JsonPath, Kind, PrintColumn, Rule, Scale, parse_path};
+use crate::model::{JsonPath, Kind, OneOf, PrintColumn, Rule, Scale, parse_path};
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -256,6 +256,25 @@ fn wrong_shape(errors: &mut Errors, key: Span, marker: &str, applies: &str, fiel
     );
 }
 
+/// [`wrong_shape`] with a hint at the marker to use instead.
+fn wrong_shape_hint(
+    errors: &mut Errors,
+    key: Span,
+    (marker, applies): (&str, &str),
+    field: &Field,
+    hint: Option<&str>,
+) {
+    errors.at(
+        key,
+        format!(
+            "`{marker}` applies to {applies}, but field `{}` is {}{}",
+            field.ident,
+            field.shape.describe(),
+            hint.unwrap_or_default()
+        ),
+    );
+}
+
 /// Which kinds of markers a field's shape accepts (`Other` accepts all: it is not checked).
 struct Accepts {
     numeric: bool,
@@ -302,8 +321,90 @@ pub fn field(field: &Field, errors: &mut Errors) {
     }
     defaults_and_enum(field, errors);
     items(field, accepts.array, errors);
+    values(field, accepts.map, errors);
     embedded_resource(field, errors);
+    openapi_type(field, errors);
+    presence(field, errors);
+    external_docs(field, errors);
+    byte_string(field, errors);
     rules(&m.rules, errors);
+}
+
+/// `type = ".."`: one of the OpenAPI types, not next to markers that decide the type themselves.
+fn openapi_type(field: &Field, errors: &mut Errors) {
+    let m = &field.markers;
+    let Some(t) = &m.type_ else { return };
+    let value = t.value();
+    if !crate::markers::TYPES.contains(&value.as_str()) {
+        errors.spanned(
+            t,
+            format!(
+                "unknown type; expected one of: {}",
+                crate::markers::TYPES.join(", ")
+            ),
+        );
+    }
+    if Markers::is_set(&m.int_or_string) {
+        errors.spanned(
+            t,
+            "`type` and `int_or_string` exclude each other: an int-or-string node has no type",
+        );
+    }
+    if Markers::is_set(&m.embedded_resource) && value != "object" {
+        errors.spanned(
+            t,
+            "an `embedded_resource` is an object: use `type = \"object\"` or leave `type` out",
+        );
+    }
+}
+
+/// `required` / `optional`: what the apiserver requires, against what serde can read.
+fn presence(field: &Field, errors: &mut Errors) {
+    let m = &field.markers;
+    let (Some(required), Some(optional)) = (&m.required, &m.optional) else {
+        if let Some(optional) = m.optional.as_ref().filter(|o| o.value)
+            && !field.is_option
+            && !field.serde.default
+        {
+            errors.at(
+                optional.key,
+                format!(
+                    "`optional` lets the apiserver store objects without `{}`, which serde cannot read into this type: add `#[serde(default)]` or make it an `Option`",
+                    field.json_name
+                ),
+            );
+        }
+        return;
+    };
+    if required.value && optional.value {
+        errors.at(optional.key, "`required` and `optional` exclude each other");
+    }
+}
+
+/// `external_docs(url = "..")`: the URL cannot be empty.
+fn external_docs(field: &Field, errors: &mut Errors) {
+    if let Some(docs) = &field.markers.external_docs
+        && let Some(url) = &docs.value.url
+        && url.value().trim().is_empty()
+    {
+        errors.spanned(url, "the URL of `external_docs` is empty");
+    }
+}
+
+/// k8s-openapi's `ByteString` has no JSON schema: point at the string with `format = "byte"`.
+fn byte_string(field: &Field, errors: &mut Errors) {
+    let Some(ty) = crate::fields::byte_string(&field.ty) else {
+        return;
+    };
+    let fix = match field.shape {
+        Shape::Array => "`Vec<String>` with `#[validate(items(format = \"byte\"))]`",
+        Shape::Map => "a map of `String` with `#[validate(values(format = \"byte\"))]`",
+        _ => "`String` with `#[validate(format = \"byte\")]`",
+    };
+    errors.spanned(
+        ty,
+        format!("k8s-openapi's `ByteString` has no JSON schema; use {fix} (base64 text, as the apiserver stores it)"),
+    );
 }
 
 /// `embedded_resource` needs an object: a scalar or a list can never hold one.
@@ -465,7 +566,13 @@ fn list_type(field: &Field, array: bool, errors: &mut Errors) {
         return;
     };
     if !array {
-        wrong_shape(errors, lt.span(), "list_type", "list fields", field);
+        wrong_shape_hint(
+            errors,
+            lt.span(),
+            ("list_type", "list fields"),
+            field,
+            (field.shape == Shape::Map).then_some("; for a map use `map_type`"),
+        );
     }
     match lt.value().as_str() {
         "atomic" | "set" => keys_need_map(errors),
@@ -487,7 +594,13 @@ fn map_type(field: &Field, map: bool, errors: &mut Errors) {
     };
     if !map {
         let applies = "map and object fields";
-        wrong_shape(errors, mt.span(), "map_type", applies, field);
+        wrong_shape_hint(
+            errors,
+            mt.span(),
+            ("map_type", applies),
+            field,
+            (field.shape == Shape::Array).then_some("; for a list use `list_type`"),
+        );
     }
     if !matches!(mt.value().as_str(), "atomic" | "granular") {
         errors.spanned(mt, "unknown map type; expected one of: atomic, granular");
@@ -515,6 +628,11 @@ fn defaults_and_enum(field: &Field, errors: &mut Errors) {
     {
         errors.at(e.key, describe(kind, "an `enum` value"));
     }
+    if let Some(e) = &m.example
+        && let Some(kind) = json_mismatch(&e.value, shape)
+    {
+        errors.at(e.key, describe(kind, "the example"));
+    }
     if let Some(d) = &m.default
         && d.value.is_null()
         && !Markers::is_set(&m.nullable)
@@ -531,17 +649,40 @@ fn items(field: &Field, array: bool, errors: &mut Errors) {
     if !array {
         wrong_shape(errors, items.key, "items", "list fields", field);
     }
-    let element = Field {
+    self::field(&element(field, &items.value, field.element_shape), errors);
+}
+
+/// `values(..)`: the markers of each value of a map, checked against the value type.
+fn values(field: &Field, map: bool, errors: &mut Errors) {
+    let Some(values) = &field.markers.values else {
+        return;
+    };
+    if !map {
+        wrong_shape(errors, values.key, "values", "map fields", field);
+    }
+    self::field(&element(field, &values.value, field.value_shape), errors);
+}
+
+/// A list element or map value of `field`, as a field of its own for the checks.
+fn element(field: &Field, markers: &Markers, shape: Shape) -> Field {
+    let declared = markers
+        .type_
+        .as_ref()
+        .map(|t| crate::fields::shape_of_type(&t.value()));
+    let ty: syn::Type = syn::parse_quote!(());
+    Field {
         ident: field.ident.clone(),
         inner_ty: field.inner_ty.clone(),
         json_name: field.json_name.clone(),
         serde: SerdeField::default(),
-        shape: field.element_shape,
+        shape: declared.unwrap_or(shape),
         element_shape: Shape::Other,
-        markers: (*items.value).clone(),
+        value_shape: Shape::Other,
+        is_option: false,
+        ty,
+        markers: markers.clone(),
         has_markers: true,
-    };
-    self::field(&element, errors);
+    }
 }
 
 /// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
@@ -573,6 +714,54 @@ pub fn rule_fields(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, err
                 &rule.cel,
                 format!("CEL rule reads `self.{name}`, but `{type_name}` has no JSON field `{name}`{hint}"),
             );
+        }
+    }
+}
+
+/// `exactly_one_of` & co.: every name is a JSON field of the struct, named once, that may be
+/// absent (a field that is always set makes the rule always or never hold). Names are not
+/// checkable through `#[serde(flatten)]` fields.
+pub fn one_ofs(groups: &[OneOf], fields: &[Field], type_name: &syn::Ident, errors: &mut Errors) {
+    let unknowable = fields
+        .iter()
+        .any(|f| f.serde.flatten || f.serde.transparent);
+    let names: Vec<&str> = fields
+        .iter()
+        .filter(|f| !f.serde.skip)
+        .map(|f| f.json_name.as_str())
+        .collect();
+    for group in groups {
+        let key = group.name();
+        let mut seen: Vec<String> = Vec::new();
+        for lit in &group.fields {
+            let name = lit.value();
+            if seen.contains(&name) {
+                errors.spanned(lit, format!("`{name}` is named twice"));
+                continue;
+            }
+            seen.push(name.clone());
+            let Some(field) = fields.iter().find(|f| !f.serde.skip && f.json_name == name) else {
+                if !unknowable {
+                    let hint = crate::errors::did_you_mean(&name, &names);
+                    let hint = if hint.is_empty() {
+                        format!(" (its JSON fields: {})", names.join(", "))
+                    } else {
+                        hint
+                    };
+                    errors.spanned(
+                        lit,
+                        format!("`{key}` names `{name}`, but `{type_name}` has no JSON field `{name}`{hint}"),
+                    );
+                }
+                continue;
+            };
+            let required = Markers::is_set(&field.markers.required);
+            if required || (!field.is_option && !field.serde.default) {
+                errors.spanned(
+                    lit,
+                    format!("`{key}` counts the fields that are set, but `{name}` is always set: make it an `Option` (or give it `#[serde(default)]`)"),
+                );
+            }
         }
     }
 }

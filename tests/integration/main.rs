@@ -7,6 +7,7 @@
 
 mod support;
 
+mod cel;
 mod cli;
 mod client;
 mod config_audit;
@@ -19,6 +20,7 @@ mod faults;
 mod informer;
 mod leader;
 mod manager;
+mod markers;
 mod memcached_backend;
 mod retries;
 mod secret_mirror;

@@ -10,6 +10,9 @@ use crate::keys::{Keyed, Number};
 use crate::markers::Markers;
 use crate::model::Rule;
 
+/// The marker key of `required` / `optional` (and `optional_spec`), read by the structural pass.
+pub(super) const REQUIRED: &str = "x-kubeforge-required";
+
 /// A rule as an `x-kubernetes-validations` entry.
 pub(super) fn rule_json(rule: &Rule) -> Value {
     let mut m = Map::new();
@@ -88,11 +91,12 @@ fn structure_keys(m: &Markers, s: &mut Map<String, Value>) {
     if Markers::is_set(&m.unique_items) && m.list_type.is_none() {
         put("x-kubernetes-list-type", json!("set"));
     }
-    if !m.rules.is_empty() {
-        put(
-            "x-kubeforge-validations",
-            Value::Array(m.rules.iter().map(rule_json).collect()),
-        );
+    let mut rules: Vec<Value> = m.rules.iter().map(rule_json).collect();
+    if Markers::is_set(&m.immutable) {
+        rules.push(json!({"rule": "self == oldSelf", "message": "is immutable"}));
+    }
+    if !rules.is_empty() {
+        put("x-kubeforge-validations", Value::Array(rules));
     }
     // Under a key of its own: the structural pass drops the `default` schemars derives from
     // `#[serde(default)]` and keeps only this one.
@@ -125,11 +129,49 @@ fn structure_keys(m: &Markers, s: &mut Map<String, Value>) {
     if let Some(t) = &m.map_type {
         put("x-kubernetes-map-type", json!(t.value()));
     }
-    if let Some(items) = &m.items {
-        put(
-            "x-kubeforge-items",
-            Value::Object(marker_schema(&items.value)),
-        );
+    for (key, nested) in [
+        ("x-kubeforge-items", &m.items),
+        ("x-kubeforge-values", &m.values),
+    ] {
+        if let Some(nested) = nested {
+            put(key, Value::Object(marker_schema(&nested.value)));
+        }
+    }
+    if let Some(t) = &m.type_ {
+        put("x-kubeforge-type", json!(t.value()));
+    }
+    if let Some(t) = &m.title {
+        put("x-kubeforge-title", json!(t.value()));
+    }
+    if let Some(e) = &m.example {
+        put("x-kubeforge-example", e.value.clone());
+    }
+    // `optional` wins only where `required` is not set (both are an error).
+    if let Some(required) = presence(m) {
+        put(REQUIRED, json!(required));
+    }
+    if let Some(docs) = &m.external_docs {
+        let mut d = Map::new();
+        for (k, v) in [
+            ("url", &docs.value.url),
+            ("description", &docs.value.description),
+        ] {
+            if let Some(v) = v {
+                d.insert(k.to_owned(), json!(v.value()));
+            }
+        }
+        put("externalDocs", Value::Object(d));
+    }
+}
+
+/// `Some(true)` for `required`, `Some(false)` for `optional`, `None` when serde decides.
+fn presence(m: &Markers) -> Option<bool> {
+    if Markers::is_set(&m.required) {
+        Some(true)
+    } else if Markers::is_set(&m.optional) {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -178,6 +220,9 @@ pub(super) fn has_checks(m: &Markers) -> bool {
         || m.min_properties.is_some()
         || m.max_properties.is_some()
         || m.items.as_ref().is_some_and(|i| has_checks(&i.value))
+        || m.values.as_ref().is_some_and(|v| has_checks(&v.value))
+        || m.client_type.is_some()
+        || Markers::is_set(&m.required)
 }
 
 pub(super) fn checks_const(m: &Markers, krate: &syn::Path) -> TokenStream {
@@ -211,13 +256,17 @@ fn checks_fields(m: &Markers, krate: &syn::Path) -> TokenStream {
             .as_ref()
             .map(|e| Value::Array(e.value.clone()).to_string()),
     );
-    let items = match &m.items {
-        Some(items) => {
-            let inner = checks_fields(&items.value, krate);
+    let nested = |n: &Option<Keyed<Box<Markers>>>| match n {
+        Some(n) => {
+            let inner = checks_fields(&n.value, krate);
             quote!(::core::option::Option::Some(&#inner))
         }
         None => quote!(::core::option::Option::None),
     };
+    let items = nested(&m.items);
+    let values = nested(&m.values);
+    let type_ = super::opt_str(m.client_type.clone());
+    let required = Markers::is_set(&m.required);
     quote! {
         #p::Checks {
             minimum: #minimum,
@@ -236,6 +285,9 @@ fn checks_fields(m: &Markers, krate: &syn::Path) -> TokenStream {
             min_properties: #min_properties,
             max_properties: #max_properties,
             items: #items,
+            values: #values,
+            type_: #type_,
+            required: #required,
         }
     }
 }

@@ -111,6 +111,11 @@ impl<'a> Root<'a> {
                 pub status: ::core::option::Option<#status>,
             }
         });
+        // `optional_spec`: an object without `spec` reads as the spec's default.
+        let spec_default = self.kind.optional_spec.map(|_| {
+            let path = format!("{root}::__kubeforge_default_spec");
+            quote!(#[serde(default = #path)])
+        });
         quote! {
             #[doc = #doc]
             #[derive(::core::clone::Clone, ::core::fmt::Debug, #serde::Deserialize)]
@@ -120,6 +125,7 @@ impl<'a> Root<'a> {
                 #[serde(default)]
                 pub metadata: #meta,
                 /// The desired state.
+                #spec_default
                 pub spec: #spec_ty,
                 #status_field
             }
@@ -140,8 +146,20 @@ impl<'a> Root<'a> {
             .status
             .is_some()
             .then(|| quote!(status: ::core::option::Option::None,));
+        // Spanned at `optional_spec`: a spec type without `Default` is reported there, once.
+        let default_spec = self.kind.optional_spec.map(|span| {
+            let body = quote_spanned!(span=> <#spec_ty as ::core::default::Default>::default());
+            quote! {
+                #[doc(hidden)]
+                fn __kubeforge_default_spec() -> #spec_ty {
+                    #body
+                }
+            }
+        });
         quote! {
             impl #root {
+                #default_spec
+
                 /// A new object named `name` with `spec` and no status.
                 #[must_use]
                 pub fn new(name: &str, spec: #spec_ty) -> Self {
@@ -464,6 +482,8 @@ impl<'a> Root<'a> {
         columns.collect()
     }
 
+    /// `garde::Validate` for the root: the markers of spec and status, then the kind's CEL rules
+    /// (compiled once per kind, on first use), on a create or an update (the context).
     fn validate_impl(&self) -> TokenStream {
         let Root {
             krate, garde, root, ..
@@ -480,20 +500,30 @@ impl<'a> Root<'a> {
         });
         quote! {
             impl #garde::Validate for #root {
-                type Context = ();
+                type Context = #krate::crd::ValidationContext;
 
                 #[allow(clippy::redundant_closure)]
                 fn validate_into(
                     &self,
-                    __ctx: &(),
+                    __ctx: &#krate::crd::ValidationContext,
                     __parent: &mut dyn ::core::ops::FnMut() -> #garde::Path,
                     __report: &mut #garde::Report,
                 ) {
+                    let __markers_from = __report.iter().count();
                     {
                         let mut __path = || __parent().join("spec");
                         #garde::Validate::validate_into(&self.spec, &(), &mut __path, __report);
                     }
                     #status_validate
+                    static __RULES: ::std::sync::OnceLock<#krate::crd::__checks::KindRules> =
+                        ::std::sync::OnceLock::new();
+                    __RULES
+                        .get_or_init(|| {
+                            #krate::crd::__checks::KindRules::new(
+                                &<Self as #krate::crd::CustomResource>::schema(),
+                            )
+                        })
+                        .check(self, __ctx, __parent, __report, __markers_from);
                 }
             }
         }

@@ -47,6 +47,13 @@ pub struct Checks {
     pub max_properties: Option<u64>,
     /// `items(...)`: the constraints of every element of a list.
     pub items: Option<&'static Checks>,
+    /// `values(...)`: the constraints of every value of a map.
+    pub values: Option<&'static Checks>,
+    /// `type = ".."`: the JSON type the value must have (`string`, `integer`, `number`,
+    /// `boolean`, `object`, `array`).
+    pub type_: Option<&'static str>,
+    /// `required`: the value may not be absent (`null`, a `None` that is not sent).
+    pub required: bool,
 }
 
 impl Checks {
@@ -68,6 +75,9 @@ impl Checks {
         min_properties: None,
         max_properties: None,
         items: None,
+        values: None,
+        type_: None,
+        required: false,
     };
 }
 
@@ -101,7 +111,24 @@ pub fn check(value: &Value, checks: &Checks, path: &mut dyn FnMut() -> Path, rep
             check(element, items, &mut || path().join(i), report);
         }
     }
+    if let (Some(values), Value::Object(map)) = (checks.values, value) {
+        for (key, v) in map {
+            check(v, values, &mut || path().join(key.as_str()), report);
+        }
+    }
     let mut fail = |message: String| report.append(path(), Error::new(message));
+    if value.is_null() {
+        if checks.required {
+            fail("Required value".to_owned());
+        }
+        return;
+    }
+    if let Some(t) = checks.type_
+        && !super::structural::json_type_fits(t, value)
+    {
+        fail(format!("must be of type {t}"));
+        return;
+    }
     match value {
         Value::Null | Value::Bool(_) => {}
         Value::Number(n) => {
@@ -244,9 +271,24 @@ fn format_ok(format: &str, s: &str) -> bool {
             };
             bits.parse::<u8>().is_ok_and(|b| b <= max)
         }),
+        "byte" => is_base64(s),
         // Other formats (hostname, uri, email, ...) are checked by the apiserver only.
         _ => true,
     }
+}
+
+/// Standard base64 with padding, as Go's `base64.StdEncoding` decodes it (line breaks ignored):
+/// the apiserver's check of `format: byte`.
+fn is_base64(s: &str) -> bool {
+    let text: Vec<u8> = s.bytes().filter(|b| !matches!(b, b'\r' | b'\n')).collect();
+    if !text.len().is_multiple_of(4) {
+        return false;
+    }
+    let padding = text.iter().rev().take_while(|b| **b == b'=').count();
+    padding <= 2
+        && text[..text.len() - padding]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')
 }
 
 /// Wraps a field for [`DiveValidate`] / [`DiveNone`] method resolution ("autoref specialization"):

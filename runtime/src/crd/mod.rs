@@ -17,10 +17,11 @@
 //! [`merge_crds`] merges the versions of one kind into one CRD, and [`crds`] does both (what
 //! [`crate::crdgen`] prints and what an operator installs).
 //!
-//! Client-side validation: the generated types implement `garde::Validate`; `obj.validate()`
-//! evaluates every marker the apiserver evaluates from the schema, except CEL rules
-//! (`rule(...)`), `format`s other than `date-time`, `date`, `uuid`, `ipv4`, `ipv6` and `cidr`,
-//! and list-map key uniqueness, which only the apiserver checks.
+//! Client-side validation ([`Validate`]): `obj.validate()` evaluates every marker the apiserver
+//! evaluates from the schema and, on kinds, the CEL rules (`rule(...)`, with `kube-cel` and the
+//! Kubernetes CEL libraries) as on a create; `obj.validate_update(&old)` as on an update
+//! (transition rules, ratcheting). Only `format`s other than `date-time`, `date`, `uuid`,
+//! `ipv4`, `ipv6` and `cidr`, and list-map key uniqueness are left to the apiserver.
 //!
 //! # Examples
 //!
@@ -43,23 +44,27 @@
 //! assert_eq!(report.to_string().trim(), "spec.text: should be at least 1 chars long");
 //! ```
 
+mod cel;
 mod checks;
 mod condition;
 mod kind;
 mod paths;
 mod registry;
 mod structural;
+mod validate;
 
 pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
 pub use registry::{MergeError, Registration, crds, merge_crds, registered};
 pub use structural::structural_schema;
 
-/// Client-side validation of generated types: `obj.validate()` (the `garde` crate's trait).
-pub use garde::{Report as ValidationReport, Validate};
+/// The errors of client-side validation: `path: message` entries (the `garde` crate's report).
+pub use garde::Report as ValidationReport;
+pub use validate::{UpdateContext, Validate, ValidationContext};
 
 #[doc(hidden)]
 pub mod __checks {
+    pub use super::cel::KindRules;
     pub use super::checks::*;
     pub use super::paths::*;
 }

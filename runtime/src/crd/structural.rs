@@ -2,7 +2,8 @@
 //! OpenAPI v3 schema the apiserver accepts as *structural*.
 //!
 //! Rules (see the Kubernetes documentation "Specifying a structural schema"):
-//! - no `$ref`, `$schema`, `$defs`, `title`, `examples`, `const` (becomes `enum`);
+//! - no `$ref`, `$schema`, `$defs`, `const` (becomes `enum`); no `title` or `examples` from
+//!   schemars (the type name, `# Heading` doc lines), only the `title` / `example` markers;
 //! - every node has a `type`, except nodes with `x-kubernetes-int-or-string` or
 //!   `x-kubernetes-preserve-unknown-fields`;
 //! - `anyOf`/`oneOf` never carry structure: branches of enums are merged into the parent
@@ -26,6 +27,16 @@ pub(crate) const ITEMS: &str = "x-kubeforge-items";
 pub(crate) const DEFAULT: &str = "x-kubeforge-default";
 /// Marker key: field-level CEL rules, appended to the node's `x-kubernetes-validations`.
 pub(crate) const FIELD_VALIDATIONS: &str = "x-kubeforge-validations";
+/// Marker key: constraints merged into the node's `additionalProperties` schema (map values).
+pub(crate) const VALUES: &str = "x-kubeforge-values";
+/// Marker key: the OpenAPI type replacing the derived one; structure that does not fit goes.
+pub(crate) const TYPE: &str = "x-kubeforge-type";
+/// Marker key: the node's `title`.
+pub(crate) const TITLE: &str = "x-kubeforge-title";
+/// Marker key: the node's `example`.
+pub(crate) const EXAMPLE: &str = "x-kubeforge-example";
+/// Marker key on a property: `true` adds it to the parent's `required`, `false` removes it.
+pub(crate) const REQUIRED: &str = "x-kubeforge-required";
 
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
 const INT_OR_STRING_K8S: &str = "x-kubernetes-int-or-string";
@@ -35,6 +46,10 @@ const VALIDATIONS: &str = "x-kubernetes-validations";
 /// a node is replaced by a merged or an int-or-string schema.
 const VALUE_KEYS: &[&str] = &[
     "description",
+    "title",
+    "example",
+    "externalDocs",
+    TYPE,
     "default",
     "nullable",
     VALIDATIONS,
@@ -86,6 +101,9 @@ fn rewrite(node: &mut Value) {
 }
 
 fn rewrite_map(map: &mut Map<String, Value>) {
+    // Option<T> first: the inner schema is merged under the field's keys and rewritten once,
+    // with them (markers of nested fields would be lost by a second pass).
+    unwrap_nullable(map);
     for key in [
         "$schema",
         "$id",
@@ -114,22 +132,16 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     if let Some(default) = map.remove(DEFAULT) {
         map.insert("default".to_owned(), default);
     }
-
-    // Option<T>: `type: [T, "null"]` or `anyOf: [T, {type: null}]`.
-    strip_null_type(map);
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(branches)) = map.get_mut(key) {
-            branches.retain(|b| !is_null_schema(b));
-            if branches.len() == 1 {
-                let mut only = branches.remove(0);
-                map.remove(key);
-                rewrite(&mut only);
-                if let Value::Object(inner) = only {
-                    merge_under(map, inner);
-                }
-            }
+    // Titles and examples only from the markers.
+    for (marker, key) in [(TITLE, "title"), (EXAMPLE, "example")] {
+        if let Some(value) = map.remove(marker) {
+            map.insert(key.to_owned(), value);
         }
     }
+    // Consumed by the parent (`required_overrides`); a root node has none.
+    map.remove(REQUIRED);
+    push_down(map);
+    required_overrides(map);
 
     // Children first, so that branch merging sees rewritten branches.
     if let Some(Value::Object(props)) = map.get_mut("properties") {
@@ -220,6 +232,171 @@ fn unique_items(map: &mut Map<String, Value>) {
         .is_some_and(|t| matches!(t, "string" | "integer" | "number" | "boolean"));
     if scalar {
         map.insert("x-kubernetes-list-type".to_owned(), json!("set"));
+    }
+}
+
+/// `Option<T>` as schemars writes it, `type: [T, "null"]` or `anyOf: [T, {type: null}]`: the
+/// schema of `T` merged under the outer keys (the field's description and markers win).
+fn unwrap_nullable(map: &mut Map<String, Value>) {
+    loop {
+        strip_null_type(map);
+        let mut merged = false;
+        for key in ["anyOf", "oneOf"] {
+            let Some(Value::Array(branches)) = map.get_mut(key) else {
+                continue;
+            };
+            branches.retain(|b| !is_null_schema(b));
+            if branches.len() != 1 {
+                continue;
+            }
+            let only = branches.remove(0);
+            map.remove(key);
+            let inner = match only {
+                Value::Object(inner) => inner,
+                // `true`: any value.
+                _ => preserve(),
+            };
+            merge_under(map, inner);
+            merged = true;
+        }
+        if !merged {
+            return;
+        }
+    }
+}
+
+/// The `items(..)` and `values(..)` markers of a node, merged into its `items` and
+/// `additionalProperties` schemas before those are rewritten (so that markers such as
+/// `int_or_string` among them are interpreted there).
+fn push_down(map: &mut Map<String, Value>) {
+    for (marker, child) in [(ITEMS, "items"), (VALUES, "additionalProperties")] {
+        let Some(Value::Object(constraints)) = map.remove(marker) else {
+            continue;
+        };
+        match map.get_mut(child) {
+            Some(Value::Object(schema)) => schema.extend(constraints),
+            // Any value (`serde_json::Value` elements): the constraints are the whole schema.
+            Some(schema @ Value::Bool(true)) => *schema = Value::Object(constraints),
+            _ => {}
+        }
+    }
+}
+
+/// The `required` / `optional` markers of the properties (and `optional_spec`), which override
+/// what serde implies: each property's `x-kubeforge-required` adds it to or removes it from
+/// this node's `required`.
+fn required_overrides(map: &mut Map<String, Value>) {
+    let Some(Value::Object(properties)) = map.get_mut("properties") else {
+        return;
+    };
+    let changes: Vec<(String, bool)> = properties
+        .iter_mut()
+        .filter_map(
+            |(name, child)| match child.as_object_mut()?.remove(REQUIRED)? {
+                Value::Bool(required) => Some((name.clone(), required)),
+                _ => None,
+            },
+        )
+        .collect();
+    if changes.is_empty() {
+        return;
+    }
+    let mut required = match map.remove("required") {
+        Some(Value::Array(r)) => r,
+        _ => Vec::new(),
+    };
+    for (name, is_required) in changes {
+        let name = Value::String(name);
+        if !is_required {
+            required.retain(|r| *r != name);
+        } else if !required.contains(&name) {
+            required.push(name);
+        }
+    }
+    if !required.is_empty() {
+        map.insert("required".to_owned(), Value::Array(required));
+    }
+}
+
+/// `type = ".."`: the node gets that type; what only another type can have goes (properties
+/// of a string, items of an object, lengths of a number, a format or enum values of another
+/// type), and an object without properties keeps unknown fields (see [`open_objects`]).
+fn apply_type(map: &mut Map<String, Value>, openapi_type: &str) {
+    const OBJECT: &[&str] = &[
+        "properties",
+        "additionalProperties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "x-kubernetes-map-type",
+        "x-kubernetes-embedded-resource",
+        "oneOf",
+    ];
+    const ARRAY: &[&str] = &[
+        "items",
+        "minItems",
+        "maxItems",
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+    ];
+    const STRING: &[&str] = &["minLength", "maxLength", "pattern"];
+    const NUMBER: &[&str] = &[
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+    ];
+    let mut drop: Vec<&str> = vec![INT_OR_STRING_K8S];
+    for (keys, owner) in [(OBJECT, "object"), (ARRAY, "array"), (STRING, "string")] {
+        if openapi_type != owner {
+            drop.extend(keys);
+        }
+    }
+    if !matches!(openapi_type, "integer" | "number") {
+        drop.extend(NUMBER);
+    }
+    if openapi_type != "object" {
+        drop.push(PRESERVE);
+    }
+    for key in drop {
+        map.remove(key);
+    }
+    fix_format(map);
+    let format_fits = |format: &str| match openapi_type {
+        "integer" => matches!(format, "int32" | "int64"),
+        "number" => matches!(format, "float" | "double" | "int32" | "int64"),
+        "string" => !matches!(format, "int32" | "int64" | "float" | "double"),
+        _ => false,
+    };
+    if map
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| !format_fits(f))
+    {
+        map.remove("format");
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|v| json_type_fits(openapi_type, v));
+        if values.is_empty() {
+            map.remove("enum");
+        }
+    }
+    map.insert("type".to_owned(), json!(openapi_type));
+}
+
+/// Whether `value` is a JSON value of the OpenAPI type `openapi_type`.
+pub(crate) fn json_type_fits(openapi_type: &str, value: &Value) -> bool {
+    match (openapi_type, value) {
+        ("string", Value::String(_))
+        | ("boolean", Value::Bool(_))
+        | ("object", Value::Object(_))
+        | ("array", Value::Array(_))
+        | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
     }
 }
 
@@ -511,6 +688,10 @@ fn merge_property(existing: &mut Value, other: Value) {
 }
 
 fn apply_markers(map: &mut Map<String, Value>) {
+    let openapi_type = match map.remove(TYPE) {
+        Some(Value::String(t)) => Some(t),
+        _ => None,
+    };
     if map.remove(SCHEMALESS) == Some(Value::Bool(true)) {
         map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()));
         map.insert(PRESERVE.to_owned(), Value::Bool(true));
@@ -519,11 +700,6 @@ fn apply_markers(map: &mut Map<String, Value>) {
         map.retain(|k, _| VALUE_KEYS.contains(&k.as_str()) || is_value_constraint(k));
         map.remove(PRESERVE);
         map.insert(INT_OR_STRING_K8S.to_owned(), Value::Bool(true));
-    }
-    if let Some(Value::Object(constraints)) = map.remove(ITEMS)
-        && let Some(Value::Object(items)) = map.get_mut("items")
-    {
-        items.extend(constraints);
     }
     if let Some(Value::Array(rules)) = map.remove(FIELD_VALIDATIONS) {
         match map.get_mut(VALIDATIONS) {
@@ -536,6 +712,9 @@ fn apply_markers(map: &mut Map<String, Value>) {
     if map.contains_key(INT_OR_STRING_K8S) {
         map.remove("type");
         map.remove("format");
+    }
+    if let Some(openapi_type) = openapi_type {
+        apply_type(map, &openapi_type);
     }
 }
 
@@ -769,6 +948,90 @@ mod tests {
         assert_eq!(
             s,
             json!({"type": "integer", "format": "int32", "minimum": 0})
+        );
+    }
+
+    #[test]
+    fn markers_of_fields_of_optional_structs_should_survive_the_rewrite() {
+        // Regression: the inner schema of `Option<Struct>` was rewritten twice, which dropped
+        // the `default` markers of its fields.
+        let s = structural_schema(json!({"anyOf": [
+            {"type": "object", "properties": {"a": {"type": "integer", DEFAULT: 3}}},
+            {"type": "null"}
+        ]}));
+        assert_eq!(s["properties"]["a"]["default"], 3, "{s}");
+    }
+
+    #[test]
+    fn type_marker_should_replace_the_type_and_drop_what_does_not_fit() {
+        let flag = structural_schema(json!({"type": ["boolean", "null"], TYPE: "string"}));
+        assert_eq!(flag, json!({"type": "string"}));
+        let any = structural_schema(json!({"description": "d", SCHEMALESS: true, TYPE: "string"}));
+        assert_eq!(any, json!({"description": "d", "type": "string"}));
+        let opaque = structural_schema(json!({TYPE: "object"}));
+        assert_eq!(opaque, json!({"type": "object", PRESERVE: true}));
+        let number = structural_schema(
+            json!({"type": "integer", "format": "uint32", "minimum": 0, "enum": [1, "a"], TYPE: "integer"}),
+        );
+        assert_eq!(
+            number,
+            json!({"type": "integer", "format": "int64", "minimum": 0, "enum": [1]})
+        );
+        let list = structural_schema(
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], TYPE: "array"}),
+        );
+        assert_eq!(list, json!({"type": "array"}));
+    }
+
+    #[test]
+    fn items_and_values_markers_should_be_interpreted_in_the_child() {
+        let s = structural_schema(json!({
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            VALUES: {"format": "byte", "maxLength": 8}
+        }));
+        assert_eq!(
+            s["additionalProperties"],
+            json!({"type": "string", "format": "byte", "maxLength": 8})
+        );
+        let s = structural_schema(
+            json!({"type": "array", "items": true, ITEMS: {INT_OR_STRING: true}}),
+        );
+        assert_eq!(s["items"], json!({INT_OR_STRING_K8S: true}));
+        let s = structural_schema(json!({
+            "type": "array",
+            "items": {"type": "object", "additionalProperties": {"type": "string"}},
+            ITEMS: {"x-kubernetes-map-type": "atomic"}
+        }));
+        assert_eq!(s["items"]["x-kubernetes-map-type"], "atomic");
+    }
+
+    #[test]
+    fn required_markers_should_override_what_serde_implies() {
+        let s = structural_schema(json!({
+            "type": "object",
+            "required": ["a", "spec"],
+            "properties": {
+                "a": {"type": "string", REQUIRED: false},
+                "b": {"anyOf": [{"type": "string"}, {"type": "null"}], REQUIRED: true},
+                "spec": {"type": "object", "properties": {}, REQUIRED: false},
+            }
+        }));
+        assert_eq!(s["required"], json!(["b"]), "{s}");
+        assert!(s["properties"]["b"].get(REQUIRED).is_none(), "{s}");
+    }
+
+    #[test]
+    fn titles_and_examples_should_come_only_from_markers() {
+        let s = structural_schema(json!({
+            "title": "ThingSpec",
+            "type": "object",
+            "properties": {"a": {"type": "string", "title": "A", TITLE: "Name", EXAMPLE: "x"}}
+        }));
+        assert!(s.get("title").is_none(), "{s}");
+        assert_eq!(
+            s["properties"]["a"],
+            json!({"type": "string", "title": "Name", "example": "x"})
         );
     }
 }
