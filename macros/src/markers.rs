@@ -193,13 +193,23 @@ fn default_json(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
 ) -> syn::Result<()> {
+    json_string(&mut m.default, "default", meta, errors)
+}
+
+/// A JSON value written as a string literal, into `slot` unless the key `name` set it already.
+fn json_string(
+    slot: &mut Option<Keyed<serde_json::Value>>,
+    name: &str,
+    meta: &ParseNestedMeta<'_>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
     let lit: LitStr = meta.value()?.parse()?;
     let value: serde_json::Value = serde_json::from_str(&lit.value())
         .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
-    if m.default.is_some() {
-        errors.spanned(&meta.path, "`default` is already set");
+    if slot.is_some() {
+        errors.spanned(&meta.path, format!("`{name}` is already set"));
     } else {
-        m.default = Some(Keyed {
+        *slot = Some(Keyed {
             value,
             key: keys::key_span(meta),
         });
@@ -208,21 +218,26 @@ fn default_json(
 }
 
 fn items(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
-    let Keyed { value, key } = keys::nested(meta, &ITEMS, errors)?;
-    m.items = Some(Keyed {
-        value: Box::new(value),
-        key,
-    });
+    m.items = Some(element(meta, &ITEMS, errors)?);
     Ok(())
 }
 
 fn values(m: &mut Markers, meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
-    let Keyed { value, key } = keys::nested(meta, &VALUES, errors)?;
-    m.values = Some(Keyed {
+    m.values = Some(element(meta, &VALUES, errors)?);
+    Ok(())
+}
+
+/// The markers of a list's items or a map's values, read with `table`.
+fn element(
+    meta: &ParseNestedMeta<'_>,
+    table: &Table<Markers>,
+    errors: &mut Errors,
+) -> syn::Result<Keyed<Box<Markers>>> {
+    let Keyed { value, key } = keys::nested(meta, table, errors)?;
+    Ok(Keyed {
         value: Box::new(value),
         key,
-    });
-    Ok(())
+    })
 }
 
 /// `example_json = "{..}"`: an example that is not a literal, such as an object.
@@ -231,18 +246,7 @@ fn example_json(
     meta: &ParseNestedMeta<'_>,
     errors: &mut Errors,
 ) -> syn::Result<()> {
-    let lit: LitStr = meta.value()?.parse()?;
-    let value: serde_json::Value = serde_json::from_str(&lit.value())
-        .map_err(|e| syn::Error::new_spanned(&lit, format!("invalid JSON: {e}")))?;
-    if m.example.is_some() {
-        errors.spanned(&meta.path, "`example` is already set");
-    } else {
-        m.example = Some(Keyed {
-            value,
-            key: keys::key_span(meta),
-        });
-    }
-    Ok(())
+    json_string(&mut m.example, "example", meta, errors)
 }
 
 fn external_docs(

@@ -257,7 +257,7 @@ where
                 }
                 keys
             }),
-            Mapper::Async(mapper) => source_async(events, move |event: Event<W>| {
+            Mapper::Async(mapper) => source_async(events, false, move |event: Event<W>| {
                 let mapper = Arc::clone(&mapper);
                 async move {
                     let mut keys = Vec::new();

@@ -76,9 +76,26 @@ impl Sink {
 /// Feeds keys into the queue until cancelled.
 pub(super) type Source = Box<dyn FnOnce(Sink, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
-/// Drains a subscription of a watched kind, mapping each event to keys with an asynchronous
-/// mapper (one event at a time, in order).
-pub(super) fn source_async<T, F, Fut>(mut events: mpsc::Receiver<Event<T>>, map: F) -> Source
+/// Drains a subscription, mapping each event to keys. `primary`: the events are the keys' own
+/// (their action and generation change count for the dequeue policy); otherwise an event of
+/// another object that concerns the key (an update that did not change its generation).
+pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
+    events: mpsc::Receiver<Event<T>>,
+    primary: bool,
+    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
+) -> Source {
+    source_async(events, primary, move |event: Event<T>| {
+        std::future::ready(map(&event))
+    })
+}
+
+/// Like [`source`], with an asynchronous mapper (a watched kind's mapper that reads the cache);
+/// events are mapped one at a time, in order.
+pub(super) fn source_async<T, F, Fut>(
+    mut events: mpsc::Receiver<Event<T>>,
+    primary: bool,
+    map: F,
+) -> Source
 where
     T: kube::Resource + Send + Sync + 'static,
     F: Fn(Event<T>) -> Fut + Send + 'static,
@@ -96,44 +113,16 @@ where
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
-                let keys = tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    keys = map(event) => keys,
-                };
-                for key in keys {
-                    sink.add(key, related);
-                }
-            }
-        })
-    })
-}
-
-/// Drains a subscription, mapping each event to keys. `primary`: the events are the keys' own
-/// (their action and generation change count for the dequeue policy); otherwise an event of
-/// another object that concerns the key (an update that did not change its generation).
-pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
-    mut events: mpsc::Receiver<Event<T>>,
-    primary: bool,
-    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
-) -> Source {
-    let related = NewEvent {
-        action: ResourceAction::Update,
-        generation_changed: false,
-    };
-    Box::new(move |sink, shutdown| {
-        Box::pin(async move {
-            loop {
-                let event = tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    event = events.recv() => event,
-                };
-                let Some(event) = event else { break };
                 let new_event = if primary {
                     NewEvent::of(&event)
                 } else {
                     related
                 };
-                for key in map(&event) {
+                let keys = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    keys = map(event) => keys,
+                };
+                for key in keys {
                     sink.add(key, new_event);
                 }
             }

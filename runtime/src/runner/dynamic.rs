@@ -13,9 +13,9 @@ use prometheus::proto::MetricFamily;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::multi::{Options, drive};
+use super::multi::{Policy, drive};
 use super::report::Stats;
-use super::{ErrorHandler, RunFuture, Runnable, RunnerError};
+use super::{RunFuture, Runnable, RunnerError};
 use crate::BoxError;
 use crate::health::Check;
 
@@ -29,10 +29,8 @@ pub struct RunnableId(u64);
 #[derive(Clone)]
 pub struct DynamicMultiRunner {
     inner: Arc<Mutex<DynamicState>>,
-    error_handler: Option<ErrorHandler>,
-    exit_wait: Option<Duration>,
+    policy: Policy,
     ids: Arc<AtomicU64>,
-    stats: Stats,
 }
 
 struct DynamicState {
@@ -46,7 +44,7 @@ struct DynamicState {
 impl Debug for DynamicMultiRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamicMultiRunner")
-            .field("name", &self.stats.name)
+            .field("name", &self.policy.stats.name)
             .finish_non_exhaustive()
     }
 }
@@ -65,17 +63,16 @@ impl DynamicMultiRunner {
                 runnables: HashMap::new(),
                 running: None,
             })),
-            error_handler: None,
-            exit_wait: None,
+
             ids: Arc::new(AtomicU64::new(0)),
-            stats: Stats::new("dynamic"),
+            policy: Policy::new("dynamic"),
         }
     }
 
     /// Names the runner in its metrics (`runner` label; default `dynamic`).
     #[must_use]
     pub fn named(mut self, name: &str) -> Self {
-        self.stats = Stats::new(name);
+        self.policy.stats = Stats::new(name);
         self
     }
 
@@ -85,14 +82,14 @@ impl DynamicMultiRunner {
         mut self,
         handler: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.error_handler = Some(Arc::new(handler));
+        self.policy.error_handler = Some(Arc::new(handler));
         self
     }
 
     /// As [`MultiRunner::exit_wait`](super::MultiRunner::exit_wait).
     #[must_use]
     pub fn exit_wait(mut self, wait: Duration) -> Self {
-        self.exit_wait = Some(wait);
+        self.policy.exit_wait = Some(wait);
         self
     }
 
@@ -145,17 +142,7 @@ impl DynamicMultiRunner {
             }
             state.running = Some((token.clone(), tx));
         }
-        let result = drive(
-            &mut set,
-            &token,
-            Options {
-                error_handler: self.error_handler.as_ref(),
-                exit_wait: self.exit_wait,
-                stats: &self.stats,
-            },
-            Some(&mut rx),
-        )
-        .await;
+        let result = drive(&mut set, &token, &self.policy, Some(&mut rx)).await;
         self.lock().running = None;
         result
     }
@@ -188,7 +175,7 @@ impl Runnable for DynamicMultiRunner {
 
     fn metrics(&self) -> Vec<MetricFamily> {
         let children = self.children().iter().flat_map(|r| r.metrics()).collect();
-        self.stats.families(children)
+        self.policy.stats.families(children)
     }
 }
 

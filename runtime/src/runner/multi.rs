@@ -19,18 +19,14 @@ use crate::health::Check;
 #[derive(Clone)]
 pub struct MultiRunner {
     runners: Vec<Arc<dyn Runnable>>,
-    error_handler: Option<ErrorHandler>,
-    exit_wait: Option<Duration>,
-    stats: Stats,
+    policy: Policy,
 }
 
 impl Default for MultiRunner {
     fn default() -> Self {
         Self {
             runners: Vec::new(),
-            error_handler: None,
-            exit_wait: None,
-            stats: Stats::new("multi"),
+            policy: Policy::new("multi"),
         }
     }
 }
@@ -38,9 +34,9 @@ impl Default for MultiRunner {
 impl Debug for MultiRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MultiRunner")
-            .field("name", &self.stats.name)
+            .field("name", &self.policy.stats.name)
             .field("runners", &self.runners.len())
-            .field("exit_wait", &self.exit_wait)
+            .field("exit_wait", &self.policy.exit_wait)
             .finish_non_exhaustive()
     }
 }
@@ -54,7 +50,7 @@ impl MultiRunner {
     /// Names the runner in its metrics (`runner` label; default `multi`).
     #[must_use]
     pub fn named(mut self, name: &str) -> Self {
-        self.stats = Stats::new(name);
+        self.policy.stats = Stats::new(name);
         self
     }
 
@@ -72,14 +68,14 @@ impl MultiRunner {
         mut self,
         handler: impl Fn(&BoxError) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.error_handler = Some(Arc::new(handler));
+        self.policy.error_handler = Some(Arc::new(handler));
         self
     }
 
     /// After cancellation, wait at most this long for the runnables to return.
     #[must_use]
     pub fn exit_wait(mut self, wait: Duration) -> Self {
-        self.exit_wait = Some(wait);
+        self.policy.exit_wait = Some(wait);
         self
     }
 
@@ -95,17 +91,7 @@ impl MultiRunner {
         for r in &self.runners {
             set.spawn(r.run(token.clone()));
         }
-        drive(
-            &mut set,
-            &token,
-            Options {
-                error_handler: self.error_handler.as_ref(),
-                exit_wait: self.exit_wait,
-                stats: &self.stats,
-            },
-            None,
-        )
-        .await
+        drive(&mut set, &token, &self.policy, None).await
     }
 }
 
@@ -136,7 +122,8 @@ impl Runnable for MultiRunner {
     }
 
     fn metrics(&self) -> Vec<MetricFamily> {
-        self.stats
+        self.policy
+            .stats
             .families(self.runners.iter().flat_map(|r| r.metrics()).collect())
     }
 
@@ -145,27 +132,39 @@ impl Runnable for MultiRunner {
     }
 }
 
-/// How [`drive`] treats failures and the exit.
-pub(super) struct Options<'a> {
-    pub(super) error_handler: Option<&'a ErrorHandler>,
+/// What a runner does when a runnable fails and at exit, and its own series (shared by
+/// [`MultiRunner`] and [`DynamicMultiRunner`](super::DynamicMultiRunner)).
+#[derive(Clone)]
+pub(super) struct Policy {
+    pub(super) error_handler: Option<ErrorHandler>,
     pub(super) exit_wait: Option<Duration>,
-    pub(super) stats: &'a Stats,
+    pub(super) stats: Stats,
+}
+
+impl Policy {
+    pub(super) fn new(name: &str) -> Self {
+        Self {
+            error_handler: None,
+            exit_wait: None,
+            stats: Stats::new(name),
+        }
+    }
 }
 
 /// Waits for the tasks of `set`; handles failures; bounds the wait after cancellation.
 pub(super) async fn drive(
     set: &mut JoinSet<Result<(), BoxError>>,
     token: &CancellationToken,
-    options: Options<'_>,
+    policy: &Policy,
     mut incoming: Option<&mut tokio::sync::mpsc::UnboundedReceiver<RunFuture>>,
 ) -> Result<(), RunnerError> {
     let mut first_error: Option<RunnerError> = None;
     let mut deadline_at: Option<tokio::time::Instant> = None;
-    let Options {
+    let Policy {
         error_handler,
         exit_wait,
         stats,
-    } = options;
+    } = policy;
     loop {
         stats.set_running(set.len());
         if set.is_empty() && incoming.is_none() {
@@ -192,7 +191,7 @@ pub(super) async fn drive(
                     Some(Ok(Ok(()))) | None => continue,
                     Some(Ok(Err(error))) => {
                         stats.failed();
-                        let cancel_all = error_handler.is_none_or(|h| h(&error));
+                        let cancel_all = error_handler.as_ref().is_none_or(|h| h(&error));
                         tracing::error!(%error, cancel_all, "runnable failed");
                         cancel_all.then_some(RunnerError::Failed(error))
                     }

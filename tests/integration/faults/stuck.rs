@@ -53,25 +53,12 @@ async fn run(
         InformerConfig::default().labels("stuck"),
     )
     .config(config);
-    manager = manager.add_controller(controller, Shared(hanging));
+    manager = manager.add_controller(controller, hanging);
     let mut listening = manager.on_listening();
     let shutdown = CancellationToken::new();
     tokio::spawn(manager.run_until(shutdown.clone()));
     let (_, health) = listening.recv().await.unwrap();
     (health, shutdown)
-}
-
-struct Shared(Arc<Hanging>);
-
-impl Reconciler<ConfigMap> for Shared {
-    type Error = kube::Error;
-    async fn reconcile(
-        &self,
-        cm: Arc<ConfigMap>,
-        ctx: &Context<ConfigMap>,
-    ) -> Result<Action, kube::Error> {
-        self.0.reconcile(cm, ctx).await
-    }
 }
 
 async fn create(ns: &TestNamespace, names: &[&str]) {
