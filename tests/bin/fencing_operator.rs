@@ -3,6 +3,12 @@
 //! it was elected in, every 100 ms, and the wall-clock time (µs since the epoch) its reconcile
 //! started. The leader-election test runs four of these and checks the stamps: a replica that
 //! wrote while another held the Lease would show up as an old term written after a newer one.
+//!
+//! With `FENCING_EVENT_DELAY_MS=<ms>` each reconcile also publishes an Event about the
+//! ConfigMap through the manager's recorder, from a detached task, that many milliseconds later:
+//! a replica frozen meanwhile and thawed after a successor took over still tries to. The fencing
+//! fault test (tests/integration/faults/fencing.rs) checks in the audit log that no such Event
+//! reaches the apiserver.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +19,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use kubeforge::cli::or_exit;
 use kubeforge::controller::{Action, Context, Controller, GenerationChanged, Reconciler};
+use kubeforge::events::{EventType, Recorder};
 use kubeforge::informer::InformerConfig;
 
 /// (identity, term) while leading.
@@ -21,6 +28,8 @@ type Term = Arc<Mutex<Option<(String, i32)>>>;
 struct Stamper {
     term: Term,
     writes: std::sync::atomic::AtomicU64,
+    /// `FENCING_EVENT_DELAY_MS`: wait, then publish an Event, before each stamp.
+    events: Option<(Duration, Arc<Recorder>)>,
 }
 
 impl Reconciler<ConfigMap> for Stamper {
@@ -28,7 +37,7 @@ impl Reconciler<ConfigMap> for Stamper {
 
     async fn reconcile(
         &self,
-        _cm: Arc<ConfigMap>,
+        cm: Arc<ConfigMap>,
         ctx: &Context<ConfigMap>,
     ) -> Result<Action, kube::Error> {
         let started = std::time::SystemTime::now()
@@ -39,6 +48,20 @@ impl Reconciler<ConfigMap> for Stamper {
         else {
             return Ok(Action::requeue_after(Duration::from_millis(100)));
         };
+        if let Some((delay, recorder)) = &self.events {
+            // Fire and forget, as operators often publish events: a detached task outlives the
+            // reconcile (and the controller, if leadership is lost meanwhile).
+            let (delay, recorder) = (*delay, Arc::clone(recorder));
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let published = recorder
+                    .publish(&*cm, EventType::Normal, "Stamped", "Stamp", None)
+                    .await;
+                if let Err(error) = published {
+                    println!("event not published: {error}");
+                }
+            });
+        }
         // A changing sequence number makes every stamp a real write (a watch event).
         let seq = self
             .writes
@@ -107,11 +130,21 @@ async fn main() {
         InformerConfig::default().labels("fencing=true"),
     )
     .predicate(GenerationChanged);
+    let events = std::env::var("FENCING_EVENT_DELAY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(|ms| {
+            (
+                Duration::from_millis(ms),
+                Arc::new(manager.recorder("fencing")),
+            )
+        });
     let manager = manager.add_controller(
         controller,
         Stamper {
             term,
             writes: Default::default(),
+            events,
         },
     );
     or_exit(manager.run().await);

@@ -198,6 +198,10 @@ pub struct Options {
     #[cfg(feature = "memcached")]
     #[command(flatten)]
     pub memcached: MemcachedOptions,
+    /// The configuration [`Options::client`] connected with: the leader elector opens its own
+    /// connection from it.
+    #[arg(skip)]
+    connected: std::sync::OnceLock<kube::Config>,
 }
 
 /// The flags of the memcached store backend: with `--memcached-servers`, kinds that ask for
@@ -400,6 +404,7 @@ impl Options {
                 .map_err(|e| StartError::Config(e.to_string()))?,
         };
         config.connect_timeout = Some(Duration::from_secs(5));
+        let _ = self.connected.set(config.clone());
         let url = config.cluster_url.to_string();
         let client = match self.kube_api_qps {
             Some(qps) => crate::client::rate_limited_client(config, qps, self.kube_api_burst),
@@ -413,7 +418,9 @@ impl Options {
         Ok(client)
     }
 
-    /// A manager with the metrics, health and leader-election options applied.
+    /// A manager with the metrics, health and leader-election options applied. With
+    /// `--leader-elect`, after [`Options::client`], the elector renews over a connection of its
+    /// own (see [`LeaderElectionConfig::connection`]).
     ///
     /// # Errors
     ///
@@ -432,11 +439,15 @@ impl Options {
                 .leader_election_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_owned());
-            let config = LeaderElectionConfig::new(name, namespace).timings(
+            let mut config = LeaderElectionConfig::new(name, namespace).timings(
                 self.leader_election_lease_duration,
                 self.leader_election_renew_deadline,
                 self.leader_election_retry_period,
             );
+            // Renewals over a connection of their own (see `LeaderElectionConfig::connection`).
+            if let Some(connected) = self.connected.get() {
+                config = config.connection(connected.clone());
+            }
             // Validate now, so a bad flag fails at start-up with one line.
             crate::leader::LeaderElector::new(client, config.clone())?;
             manager = manager.leader_election(config);

@@ -60,6 +60,9 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// Release the Lease on clean shutdown, so a successor takes over at once.
     pub release_on_cancel: bool,
+    /// Where the elector opens a connection of its own (see [`LeaderElectionConfig::connection`]);
+    /// `None`: it shares the client it is given.
+    pub connection: Option<kube::Config>,
 }
 
 impl LeaderElectionConfig {
@@ -79,7 +82,20 @@ impl LeaderElectionConfig {
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
+            connection: None,
         }
+    }
+
+    /// Renew over a connection of the elector's own, opened from `config`, instead of the
+    /// client it is given: renewals then neither queue behind the controllers' requests (nor
+    /// their client-side rate limit) nor wait on a connection the controllers' traffic shares,
+    /// and after an attempt that timed out or failed in transport the elector opens a fresh
+    /// connection, so one silently dead TCP connection does not cost the leadership. The
+    /// [`Options::manager`](crate::cli::Options::manager) of the command line sets it.
+    #[must_use]
+    pub fn connection(mut self, config: kube::Config) -> Self {
+        self.connection = Some(config);
+        self
     }
 
     /// Sets this replica's identity.
@@ -101,6 +117,12 @@ impl LeaderElectionConfig {
         self.renew_deadline = renew_deadline;
         self.retry_period = retry_period;
         self
+    }
+
+    /// How long one attempt to acquire, renew or release may take: half the renew deadline, so
+    /// a request stuck on a dead connection leaves time for another on a fresh one.
+    fn attempt_timeout(&self) -> Duration {
+        self.renew_deadline / 2
     }
 
     fn validate(&self) -> Result<(), LeaderElectionError> {
@@ -144,7 +166,9 @@ struct Observed {
 
 /// Runs leader election for one Lease; see the [module docs](self).
 pub struct LeaderElector {
-    api: Api<Lease>,
+    /// The client renewals go through; replaced by a fresh connection after a failed attempt
+    /// when `config.connection` is set.
+    client: Mutex<Client>,
     config: LeaderElectionConfig,
     observed: Mutex<Option<Observed>>,
     leading: watch::Sender<bool>,
@@ -169,11 +193,18 @@ impl LeaderElector {
     /// # Errors
     ///
     /// [`LeaderElectionError::InvalidConfig`] when the timings cannot work (the lease duration
-    /// must exceed the renew deadline, which must exceed 1.2 × the retry period).
+    /// must exceed the renew deadline, which must exceed 1.2 × the retry period), or the
+    /// elector's own connection cannot be configured.
+    /// With [`LeaderElectionConfig::connection`] set, `client` is not used: the elector opens a
+    /// connection of its own at once (an unusable configuration fails here).
     pub fn new(client: Client, config: LeaderElectionConfig) -> Result<Self, LeaderElectionError> {
         config.validate()?;
+        let client = match &config.connection {
+            Some(connection) => Self::connect(connection, &config)?,
+            None => client,
+        };
         Ok(Self {
-            api: Api::namespaced(client, &config.lease_namespace),
+            client: Mutex::new(client),
             config,
             observed: Mutex::new(None),
             leading: watch::channel(false).0,
@@ -189,6 +220,41 @@ impl LeaderElector {
     /// This replica's identity.
     pub fn identity(&self) -> &str {
         &self.config.identity
+    }
+
+    /// A client of the elector's own for `connection`: no request of it may take longer than
+    /// one attempt may.
+    fn connect(
+        connection: &kube::Config,
+        config: &LeaderElectionConfig,
+    ) -> Result<Client, LeaderElectionError> {
+        let options = crate::client::ConnectionConfig::default()
+            .request_timeout(Some(config.attempt_timeout()))
+            .ping(config.retry_period, config.retry_period);
+        crate::client::connect_with(connection.clone(), &options).map_err(|error| {
+            LeaderElectionError::InvalidConfig(format!("the elector's connection: {error}"))
+        })
+    }
+
+    fn api(&self) -> Api<Lease> {
+        let client = self
+            .client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Api::namespaced(client, &self.config.lease_namespace)
+    }
+
+    /// After an attempt that timed out or failed in transport: a fresh connection for the
+    /// next one (the old one may be silently dead), if the elector has a connection of its own.
+    fn reconnect(&self) {
+        let Some(connection) = &self.config.connection else {
+            return;
+        };
+        match Self::connect(connection, &self.config) {
+            Ok(client) => *self.client.lock().unwrap_or_else(|e| e.into_inner()) = client,
+            Err(error) => tracing::warn!(%error, "reconnecting the leader elector failed"),
+        }
     }
 
     /// Whether this replica currently leads.
@@ -246,8 +312,10 @@ impl LeaderElector {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            if self.try_acquire_or_renew().await {
-                break;
+            let attempt = self.attempt(self.config.attempt_timeout());
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                acquired = attempt => if acquired { break },
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -298,43 +366,71 @@ impl LeaderElector {
     }
 
     /// Renews every retry period until `shutdown` (returns `Ok`) or until no renewal succeeded
-    /// for the renew deadline (returns `Lost`).
+    /// for the renew deadline (returns `Lost`). `shutdown` also interrupts an attempt in flight:
+    /// a renewal stuck on a dead connection must not hold up a shutdown until the deadline
+    /// passes and leadership counts as lost.
     async fn renew_until_lost(
         &self,
         shutdown: &CancellationToken,
     ) -> Result<(), LeaderElectionError> {
         let deadline = self.config.renew_deadline;
+        let mut wait = self.config.retry_period;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(self.config.retry_period) => {}
+                () = tokio::time::sleep(wait) => {}
             }
             let remaining = deadline.saturating_sub(self.since_renewal());
-            let renewed = tokio::time::timeout(remaining, self.try_acquire_or_renew())
-                .await
-                .unwrap_or(false);
+            if remaining.is_zero() {
+                // Frozen (or starved) past the deadline: no attempt can count any more.
+                return Err(LeaderElectionError::Lost(self.config.lease_name.clone()));
+            }
+            let started = Instant::now();
+            let attempt = self.attempt(remaining.min(self.config.attempt_timeout()));
+            let renewed = tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                renewed = attempt => renewed,
+            };
             if !renewed && self.since_renewal() >= deadline {
                 return Err(LeaderElectionError::Lost(self.config.lease_name.clone()));
+            }
+            // An attempt that used up its time (a dead connection) is retried at once, on the
+            // fresh connection; otherwise the next renewal is a retry period after this one.
+            wait = self.config.retry_period.saturating_sub(started.elapsed());
+        }
+    }
+
+    /// [`Self::try_acquire_or_renew`] within `timeout`; `true` if we hold the Lease afterwards.
+    /// A timeout or a transport failure opens a fresh connection for the next attempt.
+    async fn attempt(&self, timeout: Duration) -> bool {
+        match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
+            Ok(Ok(held)) => held,
+            Ok(Err(error)) => {
+                tracing::debug!(%error, lease = %self.config.lease_name, "leader election request failed");
+                if !matches!(error, kube::Error::Api(_)) {
+                    self.reconnect();
+                }
+                false
+            }
+            Err(_) => {
+                tracing::warn!(lease = %self.config.lease_name, ?timeout, "leader election request timed out; reconnecting");
+                self.reconnect();
+                false
             }
         }
     }
 
     /// One attempt to take or keep the Lease; `true` if we hold it afterwards. On success the
     /// attempt's start (before its first request) becomes the last renewal.
-    async fn try_acquire_or_renew(&self) -> bool {
+    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let started = Instant::now();
+        let api = self.api();
         let now = MicroTime(Timestamp::now());
         let me = &self.config.identity;
         let duration_secs = i32::try_from(self.config.lease_duration.as_secs())
             .unwrap_or(i32::MAX)
             .max(1);
-        let lease = match self.api.get_opt(&self.config.lease_name).await {
-            Ok(lease) => lease,
-            Err(error) => {
-                tracing::debug!(%error, "reading the lease failed");
-                return false;
-            }
-        };
+        let lease = api.get_opt(&self.config.lease_name).await?;
         let Some(mut lease) = lease else {
             let lease = Lease {
                 metadata: ObjectMeta {
@@ -351,17 +447,10 @@ impl LeaderElector {
                     ..LeaseSpec::default()
                 }),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => {
-                    self.observe(Some(me.clone()), Some(now));
-                    self.renewed(started);
-                    true
-                }
-                Err(error) => {
-                    tracing::debug!(%error, "creating the lease failed");
-                    false
-                }
-            };
+            api.create(&PostParams::default(), &lease).await?;
+            self.observe(Some(me.clone()), Some(now));
+            self.renewed(started);
+            return Ok(true);
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
@@ -377,7 +466,7 @@ impl LeaderElector {
                 .map_or(self.config.lease_duration, Duration::from_secs);
             if observed_at.elapsed() < valid_for {
                 tracing::trace!(holder = %other, "lease held by another candidate");
-                return false;
+                return Ok(false);
             }
         }
         let mut new_spec = spec.clone();
@@ -390,21 +479,11 @@ impl LeaderElector {
         }
         lease.spec = Some(new_spec);
         // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
-        match self
-            .api
-            .replace(&self.config.lease_name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => {
-                self.observe(Some(me.clone()), Some(now));
-                self.renewed(started);
-                true
-            }
-            Err(error) => {
-                tracing::debug!(%error, "updating the lease failed");
-                false
-            }
-        }
+        api.replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await?;
+        self.observe(Some(me.clone()), Some(now));
+        self.renewed(started);
+        Ok(true)
     }
 
     /// Records the Lease state; returns when it was first observed in this state.
@@ -425,27 +504,64 @@ impl LeaderElector {
     }
 
     /// Gives the Lease up (keeps the transition count) so a successor acquires it at once.
+    /// Retried (each attempt on a fresh connection after a failure) while the Lease we last
+    /// renewed is still valid: after that it has expired anyway, and nothing is left to release.
     async fn release(&self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.config.lease_name).await else {
-            return;
+        let expires = self
+            .config
+            .lease_duration
+            .saturating_sub(self.since_renewal());
+        let outcome = tokio::time::timeout(expires, async {
+            loop {
+                let attempt =
+                    tokio::time::timeout(self.config.attempt_timeout(), self.try_release());
+                match attempt.await {
+                    Ok(Ok(released)) => return Ok(released),
+                    Ok(Err(kube::Error::Api(error))) => return Err(error.to_string()),
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "releasing the lease failed; retrying");
+                        self.reconnect();
+                    }
+                    Err(_) => {
+                        tracing::debug!("releasing the lease timed out; retrying");
+                        self.reconnect();
+                    }
+                }
+                tokio::time::sleep(self.config.retry_period.min(Duration::from_millis(500))).await;
+            }
+        })
+        .await;
+        match outcome {
+            Ok(Ok(true)) => tracing::info!(lease = %self.config.lease_name, "released leadership"),
+            Ok(Ok(false)) => {}
+            Ok(Err(error)) => {
+                tracing::warn!(lease = %self.config.lease_name, %error, "releasing the lease failed")
+            }
+            Err(_) => tracing::warn!(
+                lease = %self.config.lease_name,
+                "could not release the lease before it expired (apiserver unreachable); it expires by itself"
+            ),
+        }
+    }
+
+    /// One attempt to release: `Ok(false)` when the Lease is not ours (any more).
+    async fn try_release(&self) -> Result<bool, kube::Error> {
+        let api = self.api();
+        let Some(mut lease) = api.get_opt(&self.config.lease_name).await? else {
+            return Ok(false);
         };
         let Some(spec) = lease.spec.as_mut() else {
-            return;
+            return Ok(false);
         };
         if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
-            return;
+            return Ok(false);
         }
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
-        match self
-            .api
-            .replace(&self.config.lease_name, &PostParams::default(), &lease)
-            .await
-        {
-            Ok(_) => tracing::info!(lease = %self.config.lease_name, "released leadership"),
-            Err(error) => tracing::warn!(%error, "releasing the lease failed"),
-        }
+        api.replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await?;
+        Ok(true)
     }
 }
 

@@ -108,6 +108,20 @@ impl ControlPlane {
         &self.kubeconfig_path
     }
 
+    /// The apiserver's audit log: one line per request of a ServiceAccount outside
+    /// `kube-system`, as it is received (legacy format: `… method="patch"
+    /// user="system:serviceaccount:NS:NAME" … uri="/api/v1/…"`), in the order received. `None`
+    /// for a cluster this harness did not start.
+    pub fn audit_log(&self) -> Option<PathBuf> {
+        self.script.as_ref()?;
+        Some(
+            self.kubeconfig_path
+                .parent()?
+                .join("logs")
+                .join("audit.log"),
+        )
+    }
+
     /// A client configuration for the admin identity.
     ///
     /// # Errors

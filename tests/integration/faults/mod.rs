@@ -14,11 +14,15 @@
 //!   change, etcd is compacted and the apiserver is down (410 → relist).
 //! - `decode`: undecodable objects in watch events and in lists, deleted while undecodable; one
 //!   object failing for ever among 200; a reconcile stamping status every time.
-//! - `signals`: SIGTERM during a burst, a second SIGTERM (a test operator run as a process).
+//! - `signals`: SIGTERM during a burst, a second SIGTERM, SIGTERM while a Lease renewal hangs on
+//!   a dead connection (a test operator run as a process).
+//! - `fencing`: a leader frozen mid-work and thawed after its successor took over writes nothing
+//!   more (checked in the apiserver's audit log, each replica under its own ServiceAccount).
 //! - `stuck`: reconciles that never return (the reconcile timeout), every worker stuck (the
 //!   liveness probe).
 
 mod decode;
+mod fencing;
 mod finalizers;
 mod network;
 mod signals;

@@ -1,6 +1,6 @@
 //! Shutdown on signals, with the `signal-operator` binary (tests/bin/signal_operator.rs) as a
 //! separate process: the first SIGTERM lets in-flight reconciles finish and releases the Lease,
-//! a second one exits at once.
+//! a second one exits at once, and a renewal stuck on a dead connection holds up neither.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -12,7 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use kubeforge::testing::{ControlPlane, TestNamespace};
+use kubeforge::testing::{ControlPlane, FaultProxy, TestNamespace};
 
 use crate::support::{configmap, eventually};
 
@@ -268,4 +268,82 @@ async fn second_sigterm_should_exit_at_once_with_a_failure_status() {
     assert!(took < Duration::from_secs(3), "took {took:?}");
     assert_eq!(status.code(), Some(1), "{status}:\n{}", operator.tail());
     assert!(operator.has_line(SECOND_SIGNAL), "{}", operator.tail());
+}
+
+/// A kubeconfig like the shared plane's admin one, with its server pointed at `proxy`.
+fn kubeconfig_through(plane: &ControlPlane, proxy: &FaultProxy, dir: &str) -> std::path::PathBuf {
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(plane.kubeconfig_path()).unwrap();
+    for cluster in &mut kubeconfig.clusters {
+        if let Some(cluster) = &mut cluster.cluster {
+            cluster.server = Some(format!("https://{}", proxy.local_addr()));
+        }
+    }
+    let path = std::env::temp_dir().join(format!("kubeforge-{dir}.kubeconfig"));
+    // JSON is YAML: the kubeconfig reader takes it.
+    std::fs::write(&path, serde_json::to_vec(&kubeconfig).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn sigterm_during_a_hung_lease_renewal_should_release_the_lease_and_exit_cleanly() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let proxy = FaultProxy::start(plane.config().await.unwrap())
+        .await
+        .unwrap();
+    let kubeconfig = kubeconfig_through(plane, &proxy, ns.name());
+    let mut operator = Operator::start(
+        ns.name(),
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-election-id",
+            "hung",
+            "--leader-election-namespace",
+            ns.name(),
+        ],
+    );
+    let leases: Api<Lease> = ns.api();
+    let holder = async || -> Option<String> {
+        leases
+            .get_opt("hung")
+            .await
+            .unwrap()?
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    };
+    eventually(
+        "the operator to lead",
+        Duration::from_secs(60),
+        async || holder().await.filter(|h| h == IDENTITY),
+    )
+    .await;
+    // A reconcile in flight, so the shutdown has something to drain.
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &slow_configmap("draining", "8000"))
+        .await
+        .unwrap();
+    eventually(
+        "the reconcile to begin",
+        Duration::from_secs(60),
+        async || operator.has_line("begin draining").then_some(()),
+    )
+    .await;
+
+    // Every connection the operator has goes silent (new ones work): the next renewal (every
+    // 2 s) hangs on it. The signal comes while it does.
+    proxy.blackhole_existing();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    operator.sigterm();
+    let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
+    eprintln!("exit {took:?} after SIGTERM, {status}");
+    assert!(status.success(), "{status}:\n{}", operator.tail());
+    assert!(
+        operator.has_line("released leadership"),
+        "{}",
+        operator.tail()
+    );
+    assert_eq!(holder().await, None, "the Lease is released");
+    let _ = std::fs::remove_file(kubeconfig);
 }
