@@ -347,3 +347,55 @@ async fn sigterm_during_a_hung_lease_renewal_should_release_the_lease_and_exit_c
     assert_eq!(holder().await, None, "the Lease is released");
     let _ = std::fs::remove_file(kubeconfig);
 }
+
+#[tokio::test]
+async fn a_black_holed_connection_should_not_cost_the_leadership() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let proxy = FaultProxy::start(plane.config().await.unwrap())
+        .await
+        .unwrap();
+    let kubeconfig = kubeconfig_through(plane, &proxy, ns.name());
+    let mut operator = Operator::start(
+        ns.name(),
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-election-id",
+            "kept",
+            "--leader-election-namespace",
+            ns.name(),
+        ],
+    );
+    let leases: Api<Lease> = ns.api();
+    let lease = async || -> Option<(String, i32)> {
+        let spec = leases.get_opt("kept").await.unwrap()?.spec?;
+        Some((spec.holder_identity?, spec.lease_transitions.unwrap_or(0)))
+    };
+    let (_, term) = eventually(
+        "the operator to lead",
+        Duration::from_secs(60),
+        async || lease().await.filter(|(h, _)| h == IDENTITY),
+    )
+    .await;
+
+    // Every connection goes silent: the elector's renewal times out within half the renew
+    // deadline and the next one goes over a fresh connection, before the deadline (10 s).
+    proxy.blackhole_existing();
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert!(
+        operator.child.try_wait().unwrap().is_none(),
+        "the operator exited:\n{}",
+        operator.tail()
+    );
+    assert!(!operator.has_line("leadership lost"), "{}", operator.tail());
+    assert_eq!(
+        lease().await,
+        Some((IDENTITY.to_owned(), term)),
+        "same holder, same term"
+    );
+    operator.sigterm();
+    let (status, _) = operator.exit_within(Duration::from_secs(60)).await;
+    assert!(status.success(), "{status}:\n{}", operator.tail());
+    let _ = std::fs::remove_file(kubeconfig);
+}
