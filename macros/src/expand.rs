@@ -61,11 +61,13 @@ pub fn derive_attrs(krate: &syn::Path, rules: &[Rule]) -> TokenStream {
     }
 }
 
-/// Schema keys of a struct itself (not of its fields).
+/// Schema keys of a struct or enum itself (not of its fields).
 #[derive(Default)]
 pub struct Container {
     /// The struct's node leaves its parent's `required` (`optional_spec`).
     pub optional: bool,
+    /// `#[validate(..)]` on the type: (the type's name, its markers).
+    pub type_markers: Option<(String, crate::markers::Markers)>,
 }
 
 impl Container {
@@ -74,7 +76,37 @@ impl Container {
         if self.optional {
             s.insert(markers::REQUIRED.to_owned(), Value::Bool(false));
         }
+        if let Some((name, m)) = &self.type_markers {
+            // Under a key of the type's own: where the type is used, the structural pass
+            // merges it under the field's markers (the tighter bound wins).
+            s.insert(
+                format!("{}{name}", markers::TYPE_MARKERS),
+                Value::Object(marker_schema(m)),
+            );
+        }
         s
+    }
+
+    /// The attribute adding [`Container::schema`], if any.
+    fn extend(&self) -> Option<TokenStream> {
+        extend_attr(&self.schema())
+    }
+
+    /// The client-side checks of the type's markers on the whole value, at the parent's path.
+    fn checks(&self, krate: &syn::Path) -> TokenStream {
+        let Some((_, m)) = self.type_markers.as_ref().filter(|(_, m)| has_checks(m)) else {
+            return quote!();
+        };
+        let p = quote!(#krate::crd::__checks);
+        let constant = checks_const(m, krate);
+        quote! {
+            {
+                #constant
+                let mut __path = || __parent();
+                let __value = #p::to_json(self, &mut __path, __report);
+                #p::check(&__value, &__CHECKS, &mut __path, __report);
+            }
+        }
     }
 }
 
@@ -171,8 +203,10 @@ pub fn schema_struct(
 ) -> TokenStream {
     add_field_extends(&mut item.fields, fields);
     let derives = derive_attrs(krate, rules);
-    let container_extend = extend_attr(&container.schema());
-    let body = validate_fields(fields, krate);
+    let container_extend = container.extend();
+    let own = container.checks(krate);
+    let fields_body = validate_fields(fields, krate);
+    let body = quote!(#own #fields_body);
     let validate = validate_impl(&item.ident, body, krate);
     let json_fields = match fields {
         [only] if only.serde.transparent => transparent_paths(&item.ident, &only.inner_ty, krate),
@@ -194,9 +228,12 @@ pub fn schema_enum(
     item: &mut syn::ItemEnum,
     model: &Enum,
     rules: &[Rule],
+    container: &Container,
     krate: &syn::Path,
 ) -> TokenStream {
     let derives = derive_attrs(krate, rules);
+    let container_extend = container.extend();
+    let own = container.checks(krate);
     let p = quote!(#krate::crd::__checks);
     for (variant, vm) in item.variants.iter_mut().zip(&model.variants) {
         add_field_extends(&mut variant.fields, &vm.fields);
@@ -207,9 +244,10 @@ pub fn schema_enum(
         .zip(&model.variants)
         .map(|(v, vm)| variant_arm(v, &vm.json_name, &vm.fields, &model.tagging, krate));
     let body = if item.variants.is_empty() {
-        quote!()
+        quote!(#own)
     } else {
         quote! {
+            #own
             #[allow(unused_imports)]
             use #p::{DiveNone as _, DiveValidate as _};
             match self { #(#arms)* }
@@ -218,6 +256,7 @@ pub fn schema_enum(
     let validate = validate_impl(&item.ident, body, krate);
     quote! {
         #derives
+        #container_extend
         #item
         #validate
     }
@@ -280,8 +319,15 @@ fn variant_arm(
 
 /// A tuple struct: derives, and a `Validate` impl that dives into each field (a newtype is its
 /// field in JSON, so the path does not change; other tuples are JSON arrays).
-pub fn schema_tuple(item: &ItemStruct, rules: &[Rule], krate: &syn::Path) -> TokenStream {
+pub fn schema_tuple(
+    item: &ItemStruct,
+    rules: &[Rule],
+    container: &Container,
+    krate: &syn::Path,
+) -> TokenStream {
     let derives = derive_attrs(krate, rules);
+    let container_extend = container.extend();
+    let own = container.checks(krate);
     let p = quote!(#krate::crd::__checks);
     let newtype = item.fields.len() == 1;
     let dives = (0..item.fields.len()).map(|i| {
@@ -299,6 +345,7 @@ pub fn schema_tuple(item: &ItemStruct, rules: &[Rule], krate: &syn::Path) -> Tok
         }
     });
     let body = quote! {
+        #own
         #[allow(unused_imports)]
         use #p::{DiveNone as _, DiveValidate as _};
         #(#dives)*
@@ -310,6 +357,7 @@ pub fn schema_tuple(item: &ItemStruct, rules: &[Rule], krate: &syn::Path) -> Tok
     };
     quote! {
         #derives
+        #container_extend
         #item
         #validate
         #forward

@@ -132,7 +132,19 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
 /// The field markers are those of [`macro@custom_resource`]. On enums they go on the fields of
 /// struct variants (not on tuple-variant fields); `validate()` reports them at the path serde's
 /// tagging gives them (`external.gitRepo.url`, `internal.seconds`, `adjacent.<content>.x`, ...).
-/// Newtypes and tuple structs are supported without markers.
+/// Newtypes and tuple structs are supported (markers do not go on their positional fields).
+///
+/// **Markers on types**, as kubebuilder's markers above a type: `#[validate(..)]` on the type
+/// itself applies wherever the type is used. A newtype takes the markers of its inner type
+/// (`#[validate(min_length = 1, max_length = 63, pattern = "..")] struct Name(String);`, also
+/// `items(..)` on a newtype of a list); a struct or an enum those of an object
+/// (`min_properties`, `max_properties`, `map_type`) and those of any value (`rule(..)`,
+/// `immutable`, `default`, `nullable`, `title`, `example`, `external_docs`,
+/// `preserve_unknown_fields`, `embedded_resource`). A field of such a type narrows them with its
+/// own: where both set a bound, length or count the tighter one wins; rules add up; two
+/// different patterns, formats, enums or multiples must both hold (an `allOf`). `validate()`
+/// checks both the type's and the field's. `required` / `optional` stay on fields; a marker that
+/// does not fit the type is a compile error naming what the type is.
 #[proc_macro_attribute]
 pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     pipeline::schema(args.into(), input.into()).into()

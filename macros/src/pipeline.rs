@@ -119,6 +119,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         .map_or_else(model::default_crate, |k| k.crate_path.clone());
     let container = expand::Container {
         optional: kind.as_ref().and_then(|k| k.optional_spec).is_some(),
+        type_markers: None,
     };
     let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &container, &krate);
     expand_kind(spec_tokens, kind.as_ref(), &spec, errors)
@@ -180,13 +181,15 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let options = model::schema(attrs::parse_schema(args, &mut errors));
     validate::rules(&options.rules, &mut errors);
+    let mut item = item;
+    let container = type_markers(&mut item, &mut errors);
     let tokens = match item {
-        Item::Enum(e) => schema_enum(e, &options, &mut errors),
+        Item::Enum(e) => schema_enum(e, &options, &container, &mut errors),
         Item::Struct(s) if matches!(s.fields, syn::Fields::Unnamed(_)) => {
-            schema_tuple(s, &options, &mut errors)
+            schema_tuple(s, &options, &container, &mut errors)
         }
         other => match named_struct(other, "schema", &mut errors) {
-            Ok(s) => schema_struct(s, &options, &mut errors),
+            Ok(s) => schema_struct(s, &options, container, &mut errors),
             Err(item) => item,
         },
     };
@@ -207,7 +210,43 @@ fn reject_one_ofs(options: &model::Schema, errors: &mut Errors) {
     }
 }
 
-fn schema_enum(mut e: syn::ItemEnum, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+/// `#[validate(..)]` on the type itself: taken off the item and checked against what the type
+/// is (a newtype gets its inner type's markers; a struct or enum those of an object).
+fn type_markers(item: &mut Item, errors: &mut Errors) -> expand::Container {
+    let (attrs, ident) = match item {
+        Item::Enum(e) => (&mut e.attrs, e.ident.clone()),
+        Item::Struct(s) => (&mut s.attrs, s.ident.clone()),
+        _ => return expand::Container::default(),
+    };
+    let Some(markers) = markers::take(attrs, errors) else {
+        return expand::Container::default();
+    };
+    let what = match &*item {
+        Item::Struct(s) => match &s.fields {
+            syn::Fields::Unnamed(f) if f.unnamed.len() == 1 => {
+                validate::TypeKind::Newtype(Box::new(f.unnamed[0].ty.clone()))
+            }
+            syn::Fields::Unnamed(_) => validate::TypeKind::Tuple,
+            _ => validate::TypeKind::Struct,
+        },
+        Item::Enum(e) if e.variants.iter().all(|v| v.fields.is_empty()) => {
+            validate::TypeKind::UnitEnum
+        }
+        _ => validate::TypeKind::DataEnum,
+    };
+    validate::type_markers(&ident, &what, &markers, errors);
+    expand::Container {
+        optional: false,
+        type_markers: Some((ident.to_string(), markers)),
+    }
+}
+
+fn schema_enum(
+    mut e: syn::ItemEnum,
+    options: &model::Schema,
+    container: &expand::Container,
+    errors: &mut Errors,
+) -> TokenStream {
     reject_one_ofs(options, errors);
     check_own_derives(&mut e.attrs, errors, "schema");
     check_generics(&e.generics, errors);
@@ -217,25 +256,41 @@ fn schema_enum(mut e: syn::ItemEnum, options: &model::Schema, errors: &mut Error
             validate::field(field, errors);
         }
     }
-    expand::schema_enum(&mut e, &model, &options.rules, &options.crate_path)
+    expand::schema_enum(
+        &mut e,
+        &model,
+        &options.rules,
+        container,
+        &options.crate_path,
+    )
 }
 
 /// Newtypes and tuple structs: serde's shape, no markers on positional fields.
-fn schema_tuple(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+fn schema_tuple(
+    mut s: ItemStruct,
+    options: &model::Schema,
+    container: &expand::Container,
+    errors: &mut Errors,
+) -> TokenStream {
     reject_one_ofs(options, errors);
     check_own_derives(&mut s.attrs, errors, "schema");
     check_generics(&s.generics, errors);
     for field in s.fields.iter_mut() {
         markers::reject(
             &mut field.attrs,
-            "markers on tuple struct fields are not supported; use named fields",
+            "markers on tuple struct fields are not supported; put them on the type (`#[validate(..)]` above the struct applies to its value) or use named fields",
             errors,
         );
     }
-    expand::schema_tuple(&s, &options.rules, &options.crate_path)
+    expand::schema_tuple(&s, &options.rules, container, &options.crate_path)
 }
 
-fn schema_struct(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors) -> TokenStream {
+fn schema_struct(
+    mut s: ItemStruct,
+    options: &model::Schema,
+    container: expand::Container,
+    errors: &mut Errors,
+) -> TokenStream {
     check_own_derives(&mut s.attrs, errors, "schema");
     check_generics(&s.generics, errors);
     let fields = struct_fields(&mut s, errors);
@@ -245,7 +300,6 @@ fn schema_struct(mut s: ItemStruct, options: &model::Schema, errors: &mut Errors
     validate::rule_fields(&options.rules, &fields, &s.ident, errors);
     validate::one_ofs(&options.one_ofs, &fields, &s.ident, errors);
     let rules = with_one_ofs(&options.rules, &options.one_ofs);
-    let container = expand::Container::default();
     expand::schema_struct(&mut s, &fields, &rules, &container, &options.crate_path)
 }
 

@@ -685,6 +685,176 @@ fn element(field: &Field, markers: &Markers, shape: Shape) -> Field {
     }
 }
 
+/// What a type carrying `#[validate(..)]` is, for the markers it accepts.
+pub enum TypeKind {
+    /// `struct Name(String)`: the markers of its inner type.
+    Newtype(Box<syn::Type>),
+    /// A tuple struct of several fields (a JSON array kept as sent).
+    Tuple,
+    /// A struct with named fields (an object).
+    Struct,
+    /// An enum of unit variants (a string).
+    UnitEnum,
+    /// An enum with data (an object, or what its tagging makes of it).
+    DataEnum,
+}
+
+/// Markers on a type (`#[validate(..)]` above a `#[kubeforge::schema]` type): they apply wherever
+/// the type is used. A newtype takes the markers of its inner type, checked as on a field of that
+/// type; a struct or an enum those of an object (counts of properties, merge type) and the ones
+/// that describe any value. `required` / `optional` belong to the field that uses the type.
+pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, errors: &mut Errors) {
+    for flag in [&markers.required, &markers.optional].into_iter().flatten() {
+        errors.at(
+            flag.key,
+            format!(
+                "whether a field must be present is said on the field: put `required` / `optional` on the fields of type `{ident}`"
+            ),
+        );
+    }
+    let shape = match kind {
+        TypeKind::Newtype(inner) => {
+            let declared = markers
+                .type_
+                .as_ref()
+                .map(|t| crate::fields::shape_of_type(&t.value()));
+            let pseudo = Field {
+                ident: ident.clone(),
+                inner_ty: crate::fields::inner_type(inner),
+                json_name: ident.to_string(),
+                serde: SerdeField::default(),
+                shape: declared.unwrap_or_else(|| crate::fields::shape(inner)),
+                element_shape: crate::fields::element_shape(inner),
+                value_shape: crate::fields::value_shape(inner),
+                is_option: crate::fields::is_option(inner),
+                ty: (**inner).clone(),
+                markers: Markers {
+                    required: None,
+                    optional: None,
+                    ..markers.clone()
+                },
+                has_markers: true,
+            };
+            field(&pseudo, errors);
+            return;
+        }
+        TypeKind::UnitEnum => Shape::String,
+        TypeKind::Tuple | TypeKind::Struct | TypeKind::DataEnum => Shape::Other,
+    };
+    let m = markers;
+    let what = match kind {
+        TypeKind::UnitEnum => "an enum of unit variants (a string)",
+        TypeKind::Tuple => "a tuple struct (a list kept as sent)",
+        _ => "a struct or enum (an object)",
+    };
+    let object = matches!(kind, TypeKind::Struct | TypeKind::DataEnum);
+    let string = matches!(kind, TypeKind::UnitEnum);
+    let mut misplaced = |span: Span, marker: &str| {
+        let hint = if marker == "enum" && string {
+            "; the variants are its values already"
+        } else {
+            "; put it on the fields of the type, or on a newtype (`struct Name(String)`) that carries the value"
+        };
+        errors.at(
+            span,
+            format!("`{marker}` does not apply to `{ident}`, {what}{hint}"),
+        );
+    };
+    for (marker, number) in [
+        ("minimum", &m.minimum),
+        ("maximum", &m.maximum),
+        ("multiple_of", &m.multiple_of),
+    ] {
+        if let Some(n) = number {
+            misplaced(n.span, marker);
+        }
+    }
+    for (marker, flag) in [
+        ("exclusive_minimum", &m.exclusive_minimum),
+        ("exclusive_maximum", &m.exclusive_maximum),
+        ("unique_items", &m.unique_items),
+        ("int_or_string", &m.int_or_string),
+    ] {
+        if let Some(f) = flag {
+            misplaced(f.key, marker);
+        }
+    }
+    for (marker, count) in [("min_items", &m.min_items), ("max_items", &m.max_items)] {
+        if let Some(c) = count {
+            misplaced(c.key, marker);
+        }
+    }
+    if !string {
+        for (marker, count) in [("min_length", &m.min_length), ("max_length", &m.max_length)] {
+            if let Some(c) = count {
+                misplaced(c.key, marker);
+            }
+        }
+        if let Some(p) = &m.pattern {
+            misplaced(p.span(), "pattern");
+        }
+        if let Some(f) = &m.format {
+            misplaced(f.span(), "format");
+        }
+    }
+    if let Some(e) = &m.enum_values {
+        misplaced(e.key, "enum");
+    }
+    if !object {
+        for (marker, count) in [
+            ("min_properties", &m.min_properties),
+            ("max_properties", &m.max_properties),
+        ] {
+            if let Some(c) = count {
+                misplaced(c.key, marker);
+            }
+        }
+        if let Some(t) = &m.map_type {
+            misplaced(t.span(), "map_type");
+        }
+    }
+    if let Some(t) = &m.list_type {
+        misplaced(t.span(), "list_type");
+    }
+    if let Some(k) = m.list_map_keys.first() {
+        misplaced(k.span(), "list_map_keys");
+    }
+    if let Some(i) = &m.items {
+        misplaced(i.key, "items");
+    }
+    if let Some(v) = &m.values {
+        misplaced(v.key, "values");
+    }
+    if let Some(t) = &m.type_ {
+        misplaced(t.span(), "type");
+    }
+    let pseudo = Field {
+        ident: ident.clone(),
+        inner_ty: syn::parse_quote!(()),
+        json_name: ident.to_string(),
+        serde: SerdeField::default(),
+        shape,
+        element_shape: Shape::Other,
+        value_shape: Shape::Other,
+        is_option: false,
+        ty: syn::parse_quote!(()),
+        markers: Markers {
+            required: None,
+            optional: None,
+            ..m.clone()
+        },
+        has_markers: true,
+    };
+    // The markers every value takes (default, example, rules, docs) and the object ones.
+    defaults_and_enum(&pseudo, errors);
+    if object {
+        map_type(&pseudo, true, errors);
+    }
+    embedded_resource(&pseudo, errors);
+    external_docs(&pseudo, errors);
+    rules(&m.rules, errors);
+}
+
 /// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
 /// struct (not checkable through `#[serde(flatten)]` fields, which add names of another type).
 pub fn rule_fields(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, errors: &mut Errors) {

@@ -1,7 +1,8 @@
 //! The kubebuilder markers added for issue #15 against the real apiserver: groups of sibling
 //! fields (`exactly_one_of`, `at_most_one_of`, `at_least_one_of`), `immutable`, type overrides,
 //! `items(..)` / `values(..)` with `format = "byte"`, `int_or_string` and `map_type`, titles,
-//! examples and external docs, `required` / `optional`, `optional_spec`. Each case applies the CRD
+//! examples and external docs, `required` / `optional`, `optional_spec`, markers on types
+//! (narrowed by a field's own). Each case applies the CRD
 //! and compares the apiserver's verdict with `validate()`'s where `validate()` covers the marker.
 
 use std::collections::BTreeMap;
@@ -73,6 +74,47 @@ pub struct ChoiceSpec {
     pub selectors: Option<Vec<BTreeMap<String, String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact: Option<Contact>,
+    /// Markers on types: the type's alone, narrowed by the field's, and a looser field bound
+    /// with a second pattern (the type's bound and both patterns hold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<Label>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(max_length = 4)]
+    pub short_label: Option<Label>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(max_length = 50, pattern = "^[a-c]+$")]
+    pub loose_label: Option<Label>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(minimum = 1000)]
+    pub port: Option<Port>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<Pair>,
+}
+
+/// A lowercase label of 2 to 10 letters, wherever it is used.
+#[kubeforge::schema]
+#[validate(min_length = 2, max_length = 10, pattern = "^[a-z]+$")]
+#[derive(Clone, Debug, Default)]
+pub struct Label(pub String);
+
+/// A port number.
+#[kubeforge::schema]
+#[validate(minimum = 1, maximum = 65535)]
+#[derive(Clone, Debug, Default)]
+pub struct Port(pub i32);
+
+/// A struct with markers of its own: at least one property, `b` only with `a`.
+#[kubeforge::schema]
+#[validate(
+    min_properties = 1,
+    rule(cel = "!has(self.b) || has(self.a)", message = "b needs a")
+)]
+#[derive(Clone, Debug, Default)]
+pub struct Pair {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub b: Option<String>,
 }
 
 /// At most one accelerator, at least one resource.
@@ -279,6 +321,50 @@ fn cases() -> Vec<Case> {
             Same,
         ),
         ok(json!({"git": "g", "selectors": [{"a": "b"}]})),
+        ok(json!({"git": "g", "label": "abc", "shortLabel": "ab", "looseLabel": "abc"})),
+        err(
+            json!({"git": "g", "label": "a"}),
+            "should be at least 2 chars long",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "label": "ABC"}),
+            "should match '^[a-z]+$'",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "shortLabel": "abcde"}),
+            "may not be more than 4 bytes",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "looseLabel": "abcabcabcab"}),
+            "may not be more than 10 bytes",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "looseLabel": "abd"}),
+            "should match '^[a-c]+$'",
+            Same,
+        ),
+        ok(json!({"git": "g", "port": 8080})),
+        err(
+            json!({"git": "g", "port": 80}),
+            "should be greater than or equal to 1000",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "port": 70000}),
+            "should be less than or equal to 65535",
+            Same,
+        ),
+        ok(json!({"git": "g", "pair": {"a": "x", "b": "y"}})),
+        err(
+            json!({"git": "g", "pair": {}}),
+            "should have at least 1 properties",
+            Same,
+        ),
+        err(json!({"git": "g", "pair": {"b": "y"}}), "b needs a", Same),
         ok(json!({"git": "g", "contact": {"email": "a@b"}})),
         err(
             json!({"git": "g", "contact": {"phone": "1"}}),

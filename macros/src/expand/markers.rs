@@ -13,6 +13,9 @@ use crate::model::Rule;
 /// The marker key of `required` / `optional` (and `optional_spec`), read by the structural pass.
 pub(super) const REQUIRED: &str = "x-kubeforge-required";
 
+/// The key prefix of a type's own markers (one key per type), merged by the structural pass.
+pub(super) const TYPE_MARKERS: &str = "x-kubeforge-type-markers:";
+
 /// A rule as an `x-kubernetes-validations` entry.
 pub(super) fn rule_json(rule: &Rule) -> Value {
     let mut m = Map::new();

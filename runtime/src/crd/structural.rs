@@ -37,6 +37,10 @@ pub(crate) const TITLE: &str = "x-kubeforge-title";
 pub(crate) const EXAMPLE: &str = "x-kubeforge-example";
 /// Marker key on a property: `true` adds it to the parent's `required`, `false` removes it.
 pub(crate) const REQUIRED: &str = "x-kubeforge-required";
+/// Prefix of the markers a type carries (`#[validate(..)]` on a `#[kubeforge::schema]` type),
+/// one key per type (`x-kubeforge-type-markers:Name`): where the type is used, they are merged
+/// into the node under the field's own markers, the tighter bound winning.
+pub(crate) const TYPE_MARKERS: &str = "x-kubeforge-type-markers:";
 
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
 const INT_OR_STRING_K8S: &str = "x-kubernetes-int-or-string";
@@ -104,6 +108,8 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     // Option<T> first: the inner schema is merged under the field's keys and rewritten once,
     // with them (markers of nested fields would be lost by a second pass).
     unwrap_nullable(map);
+    // Then the markers of the types used here, narrowed by the field's own.
+    let both = merge_type_markers(map);
     for key in [
         "$schema",
         "$id",
@@ -174,6 +180,11 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     }
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(Value::Array(mut branches)) = map.remove(key) {
+            if key == "allOf" && branches.iter().all(only_value_constraints) {
+                // Constraints that must all hold (a type's and a field's patterns): kept.
+                map.insert(key.to_owned(), Value::Array(branches));
+                continue;
+            }
             for branch in &mut branches {
                 rewrite(branch);
             }
@@ -186,6 +197,117 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     fix_format(map);
     infer_type(map);
     open_objects(map);
+    // Constraints that cannot be merged into one key (two patterns): each must hold. Added after
+    // the branches were merged, so they stay an `allOf` of value validations.
+    if !both.is_empty() {
+        // One branch per constraint; a bound keeps its exclusive flag in its branch.
+        let mut branches: Vec<Value> = Vec::new();
+        for (k, v) in both {
+            let flag_of_last = matches!(k.as_str(), "exclusiveMinimum" | "exclusiveMaximum");
+            match branches.last_mut() {
+                Some(Value::Object(last)) if flag_of_last => {
+                    last.insert(k, v);
+                }
+                _ => branches.push(json!({ k: v })),
+            }
+        }
+        match map.get_mut("allOf") {
+            Some(Value::Array(existing)) => existing.extend(branches),
+            _ => {
+                map.insert("allOf".to_owned(), Value::Array(branches));
+            }
+        }
+    }
+}
+
+/// Merges the markers of the types this node is made of (`x-kubeforge-type-markers:*`) into it.
+/// A key the field does not set is taken from the type; where both set one, the tighter bound
+/// wins (bounds, lengths, counts), rules and flags add up, and value constraints that cannot be
+/// merged (two different patterns, formats, enums or multiples) are returned, to be required
+/// both. Descriptive keys (title, example, default, merge types) stay the field's.
+fn merge_type_markers(map: &mut Map<String, Value>) -> Vec<(String, Value)> {
+    let keys: Vec<String> = map
+        .keys()
+        .filter(|k| k.starts_with(TYPE_MARKERS))
+        .cloned()
+        .collect();
+    let mut both = Vec::new();
+    for key in keys {
+        let Some(Value::Object(mut markers)) = map.remove(&key) else {
+            continue;
+        };
+        // A bound with its exclusive flag is one constraint.
+        for (bound, flag) in [
+            ("minimum", "exclusiveMinimum"),
+            ("maximum", "exclusiveMaximum"),
+        ] {
+            let Some(type_bound) = markers.remove(bound) else {
+                continue;
+            };
+            let type_flag = markers.remove(flag);
+            match map.get(bound) {
+                None => {
+                    map.insert(bound.to_owned(), type_bound);
+                    if let Some(f) = type_flag {
+                        map.insert(flag.to_owned(), f);
+                    }
+                }
+                Some(field_bound) if *field_bound == type_bound => {
+                    if type_flag == Some(Value::Bool(true)) {
+                        map.insert(flag.to_owned(), Value::Bool(true));
+                    }
+                }
+                Some(_) => {
+                    both.push((bound.to_owned(), type_bound));
+                    if let Some(f) = type_flag {
+                        both.push((flag.to_owned(), f));
+                    }
+                }
+            }
+        }
+        for (k, type_value) in markers {
+            let Some(field_value) = map.get_mut(&k) else {
+                map.insert(k, type_value);
+                continue;
+            };
+            let tighter = |pick_max: bool, field: &Value, ty: &Value| -> Option<Value> {
+                let (f, t) = (field.as_f64()?, ty.as_f64()?);
+                let take_type = if pick_max { t > f } else { t < f };
+                Some(if take_type { ty.clone() } else { field.clone() })
+            };
+            match k.as_str() {
+                "minLength" | "minItems" | "minProperties" => {
+                    if let Some(v) = tighter(true, field_value, &type_value) {
+                        *field_value = v;
+                    }
+                }
+                "maxLength" | "maxItems" | "maxProperties" => {
+                    if let Some(v) = tighter(false, field_value, &type_value) {
+                        *field_value = v;
+                    }
+                }
+                "uniqueItems" | "x-kubernetes-preserve-unknown-fields"
+                    if type_value == Value::Bool(true) =>
+                {
+                    *field_value = Value::Bool(true);
+                }
+                FIELD_VALIDATIONS | VALIDATIONS => {
+                    if let (Value::Array(field_rules), Value::Array(type_rules)) =
+                        (&mut *field_value, type_value)
+                    {
+                        let mut rules = type_rules;
+                        rules.append(field_rules);
+                        *field_rules = rules;
+                    }
+                }
+                "pattern" | "format" | "enum" | "multipleOf" if *field_value != type_value => {
+                    both.push((k, type_value));
+                }
+                _ => {}
+            }
+        }
+    }
+    both
 }
 
 /// Objects that hold arbitrary content keep it: an object schema that names no properties and
@@ -718,6 +840,21 @@ fn apply_markers(map: &mut Map<String, Value>) {
     }
 }
 
+/// A branch made of value constraints only (`{"pattern": ".."}`), as an `allOf` of the type
+/// markers' leftovers is.
+fn only_value_constraints(branch: &Value) -> bool {
+    branch.as_object().is_some_and(|b| {
+        !b.is_empty()
+            && b.keys().all(|k| {
+                is_value_constraint(k)
+                    || matches!(
+                        k.as_str(),
+                        "format" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
+                    )
+            })
+    })
+}
+
 fn is_value_constraint(key: &str) -> bool {
     matches!(
         key,
@@ -1033,5 +1170,54 @@ mod tests {
             s["properties"]["a"],
             json!({"type": "string", "title": "Name", "example": "x"})
         );
+    }
+
+    #[test]
+    fn type_markers_should_merge_under_the_fields_with_the_tighter_bound() {
+        let label = json!({
+            "minLength": 2, "maxLength": 10, "pattern": "^[a-z]+$",
+            FIELD_VALIDATIONS: [{"rule": "self != 'x'"}],
+        });
+        let port = json!({"minimum": 0, "exclusiveMinimum": true, "maximum": 65535});
+        let s = structural_schema(json!({
+            "type": "object",
+            "properties": {
+                // Only the type's markers.
+                "plain": {"type": "string", "x-kubeforge-type-markers:Label": label},
+                // Tighter and looser field bounds, a second pattern, a rule each.
+                "field": {
+                    "type": "string", "minLength": 1, "maxLength": 4, "pattern": "^[a-c]+$",
+                    FIELD_VALIDATIONS: [{"rule": "self != 'y'"}],
+                    "x-kubeforge-type-markers:Label": label,
+                },
+                // The same lower bound: the exclusive flag is kept; another upper bound: both.
+                "port": {
+                    "anyOf": [{"type": "integer", "format": "int32", "minimum": 0, "maximum": 100,
+                        "x-kubeforge-type-markers:Port": port}, {"type": "null"}],
+                },
+            }
+        }));
+        let p = &s["properties"];
+        assert_eq!(
+            p["plain"],
+            json!({"type": "string", "minLength": 2, "maxLength": 10, "pattern": "^[a-z]+$",
+                "x-kubernetes-validations": [{"rule": "self != 'x'"}]}),
+            "{s}"
+        );
+        assert_eq!(
+            p["field"],
+            json!({"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-c]+$",
+                "x-kubernetes-validations": [{"rule": "self != 'x'"}, {"rule": "self != 'y'"}],
+                "allOf": [{"pattern": "^[a-z]+$"}]}),
+            "{s}"
+        );
+        assert_eq!(
+            p["port"],
+            json!({"type": "integer", "format": "int32", "minimum": 0, "exclusiveMinimum": true,
+                "maximum": 100, "allOf": [{"maximum": 65535}]}),
+            "{s}"
+        );
+        // A second pass (never made today) keeps the `allOf` of value constraints as it is.
+        assert_eq!(structural_schema(p["field"].clone()), p["field"]);
     }
 }
