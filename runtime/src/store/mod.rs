@@ -45,6 +45,7 @@
 //! ```
 
 mod backend;
+mod index;
 #[cfg(feature = "memcached")]
 mod memcached;
 mod memory;

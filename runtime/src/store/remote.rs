@@ -7,12 +7,12 @@ use std::sync::{Arc, Weak};
 
 use futures::future::BoxFuture;
 use kube::Resource;
-use kube::api::ObjectMeta;
-use kube::core::{PartialObjectMeta, Selector};
+use kube::core::Selector;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{LocalStore, MAX_KEY_LEN, MemoryStore, SharedBackend, Store, StoreError, StoreFuture};
+use super::index::KeyIndex;
+use super::{MAX_KEY_LEN, SharedBackend, Store, StoreError, StoreFuture};
 use crate::{BoxError, ObjectKey};
 
 /// Reads one object from the apiserver (`None`: it does not exist): how a store refills an
@@ -27,11 +27,13 @@ pub type Refill<K> =
 ///
 /// # What stays in memory
 ///
-/// Per object, its metadata without annotations and `managedFields` — name, namespace, UID,
-/// `resourceVersion`, labels, owner references — in a [`MemoryStore`] with the namespace, label
-/// and owner indexes: that answers [`Store::resource_version`] and [`Store::len`] without I/O and
-/// finds the keys of `list_selected` and `owned_by`, whose bodies are then read from the backend
-/// in pages. Custom indexers are not supported ([`Store::by_index`] finds nothing).
+/// Per object, its key, `resourceVersion`, labels and owners' UIDs, with namespaces, labels and
+/// UIDs interned: about 100 bytes plus the name and version (the object's metadata in a
+/// [`MemoryStore`](super::MemoryStore) costs about 1.5 KiB). That answers
+/// [`Store::resource_version`] and [`Store::len`] without I/O and finds the keys of
+/// `list_selected` and `owned_by` (by scanning the keys: there are no posting lists), whose bodies
+/// are then read from the backend in pages. Custom indexers are not supported
+/// ([`Store::by_index`] finds nothing).
 ///
 /// # Lost entries
 ///
@@ -48,7 +50,7 @@ struct Inner<K: Resource> {
     backend: SharedBackend,
     /// `<shard key>:<informer id>:`.
     prefix: String,
-    index: MemoryStore<PartialObjectMeta<K>>,
+    index: KeyIndex,
     refill: Refill<K>,
     refills: AtomicU64,
 }
@@ -76,7 +78,7 @@ where
         let inner = Arc::new(Inner {
             backend,
             prefix,
-            index: MemoryStore::new(),
+            index: KeyIndex::default(),
             refill,
             refills: AtomicU64::new(0),
         });
@@ -124,7 +126,7 @@ where
         key: &ObjectKey,
         body: Option<Vec<u8>>,
     ) -> Result<Option<Arc<K>>, StoreError> {
-        let Some(known) = LocalStore::resource_version(&self.index, key) else {
+        let Some(known) = self.index.resource_version(key) else {
             return Ok(None); // removed meanwhile
         };
         if let Some(body) = body
@@ -170,41 +172,13 @@ where
     }
 }
 
-/// What the index keeps of an object.
-fn skeleton<K: Resource>(obj: &K) -> Arc<PartialObjectMeta<K>> {
-    let meta = obj.meta();
-    Arc::new(PartialObjectMeta {
-        types: None,
-        metadata: ObjectMeta {
-            name: meta.name.clone(),
-            namespace: meta.namespace.clone(),
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-            labels: meta.labels.clone(),
-            owner_references: meta.owner_references.clone(),
-            ..ObjectMeta::default()
-        },
-        _phantom: std::marker::PhantomData,
-    })
-}
-
-fn keys_of<K: Resource>(metas: Vec<Arc<PartialObjectMeta<K>>>) -> Vec<ObjectKey> {
-    metas
-        .iter()
-        .map(|m| ObjectKey {
-            namespace: m.metadata.namespace.clone(),
-            name: m.metadata.name.clone().unwrap_or_default(),
-        })
-        .collect()
-}
-
 impl<K> Store<K> for RemoteStore<K>
 where
     K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + Send + Sync + 'static,
 {
     fn get<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
         Box::pin(async move {
-            if LocalStore::resource_version(&self.inner.index, key).is_none() {
+            if self.inner.index.resource_version(key).is_none() {
                 return Ok(None);
             }
             let mut bodies = self.inner.backend.get_many(&[self.inner.key(key)]).await?;
@@ -213,11 +187,11 @@ where
     }
 
     fn resource_version(&self, key: &ObjectKey) -> Option<String> {
-        LocalStore::resource_version(&self.inner.index, key)
+        self.inner.index.resource_version(key)
     }
 
     fn len(&self) -> usize {
-        LocalStore::len(&self.inner.index)
+        self.inner.index.len()
     }
 
     fn list(&self) -> StoreFuture<'_, Vec<Arc<K>>> {
@@ -228,7 +202,7 @@ where
                     "list support is disabled (key sync interval 0)",
                 ));
             }
-            let keys = keys_of(LocalStore::list(&self.inner.index));
+            let keys = self.inner.index.keys();
             self.inner.read(keys).await
         })
     }
@@ -239,18 +213,14 @@ where
         selector: &'a Selector,
     ) -> StoreFuture<'a, Vec<Arc<K>>> {
         Box::pin(async move {
-            let keys = keys_of(LocalStore::list_selected(
-                &self.inner.index,
-                namespace,
-                selector,
-            ));
+            let keys = self.inner.index.selected(namespace, selector);
             self.inner.read(keys).await
         })
     }
 
     fn owned_by<'a>(&'a self, owner_uid: &'a str) -> StoreFuture<'a, Vec<Arc<K>>> {
         Box::pin(async move {
-            let keys = keys_of(LocalStore::owned_by(&self.inner.index, owner_uid));
+            let keys = self.inner.index.owned_by(owner_uid);
             self.inner.read(keys).await
         })
     }
@@ -263,10 +233,11 @@ where
         Box::pin(async move {
             let key = ObjectKey::of(obj.as_ref());
             let body = self.inner.encode(&obj)?;
-            let known = LocalStore::apply(&self.inner.index, skeleton(obj.as_ref()));
-            let old = match known {
-                Some(_) => self.inner.previous(&key).await,
-                None => None,
+            let known = self.inner.index.apply(obj.meta());
+            let old = if known {
+                self.inner.previous(&key).await
+            } else {
+                None
             };
             self.inner
                 .backend
@@ -278,7 +249,7 @@ where
 
     fn delete<'a>(&'a self, key: &'a ObjectKey) -> StoreFuture<'a, Option<Arc<K>>> {
         Box::pin(async move {
-            if LocalStore::delete(&self.inner.index, key).is_none() {
+            if !self.inner.index.delete(key) {
                 return Ok(None);
             }
             let old = self.inner.previous(key).await;
@@ -293,10 +264,7 @@ where
     fn replace(&self, objects: Vec<Arc<K>>) -> StoreFuture<'_, Vec<Arc<K>>> {
         Box::pin(async move {
             let inner = &self.inner;
-            let removed = keys_of(LocalStore::replace(
-                &inner.index,
-                objects.iter().map(|o| skeleton(o.as_ref())).collect(),
-            ));
+            let removed = inner.index.replace(objects.iter().map(|o| o.meta()));
             let page = inner.backend.page_size().max(1);
             for chunk in objects.chunks(page) {
                 let entries = chunk
@@ -345,7 +313,7 @@ where
     }
 
     fn keys(&self) -> Vec<ObjectKey> {
-        keys_of(LocalStore::list(&self.inner.index))
+        self.inner.index.keys()
     }
 
     fn entry_key(&self, key: &ObjectKey) -> Option<String> {
@@ -364,7 +332,7 @@ where
     loop {
         interval.tick().await;
         let Some(inner) = inner.upgrade() else { return };
-        let keys = keys_of(LocalStore::list(&inner.index));
+        let keys = inner.index.keys();
         let mut entries: Vec<(String, Vec<u8>)> = keys
             .chunks(inner.backend.page_size().max(1))
             .enumerate()
