@@ -268,3 +268,52 @@ async fn memcached_metrics_should_count_hits_and_misses() {
         .sum();
     assert_eq!(get_requests, 2);
 }
+
+#[tokio::test]
+async fn one_of_two_servers_down_should_degrade_to_misses_not_fail() {
+    let mut a = MemcachedServer::start(64).await.unwrap();
+    let mut b = MemcachedServer::start(64).await.unwrap();
+    let backend = backend(&[a.addr(), b.addr()]);
+    let keys = keys("shop/deployments", 40);
+    let entries: Vec<(String, Vec<u8>)> = keys.iter().map(|k| (k.clone(), vec![7])).collect();
+    backend.set_many(&entries).await.unwrap();
+
+    // The first request that meets the stopped server fails (nothing tells it is down yet);
+    // from then on its keys are misses, its writes are skipped, and the backend stays ready.
+    b.stop();
+    let _ = backend.get_many(&keys).await;
+    let started = Instant::now();
+    let values = backend.get_many(&keys).await.unwrap();
+    assert!(started.elapsed() < TIMEOUT, "{:?}", started.elapsed());
+    let hits = values.iter().filter(|v| v.is_some()).count();
+    assert!(
+        hits > 0 && hits < keys.len(),
+        "the keys of the server that answers are hits, the others misses: {hits} of {}",
+        keys.len()
+    );
+    backend.set_many(&entries).await.unwrap();
+    backend.delete_many(&keys[..5]).await.unwrap();
+    backend
+        .check()
+        .await
+        .expect("ready (degraded) while one server answers");
+
+    // Both down: requests fail again, naming a server.
+    a.stop();
+    let _ = backend.get_many(&keys).await;
+    let error = backend.get_many(&keys).await.unwrap_err();
+    assert!(error.to_string().contains("127.0.0.1"), "{}", chain(&error));
+    backend.check().await.unwrap_err();
+
+    // Back: both answer (empty after their restart, but hits for what is written now).
+    a.start_again().await.unwrap();
+    b.start_again().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await; // past the rest of a down server
+    backend.check().await.unwrap();
+    backend.set_many(&entries).await.unwrap();
+    let values = backend.get_many(&keys).await.unwrap();
+    assert!(
+        values.iter().all(Option::is_some),
+        "both servers answer again"
+    );
+}

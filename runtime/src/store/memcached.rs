@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Debug};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -140,6 +141,9 @@ impl MemcachedConfig {
     }
 }
 
+/// How long a server that is down (while another is up) is skipped before it is asked again.
+const RETRY_DOWN_AFTER: Duration = Duration::from_secs(1);
+
 /// A [`Backend`] on a memcached cluster, through the text protocol over TCP.
 ///
 /// Construction checks the configuration but connects to nothing: connections are opened by
@@ -153,6 +157,11 @@ impl MemcachedConfig {
 ///   size limit (1 MB by default, key and overhead included), which fails the `set_many`.
 /// - A failed request is not retried, except once on a new connection when a pooled one turns
 ///   out to be dead (the server restarted since it was last used).
+/// - With several servers, one that is down (its last request failed in transport) degrades
+///   the backend instead of failing it while another answers: its keys read as misses (the
+///   store refills them from the apiserver), writes and deletes to it are skipped, it is asked
+///   again a second after its last failure, and [`Backend::check`] passes. With every server
+///   down, requests and the check fail, naming a server.
 ///
 /// Its metrics ([`Backend::metrics`]) are `kubeforge_store_requests_total{backend, op, result}`
 /// (`op` is `get`, `set`, `delete` or `check`; `result` is `hit` or `miss` per key read, `ok` per
@@ -208,6 +217,33 @@ impl Memcached {
         &self.config
     }
 
+    /// Whether server `index` is skipped: down, failed a moment ago, and another server is up
+    /// (its keys are misses, its writes lost, without waiting on it for every request).
+    fn skipped(&self, index: usize) -> bool {
+        self.passable(index) && self.servers.get(index).is_some_and(Server::resting)
+    }
+
+    /// Whether a failed request to server `index` may be passed over: the server is down (its
+    /// last request failed in transport) while another one is up. Its keys are then misses,
+    /// which the store refills from the apiserver, and writes to it are lost as evictions are;
+    /// with every server down, requests fail.
+    fn passable(&self, index: usize) -> bool {
+        self.servers.get(index).is_some_and(|s| !s.is_up())
+            && self.servers.iter().any(Server::is_up)
+    }
+
+    /// The outcome of a write to several servers: failures on passable servers are passed over.
+    fn passing(&self, results: Vec<(usize, Result<(), StoreError>)>) -> Result<(), StoreError> {
+        for (index, result) in results {
+            if let Err(error) = result
+                && !self.passable(index)
+            {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
     /// The index of the server that holds `key`.
     fn server_of(&self, key: &str) -> usize {
         jump_hash(fnv1a64(key.as_bytes()), self.servers.len())
@@ -252,6 +288,7 @@ impl Memcached {
                 Err(_) => break Err(Failure::Timeout(timeout)),
                 Ok((client, Ok(value))) => {
                     server.put_back(client, self.config.max_idle_conns);
+                    server.answered();
                     break Ok(value);
                 }
                 Ok((_, Err(failure))) if pooled && !retried && failure.is_io() => {
@@ -395,18 +432,29 @@ impl Backend for Memcached {
     fn get_many<'a>(&'a self, keys: &'a [String]) -> StoreFuture<'a, Vec<Option<Vec<u8>>>> {
         Box::pin(async move {
             self.valid_keys(Op::Get, keys.iter().map(String::as_str))?;
-            let groups = self.group(keys.iter().map(String::as_str));
-            let requests = groups
-                .iter()
+            let groups: Vec<(usize, Vec<usize>)> = self
+                .group(keys.iter().map(String::as_str))
+                .into_iter()
                 .enumerate()
                 .filter(|(_, positions)| !positions.is_empty())
-                .map(|(index, positions)| self.get_on(index, keys, positions));
+                .collect();
+            let requests = groups.iter().map(|(index, positions)| async move {
+                if self.skipped(*index) {
+                    return Ok(vec![None; positions.len()]);
+                }
+                self.get_on(*index, keys, positions).await
+            });
             let mut values = Vec::with_capacity(groups.len());
-            for result in join_all(requests).await {
-                values.push(result?);
+            for ((index, positions), result) in groups.iter().zip(join_all(requests).await) {
+                values.push(match result {
+                    Ok(found) => found,
+                    // The server is down but not the backend: its keys are misses.
+                    Err(_) if self.passable(*index) => vec![None; positions.len()],
+                    Err(error) => return Err(error),
+                });
             }
-            let non_empty: Vec<Vec<usize>> = groups.into_iter().filter(|g| !g.is_empty()).collect();
-            Ok(ungroup(keys.len(), &non_empty, values))
+            let positions: Vec<Vec<usize>> = groups.into_iter().map(|(_, p)| p).collect();
+            Ok(ungroup(keys.len(), &positions, values))
         })
     }
 
@@ -418,8 +466,13 @@ impl Backend for Memcached {
                 .iter()
                 .enumerate()
                 .filter(|(_, positions)| !positions.is_empty())
-                .map(|(index, positions)| self.set_on(index, entries, positions));
-            join_all(requests).await.into_iter().collect()
+                .map(|(index, positions)| async move {
+                    if self.skipped(index) {
+                        return (index, Ok(()));
+                    }
+                    (index, self.set_on(index, entries, positions).await)
+                });
+            self.passing(join_all(requests).await)
         })
     }
 
@@ -431,11 +484,19 @@ impl Backend for Memcached {
                 .iter()
                 .enumerate()
                 .filter(|(_, positions)| !positions.is_empty())
-                .map(|(index, positions)| self.delete_on(index, keys, positions));
-            join_all(requests).await.into_iter().collect()
+                .map(|(index, positions)| async move {
+                    if self.skipped(index) {
+                        return (index, Ok(()));
+                    }
+                    (index, self.delete_on(index, keys, positions).await)
+                });
+            self.passing(join_all(requests).await)
         })
     }
 
+    /// Ready while any server answers: with one of several down the store is degraded (that
+    /// server's keys are read from the apiserver), not down. Every server is asked; when none
+    /// answers, the first one (in configuration order) is named.
     fn check(&self) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let checks = (0..self.servers.len()).map(|index| {
@@ -444,11 +505,11 @@ impl Backend for Memcached {
                     (client, version)
                 })
             });
-            // Every server is asked; the first one (in configuration order) that failed is named.
-            join_all(checks)
-                .await
-                .into_iter()
-                .try_for_each(|r| r.map(drop))
+            let results = join_all(checks).await;
+            if results.iter().any(Result::is_ok) {
+                return Ok(());
+            }
+            results.into_iter().try_for_each(|r| r.map(drop))
         })
     }
 
@@ -473,6 +534,9 @@ struct Server {
     /// `host:port` as configured, in errors.
     name: String,
     state: Mutex<ServerState>,
+    /// Whether its last request went through (or none was made yet); `false` after a failure in
+    /// transport (unreachable, timed out, connection lost).
+    up: AtomicBool,
 }
 
 #[derive(Default)]
@@ -481,6 +545,8 @@ struct ServerState {
     addr: Option<SocketAddr>,
     /// Connections that completed their last request, most recently used last.
     idle: Vec<Client>,
+    /// When its last request failed in transport (while it is down).
+    failed_at: Option<Instant>,
 }
 
 impl Server {
@@ -488,6 +554,7 @@ impl Server {
         Self {
             name: name.to_owned(),
             state: Mutex::new(ServerState::default()),
+            up: AtomicBool::new(true),
         }
     }
 
@@ -542,6 +609,26 @@ impl Server {
         }
     }
 
+    /// After a request that went through.
+    fn answered(&self) {
+        if !self.up.swap(true, Ordering::Relaxed) {
+            tracing::info!(server = %self.name, "memcached server answers again");
+        }
+    }
+
+    fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+
+    /// Whether it is down and failed less than [`RETRY_DOWN_AFTER`] ago: not worth asking yet.
+    fn resting(&self) -> bool {
+        !self.is_up()
+            && self
+                .state()
+                .failed_at
+                .is_some_and(|at| at.elapsed() < RETRY_DOWN_AFTER)
+    }
+
     /// Closes every idle connection.
     fn forget_idle(&self) {
         self.state().idle.clear();
@@ -553,8 +640,12 @@ impl Server {
         if !failure.is_io() {
             return;
         }
+        if self.up.swap(false, Ordering::Relaxed) {
+            tracing::warn!(server = %self.name, %failure, "memcached server down: while another answers, its keys are read from the apiserver and its writes are skipped");
+        }
         let mut state = self.state();
         state.idle.clear();
+        state.failed_at = Some(Instant::now());
         if failure.is_unreachable() {
             state.addr = None;
         }
