@@ -68,6 +68,9 @@ pub struct Container {
     pub optional: bool,
     /// `#[validate(..)]` on the type: (the type's name, its markers).
     pub type_markers: Option<(String, crate::markers::Markers)>,
+    /// `exactly_one_of` & co. ([`crate::model::OneOf::json`]): the structural pass makes them
+    /// CEL rules, after the user's.
+    pub one_ofs: Vec<Value>,
 }
 
 impl Container {
@@ -75,6 +78,12 @@ impl Container {
         let mut s = serde_json::Map::new();
         if self.optional {
             s.insert(markers::REQUIRED.to_owned(), Value::Bool(false));
+        }
+        if !self.one_ofs.is_empty() {
+            s.insert(
+                markers::ONE_OF.to_owned(),
+                Value::Array(self.one_ofs.clone()),
+            );
         }
         if let Some((name, m)) = &self.type_markers {
             // Under a key of the type's own: where the type is used, the structural pass

@@ -113,15 +113,15 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     validate::rule_fields(user_rules, &fields, &spec.ident, &mut errors);
     let one_ofs = kind.as_ref().map_or(&[][..], |k| &k.one_ofs);
     validate::one_ofs(one_ofs, &fields, &spec.ident, &mut errors);
-    let rules = with_one_ofs(user_rules, one_ofs);
     let krate = kind
         .as_ref()
         .map_or_else(model::default_crate, |k| k.crate_path.clone());
     let container = expand::Container {
         optional: kind.as_ref().and_then(|k| k.optional_spec).is_some(),
         type_markers: None,
+        one_ofs: one_ofs.iter().map(model::OneOf::json).collect(),
     };
-    let spec_tokens = expand::schema_struct(&mut spec, &fields, &rules, &container, &krate);
+    let spec_tokens = expand::schema_struct(&mut spec, &fields, user_rules, &container, &krate);
     expand_kind(spec_tokens, kind.as_ref(), &spec, errors)
 }
 
@@ -136,13 +136,6 @@ fn struct_fields(item: &mut ItemStruct, errors: &mut Errors) -> Vec<fields::Fiel
         field.serde.default |= default;
     }
     fields
-}
-
-/// The user's struct-level rules, then one per `exactly_one_of` & co.
-fn with_one_ofs(rules: &[model::Rule], one_ofs: &[model::OneOf]) -> Vec<model::Rule> {
-    let mut all = rules.to_vec();
-    all.extend(one_ofs.iter().map(model::OneOf::rule));
-    all
 }
 
 /// The spec struct, then the root type: checked when there is no error; as a dummy (no JSONPath
@@ -236,8 +229,8 @@ fn type_markers(item: &mut Item, errors: &mut Errors) -> expand::Container {
     };
     validate::type_markers(&ident, &what, &markers, errors);
     expand::Container {
-        optional: false,
         type_markers: Some((ident.to_string(), markers)),
+        ..expand::Container::default()
     }
 }
 
@@ -299,8 +292,17 @@ fn schema_struct(
     }
     validate::rule_fields(&options.rules, &fields, &s.ident, errors);
     validate::one_ofs(&options.one_ofs, &fields, &s.ident, errors);
-    let rules = with_one_ofs(&options.rules, &options.one_ofs);
-    expand::schema_struct(&mut s, &fields, &rules, &container, &options.crate_path)
+    let container = expand::Container {
+        one_ofs: options.one_ofs.iter().map(model::OneOf::json).collect(),
+        ..container
+    };
+    expand::schema_struct(
+        &mut s,
+        &fields,
+        &options.rules,
+        &container,
+        &options.crate_path,
+    )
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ use crate::model::Rule;
 /// The marker key of `required` / `optional` (and `optional_spec`), read by the structural pass.
 pub(super) const REQUIRED: &str = "x-kubeforge-required";
 
+/// The key of the groups of `exactly_one_of` & co., read by the structural pass.
+pub(super) const ONE_OF: &str = "x-kubeforge-one-of";
+
 /// The key prefix of a type's own markers (one key per type), merged by the structural pass.
 pub(super) const TYPE_MARKERS: &str = "x-kubeforge-type-markers:";
 

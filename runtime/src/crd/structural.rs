@@ -41,6 +41,9 @@ pub(crate) const REQUIRED: &str = "x-kubeforge-required";
 /// one key per type (`x-kubeforge-type-markers:Name`): where the type is used, they are merged
 /// into the node under the field's own markers, the tighter bound winning.
 pub(crate) const TYPE_MARKERS: &str = "x-kubeforge-type-markers:";
+/// `exactly_one_of` & co. of a struct: `[{"kind": "exactly", "fields": ["a", "b"]}]`, made CEL
+/// rules here (after the struct's own rules).
+pub(crate) const ONE_OF: &str = "x-kubeforge-one-of";
 
 const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
 const INT_OR_STRING_K8S: &str = "x-kubernetes-int-or-string";
@@ -58,6 +61,7 @@ const VALUE_KEYS: &[&str] = &[
     "nullable",
     VALIDATIONS,
     FIELD_VALIDATIONS,
+    ONE_OF,
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
     "x-kubernetes-map-type",
@@ -192,6 +196,7 @@ fn rewrite_map(map: &mut Map<String, Value>) {
         }
     }
 
+    one_of_rules(map);
     apply_markers(map);
     unique_items(map);
     fix_format(map);
@@ -755,6 +760,45 @@ fn tag_rules(tags: &[Map<String, Value>], required: &[Vec<Value>], common: &[Val
         .collect()
 }
 
+/// `exactly_one_of`, `at_most_one_of`, `at_least_one_of` as CEL rules over the presence of the
+/// fields, with a message naming them: `[has(self.a), has(self.b)].filter(x, x).size() == 1`,
+/// "exactly one of a, b must be set".
+fn one_of_rules(map: &mut Map<String, Value>) {
+    let Some(Value::Array(groups)) = map.remove(ONE_OF) else {
+        return;
+    };
+    let rules: Vec<Value> = groups
+        .iter()
+        .filter_map(|group| {
+            let fields: Vec<&str> = group
+                .get("fields")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let (op, message) = match group.get("kind")?.as_str()? {
+                "exactly" => ("== 1", "exactly one of {} must be set"),
+                "at_most" => ("<= 1", "at most one of {} may be set"),
+                _ => (">= 1", "at least one of {} must be set"),
+            };
+            let has: Vec<String> = fields
+                .iter()
+                .map(|f| format!("has(self.{})", cel_field(f)))
+                .collect();
+            Some(json!({
+                "rule": format!("[{}].filter(x, x).size() {op}", has.join(", ")),
+                "message": message.replace("{}", &fields.join(", ")),
+            }))
+        })
+        .collect();
+    match map.get_mut(VALIDATIONS) {
+        Some(Value::Array(existing)) => existing.extend(rules),
+        _ => {
+            map.insert(VALIDATIONS.to_owned(), Value::Array(rules));
+        }
+    }
+}
+
 /// A property name as Kubernetes CEL spells it (reserved words and `_ . - /` escaped).
 fn cel_field(name: &str) -> String {
     const RESERVED: &[&str] = &[
@@ -1219,5 +1263,28 @@ mod tests {
         );
         // A second pass (never made today) keeps the `allOf` of value constraints as it is.
         assert_eq!(structural_schema(p["field"].clone()), p["field"]);
+    }
+
+    #[test]
+    fn one_of_groups_should_become_cel_rules_with_escaped_names() {
+        let s = structural_schema(json!({
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "x-y": {"type": "string"}},
+            VALIDATIONS: [{"rule": "true"}],
+            ONE_OF: [
+                {"kind": "exactly", "fields": ["a", "x-y"]},
+                {"kind": "at_least", "fields": ["in", "b"]},
+            ],
+        }));
+        assert_eq!(
+            s[VALIDATIONS],
+            json!([
+                {"rule": "true"},
+                {"rule": "[has(self.a), has(self.x__dash__y)].filter(x, x).size() == 1",
+                 "message": "exactly one of a, x-y must be set"},
+                {"rule": "[has(self.__in__), has(self.b)].filter(x, x).size() >= 1",
+                 "message": "at least one of in, b must be set"},
+            ])
+        );
     }
 }
