@@ -67,7 +67,8 @@
 //! ## Around it
 //!
 //! - [`prelude`]: `use kubeforge::prelude::*;`, the names an operator uses all the time.
-//! - [`client`]: `connect`; conflict-safe `update_object` and `apply_owned` for children.
+//! - [`client`]: `connect`; conflict-safe `update_object`, and `apply_owned` / `create_owned`
+//!   (create once, never overwrite) for children.
 //! - [`events`]: an events.k8s.io/v1 recorder that aggregates repeats.
 //! - [`crd`]: CustomResourceDefinitions from Rust types — the structural schema pass, the
 //!   registry of kinds, the ready [`crd::Condition`] type for status structs; [`crdgen`], the

@@ -4,7 +4,7 @@
 //!
 //! | wiring | rules |
 //! |---|---|
-//! | `for = K` | `get list watch update patch` on K; `get update patch` on `K/status`; `update` on `K/finalizers` with a finalizer |
+//! | `for = K` | `get list watch update patch` on K; `get update patch` on `K/status`; `update` on `K/finalizers` with a finalizer or owned kinds (children get `blockOwnerDeletion`) |
 //! | `owns(C)` | `get list watch create update patch delete` on C |
 //! | `watches(W, ..)` | `get list watch` on W |
 //! | always | `create patch` on `events.k8s.io` events; `get create update` on `coordination.k8s.io` leases (leader election) |
@@ -64,9 +64,12 @@ impl Rules {
         self
     }
 
-    /// The primary kind of a controller.
+    /// The primary kind of a controller; `finalizers`: it also updates `K/finalizers`, which
+    /// holding a finalizer needs, and so does owning children: they get `blockOwnerDeletion:
+    /// true`, which the OwnerReferencesPermissionEnforcement admission plugin allows only to
+    /// whoever may update the owner's finalizers.
     #[must_use]
-    pub fn primary<K: Resource<DynamicType = ()>>(self, finalizer: bool) -> Self {
+    pub fn primary<K: Resource<DynamicType = ()>>(self, finalizers: bool) -> Self {
         let (group, plural) = resource_of::<K>();
         let this = self
             .allow(
@@ -79,7 +82,7 @@ impl Rules {
                 &format!("{plural}/status"),
                 &["get", "update", "patch"],
             );
-        if finalizer {
+        if finalizers {
             this.allow(&group, &format!("{plural}/finalizers"), &["update"])
         } else {
             this

@@ -382,7 +382,8 @@ impl Expander<'_> {
         let spec = quote!(#kf::controller::ControllerSpec);
         let kind_trait = quote!(#kf::controller::Kind);
         let params = self.kinds.params();
-        let has_finalizer = self.model.finalizer.is_some();
+        // Owned children get `blockOwnerDeletion`, which needs `update` on the owner's finalizers.
+        let has_finalizer = self.model.finalizer.is_some() || !self.model.owns.is_empty();
         let owned = self.model.owns.iter().map(|o| {
             let t = self.kinds.of(&o.kind);
             quote!(.owned::<#t>())

@@ -129,10 +129,18 @@ where
     })
 }
 
-/// The controller owner reference to `owner` (`controller: true`, `blockOwnerDeletion: true`),
+/// The controller owner reference to `owner` (`controller: true`, `blockOwnerDeletion: true`: a
+/// foreground deletion of the owner waits for the child),
 /// or `None` if `owner` has no name or UID yet (it was never stored).
 pub fn owner_reference<P: Resource<DynamicType = ()>>(owner: &P) -> Option<OwnerReference> {
-    owner.controller_owner_ref(&())
+    // kube's `controller_owner_ref` leaves `blockOwnerDeletion` unset: a foreground deletion of
+    // the owner would not wait for the child.
+    owner
+        .controller_owner_ref(&())
+        .map(|reference| OwnerReference {
+            block_owner_deletion: Some(true),
+            ..reference
+        })
 }
 
 /// Server-side-applies `child` as field manager `manager`, with a controller owner reference to
@@ -176,6 +184,64 @@ where
         &Patch::Apply(&child),
     )
     .await
+}
+
+/// Creates `child` with a controller owner reference to `owner` unless an object of its name
+/// exists: the stored object, and whether this call created it. An existing object is returned
+/// as it is, never overwritten — for what must be made once, such as a generated password.
+///
+/// # Errors
+///
+/// Fails when `owner` has no UID (never stored), or when the request fails (other than because
+/// the object exists).
+///
+/// # Examples
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+/// use kube::Api;
+///
+/// # async fn doc(secrets: Api<Secret>, owner: ConfigMap) -> Result<(), kube::Error> {
+/// let mut secret = Secret::default();
+/// secret.metadata.name = Some("db-password".into());
+/// secret.string_data = Some([("password".to_owned(), "generated".to_owned())].into());
+/// let (_, created) = kubeforge::client::create_owned(&secrets, &owner, secret).await?;
+/// if created {
+///     println!("generated a password");
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn create_owned<P, C>(
+    api: &Api<C>,
+    owner: &P,
+    mut child: C,
+) -> Result<(C, bool), kube::Error>
+where
+    P: Resource<DynamicType = ()>,
+    C: Resource + Clone + Serialize + DeserializeOwned + Debug,
+{
+    let reference = owner_reference(owner).ok_or_else(|| {
+        kube::Error::Service(
+            format!(
+                "create_owned: owner {} has no uid yet",
+                owner.meta().name.as_deref().unwrap_or("<unnamed>")
+            )
+            .into(),
+        )
+    })?;
+    let meta = child.meta_mut();
+    let references = meta.owner_references.get_or_insert_default();
+    references.retain(|r| r.uid != reference.uid);
+    references.push(reference);
+    meta.resource_version = None;
+    let name = meta.name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), &child).await {
+        Ok(created) => Ok((created, true)),
+        Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
+            Ok((api.get(&name).await?, false))
+        }
+        Err(error) => Err(error),
+    }
 }
 
 /// Lists every object matching `params`, `page_size` at a time (the apiserver's `limit` /

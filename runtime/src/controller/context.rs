@@ -200,6 +200,31 @@ impl<K> Context<K> {
         Ok(written)
     }
 
+    /// Creates `child` with a controller owner reference to `owner` unless it exists (see
+    /// [`create_owned`](crate::client::create_owned)) in the namespace of the object being
+    /// reconciled: the stored object and whether this call created it. Records the write.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver's error, or an owner without a UID.
+    pub async fn create_owned<C>(&self, owner: &K, child: C) -> Result<(C, bool), kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        C: Resource<DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + DeserializeOwned
+            + Debug
+            + 'static,
+        C::Scope: Scoped,
+    {
+        let (stored, created) = crate::client::create_owned(&self.api::<C>(), owner, child).await?;
+        if created {
+            self.wiring.record_write(&stored);
+        }
+        Ok((stored, created))
+    }
+
     /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces
     /// for a cluster-scoped primary; the namespace is ignored for a cluster-scoped `C`).
     pub fn api<C>(&self) -> Api<C>
