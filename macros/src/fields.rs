@@ -114,37 +114,79 @@ pub fn byte_string(ty: &Type) -> Option<&Type> {
 
 /// The shape of a list's elements (`Other` when the type is not a known list).
 pub fn element_shape(ty: &Type) -> Shape {
-    match last_segment(&inner_type(ty)) {
-        Some(seg)
-            if matches!(
-                seg.ident.to_string().as_str(),
-                "Vec" | "VecDeque" | "BTreeSet" | "HashSet"
-            ) =>
-        {
-            first_generic(seg).map_or(Shape::Other, shape)
-        }
-        _ => Shape::Other,
-    }
+    element_type(ty).map_or(Shape::Other, |t| shape(&t))
 }
 
 /// The shape of a map's values (`Other` when the type is not a known map).
 pub fn value_shape(ty: &Type) -> Shape {
-    match last_segment(&inner_type(ty)) {
-        Some(seg) if matches!(seg.ident.to_string().as_str(), "BTreeMap" | "HashMap") => {
-            match &seg.arguments {
-                syn::PathArguments::AngleBracketed(a) => a
-                    .args
-                    .iter()
-                    .filter_map(|arg| match arg {
-                        syn::GenericArgument::Type(t) => Some(t),
-                        _ => None,
-                    })
-                    .nth(1)
-                    .map_or(Shape::Other, shape),
-                _ => Shape::Other,
+    value_type(ty).map_or(Shape::Other, |t| shape(&t))
+}
+
+/// The element type of a known list type (through `Option` / `Box`).
+fn element_type(ty: &Type) -> Option<Type> {
+    let inner = inner_type(ty);
+    let seg = last_segment(&inner)?;
+    matches!(
+        seg.ident.to_string().as_str(),
+        "Vec" | "VecDeque" | "BTreeSet" | "HashSet"
+    )
+    .then(|| first_generic(seg).cloned())
+    .flatten()
+}
+
+/// The value type of a known map type (through `Option` / `Box`).
+fn value_type(ty: &Type) -> Option<Type> {
+    let inner = inner_type(ty);
+    let seg = last_segment(&inner)?;
+    if !matches!(seg.ident.to_string().as_str(), "BTreeMap" | "HashMap") {
+        return None;
+    }
+    match &seg.arguments {
+        syn::PathArguments::AngleBracketed(a) => a
+            .args
+            .iter()
+            .filter_map(|arg| match arg {
+                syn::GenericArgument::Type(t) => Some(t.clone()),
+                _ => None,
+            })
+            .nth(1),
+        _ => None,
+    }
+}
+
+/// The pattern upstream API types give `resource.Quantity` (kubebuilder emits it too): without
+/// it the apiserver stores `"lots"`, and whatever reads the quantity fails later.
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+fn is_quantity(ty: &Type) -> bool {
+    last_segment(&inner_type(ty)).is_some_and(|seg| seg.ident == "Quantity")
+}
+
+/// Quantities, also as list elements and map values, get [`QUANTITY_PATTERN`] unless a
+/// `pattern` says otherwise.
+fn quantity_patterns(markers: &mut Markers, ty: &Type, span: proc_macro2::Span) {
+    let pattern = || Some(LitStr::new(QUANTITY_PATTERN, span));
+    if is_quantity(ty) {
+        if markers.pattern.is_none() && markers.type_.is_none() {
+            markers.pattern = pattern();
+        }
+        return;
+    }
+    for (nested, element) in [
+        (&mut markers.items, element_type(ty)),
+        (&mut markers.values, value_type(ty)),
+    ] {
+        if element.as_ref().is_some_and(is_quantity) {
+            let nested = &mut nested
+                .get_or_insert_with(|| keys::Keyed {
+                    value: Box::default(),
+                    key: span,
+                })
+                .value;
+            if nested.pattern.is_none() && nested.type_.is_none() {
+                nested.pattern = pattern();
             }
         }
-        _ => Shape::Other,
     }
 }
 
@@ -350,6 +392,7 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
         });
         let mut markers = markers.unwrap_or_default();
         if !serde.serialize_with {
+            quantity_patterns(&mut markers, &field.ty, ident.span());
             client_types(&mut markers);
         }
         // `type = ".."` says what the JSON is, whatever the Rust type.

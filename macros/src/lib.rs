@@ -106,6 +106,11 @@ use proc_macro::TokenStream;
 /// apiserver then stores in every object that omits the field) only from the `default` /
 /// `default_json` markers.
 ///
+/// A `Quantity` field (also as list elements and map values, and the quantities inside
+/// k8s-openapi types such as `ResourceRequirements`) gets the pattern upstream API types carry,
+/// so the apiserver and `validate()` refuse `storage: "lots"`; a `pattern` or `type` marker of
+/// the field replaces it.
+///
 /// `embedded_resource` fits `RawExtension`, `serde_json::Value`, `serde_json::Map` and structs:
 /// the node becomes `type: object` and keeps unknown fields unless the struct lists properties.
 /// A `RawExtension` field keeps unknown fields with or without the marker, as upstream types do.

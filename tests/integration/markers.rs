@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kubeforge::crd::Validate;
@@ -89,6 +91,14 @@ pub struct ChoiceSpec {
     pub port: Option<Port>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<Pair>,
+    /// Quantities get the pattern upstream types carry, also in lists, maps and k8s-openapi
+    /// types.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Quantity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<BTreeMap<String, Quantity>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 /// A lowercase label of 2 to 10 letters, wherever it is used.
@@ -365,6 +375,24 @@ fn cases() -> Vec<Case> {
             Same,
         ),
         err(json!({"git": "g", "pair": {"b": "y"}}), "b needs a", Same),
+        ok(json!({"git": "g", "storage": "10Gi", "quotas": {"cpu": "500m", "n": "3"}})),
+        ok(json!({"git": "g", "resources": {"limits": {"memory": "1.5Gi"}}})),
+        err(
+            json!({"git": "g", "storage": "lots"}),
+            r"should match '^(\+|-)?(([0-9]+",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "quotas": {"cpu": "2 cores"}}),
+            r"should match '^(\+|-)?(([0-9]+",
+            Same,
+        ),
+        // k8s-openapi types are not checked by validate(): the apiserver only.
+        err(
+            json!({"git": "g", "resources": {"limits": {"memory": "much"}}}),
+            "spec.resources.limits.memory in body should match",
+            ServerOnly,
+        ),
         ok(json!({"git": "g", "contact": {"email": "a@b"}})),
         err(
             json!({"git": "g", "contact": {"phone": "1"}}),

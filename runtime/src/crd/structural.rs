@@ -197,6 +197,7 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     }
 
     one_of_rules(map);
+    quantity_pattern(map);
     apply_markers(map);
     unique_items(map);
     fix_format(map);
@@ -758,6 +759,24 @@ fn tag_rules(tags: &[Map<String, Value>], required: &[Vec<Value>], common: &[Val
             Some(json!({ "rule": rule, "message": message }))
         })
         .collect()
+}
+
+/// The pattern upstream API types give `resource.Quantity` (the macro adds it to fields of type
+/// `Quantity`; this catches the quantities inside k8s-openapi types, such as
+/// `ResourceRequirements`, recognised by k8s-openapi's description of the type).
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+fn quantity_pattern(map: &mut Map<String, Value>) {
+    let quantity = map.get(INT_OR_STRING_K8S) == Some(&Value::Bool(true))
+        && map
+            .get("description")
+            .and_then(Value::as_str)
+            .is_some_and(|d| {
+                d.starts_with("Quantity is a fixed-point representation of a number.")
+            });
+    if quantity && !map.contains_key("pattern") {
+        map.insert("pattern".to_owned(), json!(QUANTITY_PATTERN));
+    }
 }
 
 /// `exactly_one_of`, `at_most_one_of`, `at_least_one_of` as CEL rules over the presence of the
