@@ -434,3 +434,37 @@ async fn operator_binary_should_log_json_lines_when_asked() {
             .all(|l| l["level"].is_string() && l["timestamp"].is_string())
     );
 }
+
+#[tokio::test]
+async fn operator_binary_should_not_colour_logs_written_to_a_pipe() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_fencing-operator"))
+        .args(["--kubeconfig".as_ref(), plane.kubeconfig_path().as_os_str()])
+        .args(["--namespace", ns.name(), "--health-probe-bind-address", "0"])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("caches synced; starting workers"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no ANSI escape codes in logs that go to a pipe or a file:\n{stdout}"
+    );
+}

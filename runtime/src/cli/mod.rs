@@ -371,11 +371,18 @@ impl Options {
     }
 
     /// Initializes `tracing` output in the chosen format (level filter from `RUST_LOG`, default
-    /// `info`). Call once, first.
+    /// `info`), on stdout, coloured only when stdout is a terminal and `NO_COLOR` is not set.
+    /// Call once, first.
     pub fn init_tracing(&self) {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        // Colours only for a person at a terminal (and not with `NO_COLOR`): log collectors
+        // reading a pipe or a file get plain text.
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout())
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(ansi);
         let result = match self.log_format {
             LogFormat::Text => builder.try_init(),
             LogFormat::Json => builder.json().flatten_event(true).try_init(),
