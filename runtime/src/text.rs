@@ -12,9 +12,57 @@ pub(crate) fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
+/// `error`'s text for a log line or an event, with every Kubernetes API error in it said in one
+/// short phrase: kube's `Display` of `Error::Api` appends a `Debug` dump of the whole `Status`
+/// (`ApiError: … (Status { status: Some("Failure"), … })`), which an error type that embeds it
+/// (`#[error("writing status: {0}")]`) repeats.
+pub(crate) fn concise(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if let Some(kube::Error::Api(status)) = current.downcast_ref::<kube::Error>() {
+            let short = format!(
+                "{} ({} {})",
+                status.message.trim_end_matches('.'),
+                status.code,
+                status.reason
+            );
+            text = text.replace(&current.to_string(), &short);
+        }
+        next = current.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::{concise, truncate};
+
+    #[derive(Debug, thiserror::Error)]
+    enum ReconcileError {
+        #[error("writing the status: {0}")]
+        Kube(#[from] kube::Error),
+    }
+
+    #[test]
+    fn concise_should_say_an_api_error_in_one_phrase() {
+        let status = kube::core::Status::failure(
+            "widgets \"a\" is invalid: spec.size: Invalid value",
+            "Invalid",
+        )
+        .with_code(422);
+        let error = ReconcileError::from(kube::Error::Api(Box::new(status)));
+        assert!(
+            error.to_string().contains("Status {"),
+            "kube's own text dumps the Status"
+        );
+        assert_eq!(
+            concise(&error),
+            "writing the status: widgets \"a\" is invalid: spec.size: Invalid value (422 Invalid)"
+        );
+        let plain = std::io::Error::other("disk full");
+        assert_eq!(concise(&plain), "disk full");
+    }
 
     #[test]
     fn truncate_should_respect_char_boundaries() {

@@ -149,7 +149,8 @@ where
             self.finalized().cleaned(&uid);
             if let Err(error) = finalizer::remove(&self.api_for(&obj), &self.wiring, &obj, f).await
             {
-                tracing::warn!(%error, "retrying");
+                let text = crate::text::concise(&error);
+                tracing::warn!(error = %text, "removing the finalizer failed; retrying");
                 self.metric(ReconcileResult::Error, started.elapsed());
                 self.retry(key, &obj, &error);
                 return;
@@ -189,12 +190,15 @@ where
         };
         match (outcome, next) {
             (Outcome::Finished(Err(error)), Next::RateLimited) => {
+                let error = crate::text::concise(error);
                 tracing::warn!(%error, retries = ctx.retries, "reconcile failed; retrying with backoff");
             }
             (Outcome::Finished(Err(error)), Next::After(delay)) => {
+                let error = crate::text::concise(error);
                 tracing::warn!(%error, ?delay, "reconcile failed; retrying after the requested delay");
             }
             (Outcome::Finished(Err(error)), _) => {
+                let error = crate::text::concise(error);
                 tracing::error!(%error, "reconcile failed with a terminal error; not retrying until the object changes");
                 self.config.metrics.terminal_error(&self.name);
             }
@@ -215,7 +219,10 @@ where
 
     /// The retry policy gave up on the object: say so in its events.
     fn exhausted(&self, obj: &Arc<K>, attempts: u32, error: Option<&RetryError>) {
-        let reason = error.map_or_else(|| "it asked to run again".to_owned(), ToString::to_string);
+        let reason = error.map_or_else(
+            || "it asked to run again".to_owned(),
+            |e| crate::text::concise(e),
+        );
         tracing::error!(attempts, error = %reason, "giving up on the object after repeated failures; waiting for it to change");
         let recorder = Arc::clone(self.recorder.get_or_init(|| {
             Arc::new(crate::events::Recorder::new(
@@ -267,7 +274,8 @@ where
                     // The object changed (finalizers) or was replaced (UID) since it was cached.
                     tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
                 } else {
-                    tracing::warn!(%error, "retrying");
+                    let text = crate::text::concise(&error);
+                    tracing::warn!(error = %text, "adding the finalizer failed; retrying");
                 }
                 self.metric(ReconcileResult::Error, started.elapsed());
                 self.retry(key, obj, &error);
