@@ -9,7 +9,10 @@
 //! | `watches(W, ..)` | `get list watch` on W |
 //! | always | `create patch` on `events.k8s.io` events; `get create update` on `coordination.k8s.io` leases (leader election) |
 //!
-//! [`cluster_role`] merges the rules of every registered controller into one ClusterRole.
+//! [`cluster_role`] merges the rules of every registered controller into one ClusterRole, except
+//! the Leases, which [`leader_election_role`] grants in the operator's namespace only; `crdgen
+//! --deploy` prints them with their bindings, as namespaced Roles when the operator watches one
+//! namespace.
 //!
 //! # Examples
 //!
@@ -23,7 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Resource;
 use kube::api::ObjectMeta;
 
@@ -31,6 +34,8 @@ use kube::api::ObjectMeta;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     rules: BTreeMap<(String, String), BTreeSet<&'static str>>,
+    /// The cluster-scoped resources among them (their subresources follow them).
+    cluster_scoped: BTreeSet<(String, String)>,
 }
 
 /// A controller's RBAC registration, collected by `crdgen --rbac` (emitted by `#[controller]`).
@@ -47,6 +52,15 @@ inventory::collect!(ControllerRegistration);
 fn resource_of<K: Resource<DynamicType = ()>>() -> (String, String) {
     (K::group(&()).into_owned(), K::plural(&()).into_owned())
 }
+
+/// Whether `K` is cluster-scoped (k8s-openapi's `ClusterResourceScope`; kube's dynamic types
+/// and namespaced kinds are not).
+fn cluster_scoped<K: Resource>() -> bool {
+    std::any::type_name::<K::Scope>().ends_with("::ClusterResourceScope")
+}
+
+/// The group and plural of the Lease leader election uses.
+const LEASES: (&str, &str) = ("coordination.k8s.io", "leases");
 
 impl Rules {
     /// No rules.
@@ -72,6 +86,7 @@ impl Rules {
     pub fn primary<K: Resource<DynamicType = ()>>(self, finalizers: bool) -> Self {
         let (group, plural) = resource_of::<K>();
         let this = self
+            .scope::<K>()
             .allow(
                 &group,
                 &plural,
@@ -93,7 +108,7 @@ impl Rules {
     #[must_use]
     pub fn owned<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = resource_of::<K>();
-        self.allow(
+        self.scope::<K>().allow(
             &group,
             &plural,
             &[
@@ -106,7 +121,52 @@ impl Rules {
     #[must_use]
     pub fn watched<K: Resource<DynamicType = ()>>(self) -> Self {
         let (group, plural) = resource_of::<K>();
-        self.allow(&group, &plural, &["get", "list", "watch"])
+        self.scope::<K>()
+            .allow(&group, &plural, &["get", "list", "watch"])
+    }
+
+    /// Records whether `K` is cluster-scoped (what a namespaced Role cannot grant).
+    #[must_use]
+    pub fn scope<K: Resource<DynamicType = ()>>(mut self) -> Self {
+        if cluster_scoped::<K>() {
+            self.cluster_scoped.insert(resource_of::<K>());
+        }
+        self
+    }
+
+    /// The rules on cluster-scoped resources (and their subresources), and the others: what a
+    /// namespaced Role can grant and what needs a ClusterRole whatever the namespaces.
+    pub fn split_by_scope(&self) -> (Rules, Rules) {
+        let mut cluster = Rules::new();
+        let mut namespaced = Rules::new();
+        for ((group, resource), verbs) in &self.rules {
+            let base = resource.split('/').next().unwrap_or(resource);
+            let key = (group.clone(), resource.clone());
+            if self
+                .cluster_scoped
+                .contains(&(group.clone(), base.to_owned()))
+            {
+                cluster.rules.insert(key, verbs.clone());
+                cluster
+                    .cluster_scoped
+                    .insert((group.clone(), base.to_owned()));
+            } else {
+                namespaced.rules.insert(key, verbs.clone());
+            }
+        }
+        (cluster, namespaced)
+    }
+
+    /// These rules without those on `resource` of `group`.
+    #[must_use]
+    pub fn without(mut self, group: &str, resource: &str) -> Self {
+        self.rules.remove(&(group.to_owned(), resource.to_owned()));
+        self
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
     }
 
     /// Publishing events (the [`Recorder`](crate::events::Recorder)).
@@ -131,6 +191,7 @@ impl Rules {
         for (key, verbs) in other.rules {
             self.rules.entry(key).or_default().extend(verbs);
         }
+        self.cluster_scoped.extend(other.cluster_scoped);
         self
     }
 
@@ -164,11 +225,17 @@ pub fn registered() -> Vec<&'static ControllerRegistration> {
     all
 }
 
-/// A ClusterRole named `name` with the rules of every registered controller.
-pub fn cluster_role(name: &str) -> ClusterRole {
-    let rules = registered()
+/// The rules of every registered controller, merged.
+pub fn registered_rules() -> Rules {
+    registered()
         .into_iter()
-        .fold(Rules::new(), |acc, r| acc.merge((r.rules)()));
+        .fold(Rules::new(), |acc, r| acc.merge((r.rules)()))
+}
+
+/// A ClusterRole named `name` with the rules of every registered controller, except those on
+/// Leases: leader election needs them only in its own namespace ([`leader_election_role`]).
+pub fn cluster_role(name: &str) -> ClusterRole {
+    let rules = registered_rules().without(LEASES.0, LEASES.1);
     ClusterRole {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -176,6 +243,18 @@ pub fn cluster_role(name: &str) -> ClusterRole {
         },
         rules: Some(rules.policy_rules()),
         ..ClusterRole::default()
+    }
+}
+
+/// The namespaced Role named `name` in `namespace` that leader election needs: the Leases there.
+pub fn leader_election_role(name: &str, namespace: &str) -> Role {
+    Role {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(Rules::new().leases().policy_rules()),
     }
 }
 

@@ -14,6 +14,7 @@ mod config_audit;
 mod controller;
 mod controlplane;
 mod crd;
+mod deploy;
 mod docs;
 mod events;
 mod faults;

@@ -1,0 +1,418 @@
+//! `crdgen`: prints, writes or checks the CRDs of every kind linked into the binary, and the
+//! RBAC and deploy manifests of every controller.
+//!
+//! Add a one-line binary to the crate that defines your kinds:
+//!
+//! ```no_run
+//! // src/bin/crdgen.rs
+//! fn main() -> std::process::ExitCode { kubeforge::crdgen::main!() }
+//! ```
+//!
+//! | command | effect |
+//! |---|---|
+//! | `crdgen` | every CRD as multi-document YAML on stdout, sorted by name, byte-stable |
+//! | `crdgen --out DIR` | one file per CRD, `DIR/<name>.yaml` |
+//! | `crdgen --check DIR` | exit code 1 and a diff when a file in `DIR` is missing or out of date |
+//! | `crdgen --rbac` | the ClusterRole with the rules every `#[controller]` needs, named after the operator |
+//! | `crdgen --deploy --image IMAGE` | what a deploy needs besides the CRDs: Namespace, ServiceAccount, ClusterRole and binding, a Role and binding for the leader-election Lease, a Deployment (probes, metrics port, resource requests, restricted security context) and a metrics Service |
+//! | `crdgen --all` | the CRDs, then the ClusterRole (with `--deploy`: the CRDs, then the deploy manifests) |
+//!
+//! Options: `--name NAME` (the operator's name; [`main!`] passes the crate's name),
+//! `--namespace NS` (where it runs; default: its name), `--watch-namespace NS` (it watches only
+//! that namespace: its rules become a Role there, and a ClusterRole only for cluster-scoped
+//! kinds).
+//!
+//! Versions of one kind (several `#[custom_resource]` structs with the same group and kind) are
+//! merged into one CRD; exactly one of them must be the storage version.
+
+mod deploy;
+
+pub use deploy::{DeployOptions, manifests};
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+use crate::crd::{MergeError, crds};
+
+/// What can go wrong in `crdgen`.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdgenError {
+    /// The command line is not understood.
+    #[error(
+        "{0}\nusage: crdgen [--out DIR | --check DIR | --rbac | --deploy --image IMAGE | --all] \
+         [--name NAME] [--namespace NS] [--watch-namespace NS]"
+    )]
+    Usage(String),
+    /// Versions of a kind cannot be merged.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    /// A CRD does not serialize to YAML.
+    #[error("serializing {name} to YAML: {source}")]
+    Yaml {
+        /// The CRD's name.
+        name: String,
+        /// The serializer's error.
+        source: serde_norway::Error,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// The YAML of one CRD, with `apiVersion` and `kind` first.
+///
+/// # Errors
+///
+/// [`CrdgenError::Yaml`] if the CRD does not serialize.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdgenError> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    // `CustomResourceDefinition` serializes apiVersion and kind itself, first.
+    serde_norway::to_string(crd).map_err(|source| CrdgenError::Yaml { name, source })
+}
+
+/// All registered CRDs, merged and sorted, as `(file name, YAML)`.
+///
+/// # Errors
+///
+/// [`CrdgenError::Merge`] if the versions of a kind disagree, [`CrdgenError::Yaml`] if a CRD
+/// does not serialize.
+pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
+    crds()?
+        .iter()
+        .map(|crd| {
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            Ok((format!("{name}.yaml"), to_yaml(crd)?))
+        })
+        .collect()
+}
+
+/// What `crdgen` should do.
+#[derive(Debug, PartialEq, Eq)]
+enum Mode {
+    Print,
+    Out(PathBuf),
+    Check(PathBuf),
+    Rbac,
+    All,
+    Deploy,
+}
+
+/// The command line: a mode and the deploy options.
+#[derive(Debug, PartialEq, Eq)]
+struct Args {
+    mode: Mode,
+    /// `--all` with `--deploy`: the CRDs and the deploy manifests.
+    all: bool,
+    name: Option<String>,
+    image: Option<String>,
+    namespace: Option<String>,
+    watch_namespace: Option<String>,
+}
+
+/// The name of the ClusterRole `crdgen --rbac` prints when it is not told the operator's name.
+pub const CLUSTER_ROLE: &str = "kubeforge-manager";
+
+/// The ClusterRole of every registered controller, named `name`, as YAML.
+///
+/// # Errors
+///
+/// [`CrdgenError::Yaml`] if it does not serialize.
+pub fn rbac_yaml_named(name: &str) -> Result<String, CrdgenError> {
+    let role = crate::rbac::cluster_role(name);
+    serde_norway::to_string(&role).map_err(|source| CrdgenError::Yaml {
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// [`rbac_yaml_named`] with the name [`CLUSTER_ROLE`].
+///
+/// # Errors
+///
+/// [`CrdgenError::Yaml`] if it does not serialize.
+pub fn rbac_yaml() -> Result<String, CrdgenError> {
+    rbac_yaml_named(CLUSTER_ROLE)
+}
+
+fn parse_args(args: &[String]) -> Result<Args, CrdgenError> {
+    let usage = |m: String| Err(CrdgenError::Usage(m));
+    let mut parsed = Args {
+        mode: Mode::Print,
+        all: false,
+        name: None,
+        image: None,
+        namespace: None,
+        watch_namespace: None,
+    };
+    let mut modes = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        let mut value = || -> Result<String, CrdgenError> {
+            match inline.clone().or_else(|| rest.next().cloned()) {
+                Some(v) if !v.is_empty() => Ok(v),
+                _ => Err(CrdgenError::Usage(format!("{flag} needs a value"))),
+            }
+        };
+        match flag {
+            "--out" => modes.push(Mode::Out(value()?.into())),
+            "--check" => modes.push(Mode::Check(value()?.into())),
+            "--rbac" => modes.push(Mode::Rbac),
+            "--deploy" => modes.push(Mode::Deploy),
+            "--all" => parsed.all = true,
+            "--name" => parsed.name = Some(value()?),
+            "--image" => parsed.image = Some(value()?),
+            "--namespace" => parsed.namespace = Some(value()?),
+            "--watch-namespace" => parsed.watch_namespace = Some(value()?),
+            other => return usage(format!("unexpected argument: {other}")),
+        }
+    }
+    parsed.mode = match (modes.len(), parsed.all) {
+        (0, false) => Mode::Print,
+        (0, true) => Mode::All,
+        (1, _) => modes.remove(0),
+        _ => return usage("choose one of --out, --check, --rbac, --deploy".to_owned()),
+    };
+    if parsed.all && !matches!(parsed.mode, Mode::All | Mode::Deploy) {
+        return usage("--all goes alone or with --deploy".to_owned());
+    }
+    if parsed.mode == Mode::Deploy && parsed.image.is_none() {
+        return usage("--deploy needs --image IMAGE".to_owned());
+    }
+    Ok(parsed)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CrdgenError + '_ {
+    move |source| CrdgenError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// A unified diff of `old` → `new` (empty when equal).
+#[must_use]
+pub fn diff(name: &str, old: &str, new: &str) -> String {
+    if old == new {
+        return String::new();
+    }
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string()
+}
+
+/// Runs crdgen with `args` (without the program name), writing to `out`; returns whether the
+/// check passed (always `true` for printing and writing). The operator's name is `--name`, else
+/// `default_name`, else [`CLUSTER_ROLE`].
+///
+/// # Errors
+///
+/// [`CrdgenError`] on bad arguments, unmergeable versions and I/O errors.
+pub fn run_named(
+    args: &[String],
+    default_name: Option<&str>,
+    out: &mut String,
+) -> Result<bool, CrdgenError> {
+    let args = parse_args(args)?;
+    let name = args
+        .name
+        .clone()
+        .or_else(|| default_name.map(str::to_owned))
+        .unwrap_or_else(|| CLUSTER_ROLE.to_owned());
+    let files = render()?;
+    let crds = |out: &mut String| {
+        for (_, yaml) in &files {
+            out.push_str("---\n");
+            out.push_str(yaml);
+        }
+    };
+    match args.mode {
+        Mode::Rbac => {
+            out.push_str("---\n");
+            out.push_str(&rbac_yaml_named(&name)?);
+            Ok(true)
+        }
+        Mode::All => {
+            crds(out);
+            out.push_str("---\n");
+            out.push_str(&rbac_yaml_named(&name)?);
+            Ok(true)
+        }
+        Mode::Deploy => {
+            if args.all {
+                crds(out);
+            }
+            let options = DeployOptions {
+                namespace: args.namespace.clone().unwrap_or_else(|| name.clone()),
+                name,
+                image: args.image.clone().unwrap_or_default(),
+                watch_namespace: args.watch_namespace.clone(),
+            };
+            for manifest in manifests(&options) {
+                let yaml =
+                    serde_norway::to_string(&manifest).map_err(|source| CrdgenError::Yaml {
+                        name: manifest["metadata"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
+                        source,
+                    })?;
+                out.push_str("---\n");
+                out.push_str(&yaml);
+            }
+            Ok(true)
+        }
+        Mode::Print => {
+            crds(out);
+            Ok(true)
+        }
+        Mode::Out(dir) => {
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            for (name, yaml) in &files {
+                let path = dir.join(name);
+                std::fs::write(&path, yaml).map_err(io(&path))?;
+                let _ = writeln!(out, "wrote {}", path.display());
+            }
+            Ok(true)
+        }
+        Mode::Check(dir) => {
+            let mut ok = true;
+            for (name, yaml) in &files {
+                let path = dir.join(name);
+                let current = match std::fs::read_to_string(&path) {
+                    Ok(s) => s,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                    Err(e) => return Err(io(&path)(e)),
+                };
+                let d = diff(name, &current, yaml);
+                if !d.is_empty() {
+                    ok = false;
+                    out.push_str(&d);
+                }
+            }
+            if !ok {
+                let _ = writeln!(
+                    out,
+                    "CRDs in {} are out of date; run crdgen --out {}",
+                    dir.display(),
+                    dir.display()
+                );
+            }
+            Ok(ok)
+        }
+    }
+}
+
+/// [`run_named`] without a default name.
+///
+/// # Errors
+///
+/// As [`run_named`].
+pub fn run(args: &[String], out: &mut String) -> Result<bool, CrdgenError> {
+    run_named(args, None, out)
+}
+
+/// The whole `crdgen` binary for the operator `name` (what [`main!`] calls with the crate's
+/// name): reads `std::env::args`, prints to stdout, errors to stderr.
+#[must_use]
+pub fn main_named(name: &str) -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut out = String::new();
+    let result = run_named(&args, Some(name), &mut out);
+    print!("{out}");
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("crdgen: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The whole `crdgen` binary without the operator's name (`--name`, else
+/// [`CLUSTER_ROLE`]); prefer [`main!`], which names it after the crate.
+#[must_use]
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut out = String::new();
+    let result = run(&args, &mut out);
+    print!("{out}");
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("crdgen: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kubeforge_crdgen_main {
+    () => {
+        $crate::crdgen::main_named(::core::env!("CARGO_PKG_NAME"))
+    };
+}
+
+/// The whole `crdgen` binary, for the operator named after the calling crate
+/// (`CARGO_PKG_NAME`): `fn main() -> ExitCode { kubeforge::crdgen::main!() }`.
+pub use crate::__kubeforge_crdgen_main as main;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_args_should_accept_the_modes_and_the_deploy_options() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mode = |a: &[&str]| parse_args(&args(a)).ok().map(|p| p.mode);
+        assert_eq!(mode(&[]), Some(Mode::Print));
+        assert_eq!(mode(&["--out", "d"]), Some(Mode::Out("d".into())));
+        assert_eq!(mode(&["--check=d"]), Some(Mode::Check("d".into())));
+        assert_eq!(mode(&["--all"]), Some(Mode::All));
+        assert!(parse_args(&args(&["--nope"])).is_err());
+        assert!(parse_args(&args(&["--deploy"])).is_err(), "needs an image");
+        assert!(parse_args(&args(&["--rbac", "--deploy", "--image", "i"])).is_err());
+        let deploy = parse_args(&args(&[
+            "--deploy",
+            "--all",
+            "--image",
+            "i:1",
+            "--name=op",
+            "--watch-namespace",
+            "shop",
+        ]))
+        .ok();
+        assert_eq!(
+            deploy,
+            Some(Args {
+                mode: Mode::Deploy,
+                all: true,
+                name: Some("op".into()),
+                image: Some("i:1".into()),
+                namespace: None,
+                watch_namespace: Some("shop".into()),
+            })
+        );
+    }
+
+    #[test]
+    fn diff_should_be_empty_for_equal_texts_and_unified_otherwise() {
+        assert_eq!(diff("x", "a\n", "a\n"), "");
+        let d = diff("x.yaml", "a\nb\n", "a\nc\n");
+        assert!(d.contains("-b\n") && d.contains("+c\n"), "{d}");
+    }
+}

@@ -1,0 +1,140 @@
+//! `crdgen --deploy`: the whole output applied to the real apiserver (the CRDs as a server-side
+//! dry run, the rest for real), and the operator's ServiceAccount can then do what its wiring
+//! needs, and take its Lease only in its own namespace.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::discovery::{self, Scope};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+use kubeforge_examples::webapp::WebApp;
+
+use crate::support::{eventually, status_code};
+
+/// The documents of a multi-document YAML stream.
+fn documents(yaml: &str) -> Vec<serde_json::Value> {
+    yaml.split("\n---\n")
+        .flat_map(|doc| doc.strip_prefix("---\n").or(Some(doc)))
+        .filter(|doc| !doc.trim().is_empty() && doc.trim() != "---")
+        .map(|doc| serde_norway::from_str(doc).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let client = ns.client();
+    let name = format!("deploy-{}", ns.name());
+    let args: Vec<String> = [
+        "--deploy",
+        "--all",
+        "--image",
+        "registry.example.com/webapp-operator:1.0",
+        "--name",
+        &name,
+        "--namespace",
+        ns.name(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let mut out = String::new();
+    assert!(kubeforge::crdgen::run(&args, &mut out).unwrap());
+    let docs = documents(&out);
+    assert!(docs.len() > 8, "{out}");
+
+    let mut applied = Vec::new();
+    let mut cluster_scoped = Vec::new();
+    for doc in &docs {
+        let object: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        let types = object.types.clone().unwrap();
+        let gvk = GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = discovery::pinned_kind(&client, &gvk).await.unwrap();
+        let object_name = object.metadata.name.clone().unwrap();
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object.metadata.namespace.as_deref().unwrap_or(ns.name()),
+                &resource,
+            ),
+        };
+        let mut params = PatchParams::apply("kubeforge-deploy-test").force();
+        // The CRDs are shared with the other tests: checked by the apiserver, not stored.
+        params.dry_run = types.kind == "CustomResourceDefinition";
+        api.patch(&object_name, &params, &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("{} {object_name}: {e}", types.kind));
+        if caps.scope == Scope::Cluster && types.kind != "Namespace" && !params.dry_run {
+            cluster_scoped.push((resource.clone(), object_name.clone()));
+        }
+        applied.push(format!("{}/{object_name}", types.kind));
+    }
+    for expected in [
+        format!("ServiceAccount/{name}"),
+        format!("ClusterRole/{name}"),
+        format!("ClusterRoleBinding/{name}"),
+        format!("Role/{name}-leader-election"),
+        format!("Deployment/{name}"),
+    ] {
+        assert!(applied.contains(&expected), "{expected} in {applied:?}");
+    }
+
+    // As the operator: what its wiring needs, everywhere; its Lease only at home.
+    let operator = plane
+        .service_account_client(ns.name(), &name)
+        .await
+        .unwrap();
+    eventually(
+        "the bindings to take effect",
+        Duration::from_secs(30),
+        async || {
+            Api::<WebApp>::all(operator.clone())
+                .list(&ListParams::default().limit(1))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    let lease = |namespace: &str| -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "operator", "namespace": namespace },
+        }))
+        .unwrap()
+    };
+    Api::<Lease>::namespaced(operator.clone(), ns.name())
+        .create(&PostParams::default(), &lease(ns.name()))
+        .await
+        .expect("its own Lease");
+    let elsewhere = Api::<Lease>::namespaced(operator.clone(), "default")
+        .create(&PostParams::default(), &lease("default"))
+        .await;
+    assert_eq!(
+        status_code(elsewhere),
+        403,
+        "no Leases outside its namespace"
+    );
+
+    for (resource, object_name) in cluster_scoped {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let _ = api.delete(&object_name, &DeleteParams::default()).await;
+    }
+}
+
+#[test]
+fn crdgen_should_name_the_cluster_role_after_the_operator() {
+    let mut out = String::new();
+    kubeforge::crdgen::run_named(&["--rbac".to_owned()], Some("shop-operator"), &mut out).unwrap();
+    assert!(
+        out.contains("kind: ClusterRole\nmetadata:\n  name: shop-operator\n"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("leases"),
+        "the Lease is granted by a namespaced Role, not cluster-wide:\n{out}"
+    );
+}
