@@ -4,15 +4,18 @@
 //! reset by an event, so after an outage the first answer of the apiserver (`410 Gone`: the
 //! informer's resourceVersion was compacted away meanwhile) cost another full backoff before the
 //! relist: convergence took 90 s after the apiserver came back. Here the delay is capped low
-//! (5 s by default), a `410 Gone` is relisted at once, and any event resets the delay.
+//! (5 s by default), a `410 Gone` is relisted at once, and any answer of the apiserver (an event, a
+//! list page, a watch accepted) resets the delay — not kube's `Init`, sent before each attempt to
+//! list, so a relist failing again and again backs off too.
 
 use std::time::Duration;
 
 use kube::runtime::watcher;
 
 /// Retry delays of an informer's list/watch: exponential from `initial`, doubled per failure in
-/// a row up to `max`, with ±20 % jitter; reset by any event, skipped for `410 Gone` (relisted at
-/// once). The defaults (200 ms, 5 s) bound the extra wait after an outage to 5 s.
+/// a row up to `max`, with ±20 % jitter; reset by any answer of the apiserver, skipped for
+/// `410 Gone` (relisted at once). The defaults (200 ms, 5 s) bound the extra wait after an
+/// outage to 5 s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WatchBackoff {
     /// The delay after a first failure.
@@ -34,9 +37,8 @@ impl Default for WatchBackoff {
 #[derive(Debug)]
 pub(super) struct Backoff {
     policy: WatchBackoff,
-    /// Failures since the last event.
-    pub(super) failures: u32,
-    /// Failures since the last event or `410 Gone` (what the delay grows with).
+    /// Failures since the apiserver last answered or said `410 Gone` (what the delay grows
+    /// with).
     streak: u32,
     seed: u64,
 }
@@ -48,21 +50,18 @@ impl Backoff {
             .map_or(0x9e37_79b9, |d| u64::from(d.subsec_nanos()) | 1);
         Self {
             policy,
-            failures: 0,
             streak: 0,
             seed,
         }
     }
 
-    /// An event arrived: the list/watch works.
+    /// The apiserver answered (an event, a list page, a watch accepted): the list/watch works.
     pub(super) fn succeeded(&mut self) {
-        self.failures = 0;
         self.streak = 0;
     }
 
     /// The delay before retrying after `error`.
     pub(super) fn failed(&mut self, error: &watcher::Error) -> Duration {
-        self.failures += 1;
         if is_gone(error) {
             // The apiserver answered: the resourceVersion is too old. Relist now.
             self.streak = 0;
@@ -117,7 +116,6 @@ mod tests {
         for (d, base) in delays.iter().zip([0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]) {
             assert!(within(*d, base), "{d:?} is not {base} s ± 20 %");
         }
-        assert_eq!(b.failures, 8);
         b.succeeded();
         assert!(within(b.failed(&unreachable()), 0.2));
     }

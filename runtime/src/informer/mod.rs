@@ -14,6 +14,17 @@
 //! `metadata.managedFields`, which is often the largest part of an object and never needed by a
 //! controller ([`InformerConfig::keep_managed_fields`] turns that off).
 //!
+//! # Logs
+//!
+//! An outage is visible at the default level, once per event rather than per retry, each line
+//! with the informer's `kind` (and `namespace`, `labels`, `fields` when set): `warn`
+//! `list/watch failed; retrying` when a list/watch that worked fails (`error`, `retry_in`; the
+//! retries that follow at `debug`), `info` `list/watch recovered` when the apiserver answers a
+//! list or watch again (`down`, `retries`), `info` `relisting` when a relist starts (`reason`,
+//! e.g. `resourceVersion too old (410 Gone)`) and `relisted` when it is complete (`objects`,
+//! `took`). The first list, and a watch the apiserver closes after its timeout and that resumes
+//! at once, stay at `debug`.
+//!
 //! # Examples
 //!
 //! ```no_run
@@ -39,6 +50,7 @@
 
 mod backoff;
 mod fanout;
+mod outage;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -252,7 +264,8 @@ impl InformerConfig {
 
     /// Retry a failed list or watch after `initial`, doubling per failure in a row up to `max`
     /// (defaults 200 ms and 5 s: after an outage the informer is back within `max`). Any event
-    /// resets the delay; `410 Gone` is relisted at once.
+    /// resets the delay (as does a list or watch the apiserver answers); `410 Gone` is relisted at
+    /// once.
     #[must_use]
     pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
         self.backoff = WatchBackoff {
@@ -547,14 +560,16 @@ where
     /// retried with backoff; they never end the informer.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let url = self.api.resource_url().to_owned();
+        let (answers, mut answered) = watch::channel(0_u64);
+        let client = answering(self.api.clone().into_client(), answers);
         let mut listing = Listing::default();
-        let mut stream = self.stream(listing.lenient);
+        let mut stream = self.stream(&client, listing.lenient);
         let mut resync = self.config.resync.map(|every| {
             let mut interval = tokio::time::interval(every);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
-        let mut backoff = backoff::Backoff::new(self.config.backoff);
+        let mut watching = Watching::new::<K>(self.api.namespace(), &self.config);
         let mut replays = self
             .replays_rx
             .lock()
@@ -592,20 +607,29 @@ where
                     self.replay_to(&mut waiting).await;
                     continue;
                 }
+                // The informer's client saw a list or watch answered (a watch resumed says
+                // nothing else until its first event).
+                Ok(()) = answered.changed() => {
+                    watching.answered();
+                    continue;
+                }
                 item = stream.next() => item,
             };
             let error = match item {
                 None => break,
                 Some(Ok(event)) => {
-                    if backoff.failures > 0 {
-                        tracing::info!(%url, failures = backoff.failures, "list/watch recovered");
+                    let done = matches!(event, watcher::Event::InitDone);
+                    watching.event(&event);
+                    self.handle(event, &mut listing).await;
+                    if done {
+                        watching.listed(self.store.len());
                     }
-                    backoff.succeeded();
-                    self.handle(event, &mut listing, &url).await;
                     continue;
                 }
                 Some(Err(error)) => error,
             };
+            // The answers so far came before this failure.
+            answered.borrow_and_update();
             self.stats.watch_errors.fetch_add(1, Ordering::Relaxed);
             if !listing.lenient && is_decode_error(&error) {
                 // One object of this kind does not fit `K`. Decoding leniently costs a little
@@ -614,15 +638,11 @@ where
                 // disturbing the watch.
                 tracing::warn!(%url, error = %excerpt(&error), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
                 listing.lenient = true;
-                stream = self.stream(listing.lenient);
+                watching.relist_because("an object did not decode: switching to lenient decoding");
+                stream = self.stream(&client, listing.lenient);
                 continue;
             }
-            let delay = backoff.failed(&error);
-            if backoff.failures == 1 {
-                tracing::warn!(%url, error = %excerpt(&error), ?delay, "list/watch failed; retrying");
-            } else {
-                tracing::debug!(%url, error = %excerpt(&error), ?delay, failures = backoff.failures, "list/watch failed again; retrying");
-            }
+            let delay = watching.failed(&error);
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(delay) => {}
@@ -676,7 +696,7 @@ where
 
     /// Applies one event of the stream: a (re)list is gathered in `listing` and applied as a
     /// whole; changes are applied to the store, reported to the hook, then published.
-    async fn handle(&self, event: watcher::Event<Decoded<K>>, listing: &mut Listing<K>, url: &str) {
+    async fn handle(&self, event: watcher::Event<Decoded<K>>, listing: &mut Listing<K>) {
         match event {
             watcher::Event::Init => {
                 listing.initial.clear();
@@ -695,7 +715,7 @@ where
                     self.list_item(kept, listing).await;
                 }
             }
-            watcher::Event::InitDone => self.listed(listing, url).await,
+            watcher::Event::InitDone => self.listed(listing).await,
             watcher::Event::Apply(Err(invalid)) => self.applied_undecodable(&invalid).await,
             watcher::Event::Apply(Ok(obj)) => {
                 if listing.lenient {
@@ -719,7 +739,7 @@ where
     }
 
     /// A complete (re)list arrived: replace the store with it.
-    async fn listed(&self, listing: &mut Listing<K>, url: &str) {
+    async fn listed(&self, listing: &mut Listing<K>) {
         if listing.lenient {
             // Bad objects fixed or deleted while the watch was down.
             self.lock_undecodable()
@@ -737,7 +757,6 @@ where
         }
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
         self.synced.send_replace(true);
-        tracing::debug!(%url, cached = self.store.len(), "informer synced");
     }
 
     /// One object of a (re)list: gathered, or for a store that streams lists applied at once
@@ -825,21 +844,22 @@ where
 
     /// The list/watch stream, decoding each object as `K` (fails on the first object that does
     /// not decode) or leniently (a bad object becomes an `InvalidObject` with its metadata).
+    /// The requests go through `client` (the informer's, reporting its answers).
     fn stream(
         &self,
+        client: &kube::Client,
         lenient: bool,
     ) -> BoxStream<'static, watcher::Result<watcher::Event<Decoded<K>>>> {
         let config = self.config.watcher_config();
+        let namespace = self.api.namespace();
         if lenient {
-            let api = <K::Scope as Scoped>::api::<DeserializeGuard<K>>(
-                self.api.clone().into_client(),
-                self.api.namespace(),
-            );
+            let api = <K::Scope as Scoped>::api::<DeserializeGuard<K>>(client.clone(), namespace);
             watcher::watcher(api, config)
                 .map_ok(|event| map_event(event, |guard| guard.0.map_err(Box::new)))
                 .boxed()
         } else {
-            watcher::watcher(self.api.clone(), config)
+            let api = <K::Scope as Scoped>::api::<K>(client.clone(), namespace);
+            watcher::watcher(api, config)
                 .map_ok(|event| map_event(event, Ok))
                 .boxed()
         }
@@ -960,6 +980,99 @@ where
     }
 }
 
+/// The retry delays and the outage lifecycle of [`Informer::run`] (see [`outage`]).
+struct Watching {
+    backoff: backoff::Backoff,
+    lifecycle: outage::Lifecycle,
+    subject: outage::Subject,
+}
+
+impl Watching {
+    /// For an informer of `K` in `namespace` (`None`: all namespaces, or a cluster-scoped kind).
+    fn new<K: Resource<DynamicType = ()>>(
+        namespace: Option<&str>,
+        config: &InformerConfig,
+    ) -> Self {
+        Self {
+            backoff: backoff::Backoff::new(config.backoff),
+            lifecycle: outage::Lifecycle::default(),
+            subject: outage::Subject {
+                kind: K::kind(&()).into_owned(),
+                namespace: namespace.map(str::to_owned),
+                labels: config.label_selector.clone(),
+                fields: config.field_selector.clone(),
+            },
+        }
+    }
+
+    /// The apiserver answered: an outage is over, the retry delay starts again from the
+    /// shortest.
+    fn answered(&mut self) {
+        if let Some(recovered) = self.lifecycle.answered(tokio::time::Instant::now()) {
+            self.subject.report(&recovered, 0);
+        }
+        self.backoff.succeeded();
+    }
+
+    /// An event of the stream. `Init` is no answer: kube sends it before listing.
+    fn event<T>(&mut self, event: &watcher::Event<T>) {
+        if matches!(event, watcher::Event::Init) {
+            if let Some(relisting) = self.lifecycle.list_started(tokio::time::Instant::now()) {
+                self.subject.report(&relisting, 0);
+            }
+        } else {
+            self.answered();
+        }
+    }
+
+    /// A (re)list is complete; the store holds `objects`.
+    fn listed(&mut self, objects: usize) {
+        let done = self.lifecycle.list_done(tokio::time::Instant::now());
+        self.subject.report(&done, objects);
+    }
+
+    fn relist_because(&mut self, reason: &str) {
+        self.lifecycle.relist_because(reason.to_owned());
+    }
+
+    /// The stream failed with `error`: logs it (once per outage above `debug`) and returns the
+    /// delay before the next attempt.
+    fn failed(&mut self, error: &watcher::Error) -> Duration {
+        let delay = self.backoff.failed(error);
+        let now = tokio::time::Instant::now();
+        if backoff::is_gone(error) {
+            tracing::debug!(kind = %self.subject.kind, error = %excerpt(error), "410 Gone; relisting");
+            if let Some(recovered) = self.lifecycle.gone(now) {
+                self.subject.report(&recovered, 0);
+            }
+        } else {
+            let error = excerpt(&outage::with_cause(error));
+            let failed = self.lifecycle.failed(&error, now);
+            self.subject.failure(&failed, &error, delay);
+        }
+        delay
+    }
+}
+
+/// `client`, reporting each successful response to `answered` (a list page, a watch the
+/// apiserver accepted): how the informer knows that a watch resumed after a failure, which
+/// kube's watcher only shows with the watch's first event.
+fn answering(client: kube::Client, answered: watch::Sender<u64>) -> kube::Client {
+    let default_namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let answered = answered.clone();
+        async move {
+            let response = client.send(request).await?;
+            if response.status().is_success() {
+                answered.send_modify(|n| *n = n.wrapping_add(1));
+            }
+            Ok::<_, kube::Error>(response)
+        }
+    });
+    kube::Client::new(service, default_namespace)
+}
+
 /// A late subscriber's replay: every cached object as created.
 fn replay<K: Resource>(objects: Vec<Arc<K>>) -> Vec<Event<K>> {
     objects
@@ -1019,6 +1132,23 @@ mod tests {
         assert!(is_decode_error(&watcher::Error::WatchFailed(code_zero)));
         let gone = kube::Error::Api(Box::new(kube::core::Status::failure("", "").with_code(410)));
         assert!(!is_decode_error(&watcher::Error::WatchFailed(gone)));
+    }
+
+    #[test]
+    fn a_relist_failing_again_and_again_should_back_off() {
+        // kube sends `Init` before each attempt to list: it is no answer of the apiserver.
+        let mut watching = Watching::new::<ConfigMap>(Some("shop"), &InformerConfig::default());
+        let refused =
+            watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into()));
+        let mut delays = Vec::new();
+        for _ in 0..7 {
+            watching.event(&watcher::Event::<ConfigMap>::Init);
+            delays.push(watching.failed(&refused));
+        }
+        assert!(delays[6] >= Duration::from_secs(4), "{delays:?}");
+        // A page of the list is an answer.
+        watching.event(&watcher::Event::InitApply(ConfigMap::default()));
+        assert!(watching.failed(&refused) < Duration::from_millis(300));
     }
 
     #[test]

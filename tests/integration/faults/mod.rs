@@ -18,12 +18,16 @@
 //!   a dead connection (a test operator run as a process).
 //! - `fencing`: a leader frozen mid-work and thawed after its successor took over writes nothing
 //!   more (checked in the apiserver's audit log, each replica under its own ServiceAccount).
+//! - `logs`: an outage at the default log level — one `warn` when a watch fails, one `info` when
+//!   it is back however many retries it took, an `info` with the reason when the informer
+//!   relists (410 Gone) and when the relist is complete.
 //! - `stuck`: reconciles that never return (the reconcile timeout), every worker stuck (the
 //!   liveness probe).
 
 mod decode;
 mod fencing;
 mod finalizers;
+mod logs;
 mod network;
 mod signals;
 mod stuck;
