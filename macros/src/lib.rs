@@ -46,7 +46,7 @@ use proc_macro::TokenStream;
 /// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
 /// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
 /// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
-/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed at compile time, and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
+/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed, type-checked and cost-estimated at compile time (see *Compile-time CEL checks*), and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
 /// | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
 /// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
 /// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
@@ -99,6 +99,16 @@ use proc_macro::TokenStream;
 /// scale replicas an integer; the selector a string; selectable fields a string, integer or bool).
 /// Paths into other types (k8s-openapi types, enums) or through `#[serde(flatten)]` fields cannot
 /// be resolved: mark them `unchecked`. `.metadata...` paths are not checked.
+///
+/// # Compile-time CEL checks
+///
+/// Rules and message expressions are type-checked against `self` (the spec or struct, or the
+/// field's value) and fail at the rule, naming the CEL types: unknown functions or variables, no
+/// overload for the operands (`self.name == 1`, `int + double`, `size(self.replicas)`), fields
+/// of scalars or lists, a rule that is not a bool. Types the macro cannot see (other structs,
+/// k8s-openapi types, int-or-string) are `dyn`: anything goes. The cost is estimated as the
+/// apiserver does from `max_items`, `max_length`, `max_properties`: a rule it would refuse as too
+/// expensive fails, naming the missing bounds.
 ///
 /// Descriptions come from doc comments; a field is required unless it is an `Option` or has
 /// `#[serde(default)]`; serde's rename, rename_all, flatten, skip and enum tagging are respected.

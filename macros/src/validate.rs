@@ -112,6 +112,7 @@ pub fn rules(rules: &[Rule], errors: &mut Errors) {
             );
         }
     }
+    crate::cel::check_untyped(rules, errors);
 }
 
 /// The kind options.
@@ -328,6 +329,7 @@ pub fn field(field: &Field, errors: &mut Errors) {
     external_docs(field, errors);
     byte_string(field, errors);
     rules(&m.rules, errors);
+    crate::cel::check_field(field, errors);
 }
 
 /// `type = ".."`: one of the OpenAPI types, not next to markers that decide the type themselves.
@@ -858,6 +860,7 @@ pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, erro
 /// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
 /// struct (not checkable through `#[serde(flatten)]` fields, which add names of another type).
 pub fn rule_fields(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, errors: &mut Errors) {
+    crate::cel::check_struct(rules, fields, type_name, errors);
     if fields
         .iter()
         .any(|f| f.serde.flatten || f.serde.transparent)

@@ -997,3 +997,65 @@ async fn unchanged_values_should_be_ratcheted_by_apiserver_and_validate_update()
         "a changed value is not"
     );
 }
+
+/// A CRD whose spec has a list of strings with `rule` on it, with or without bounds.
+fn costed_crd(
+    name: &str,
+    bounded: bool,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut items = json!({ "type": "array", "items": { "type": "string" } });
+    if bounded {
+        items["maxItems"] = json!(100);
+        items["items"]["maxLength"] = json!(64);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{name}s.cost-test.kubeforge.dev") },
+        "spec": {
+            "group": "cost-test.kubeforge.dev",
+            "scope": "Namespaced",
+            "names": { "plural": format!("{name}s"), "singular": name, "kind": name.to_uppercase() },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": { "spec": {
+                        "type": "object",
+                        "properties": { "items": items },
+                        "x-kubernetes-validations": [
+                            { "rule": "self.items.all(x, x.matches('^[a-z]+$'))" },
+                        ],
+                    }},
+                }},
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+/// The canonical case of the compile-time cost check (ui-tests/ui/fail/cel_too_expensive.rs and
+/// the macros' cost tests): the apiserver refuses the unbounded rule and accepts the bounded one,
+/// as the macro does.
+#[tokio::test]
+async fn the_apiserver_should_refuse_the_rule_the_macro_finds_too_expensive() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let ns = TestNamespace::new().await.unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(ns.client());
+    let refused = crds
+        .create(&PostParams::default(), &costed_crd("unbounded", false))
+        .await
+        .expect_err("too expensive");
+    assert!(
+        refused
+            .to_string()
+            .contains("estimated rule cost exceeds budget"),
+        "{refused}"
+    );
+    let accepted = costed_crd("bounded", true);
+    let name = accepted.name_any();
+    crds.create(&PostParams::default(), &accepted)
+        .await
+        .expect("bounded: within the budget");
+    let _ = crds.delete(&name, &Default::default()).await;
+}

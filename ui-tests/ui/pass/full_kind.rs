@@ -30,10 +30,40 @@ pub struct ThingSpec {
     /// The size.
     #[validate(minimum = 0, maximum = 1000, multiple_of = 2)]
     pub size: i32,
+    #[serde(default)]
+    pub limits: Option<Limits>,
+}
+
+/// CEL rules type-checked against the fields and cost-estimated at compile time.
+#[kubeforge::schema(
+    rule(cel = "self.names.all(n, n.matches('^[a-z]+$')) && self.names.size() <= self.max"),
+    rule(cel = "!has(self.deadline) || self.deadline > timestamp('2020-01-01T00:00:00Z')"),
+    rule(cel = "self.labels.all(k, k.size() < 64 && self.labels[k] != '')"),
+    rule(cel = "type(self.port) == int ? self.port > 1024 : self.port.startsWith('http')"),
+    rule(cel = "self.ratio > 0 && self.ratio * 2.0 <= 3.0 && self.max + 1 > 1"),
+    rule(cel = "!has(self.memory) || quantity(self.memory).isLessThan(quantity('4Gi'))"),
+    rule(cel = "self.names.exists_one(n, n == 'main') || sets.intersects(self.names, ['a', 'b'])",
+        message_expression = "'%d names'.format([self.names.size()])"),
+)]
+#[derive(Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    #[validate(max_items = 16, items(max_length = 63))]
+    pub names: Vec<String>,
+    pub max: i64,
+    #[validate(format = "date-time")]
+    pub deadline: Option<String>,
+    #[validate(max_properties = 8, values(max_length = 64), rule(cel = "self.all(k, k != '')"))]
+    pub labels: std::collections::BTreeMap<String, String>,
+    #[validate(rule(cel = "self >= 0.0"))]
+    pub ratio: f64,
+    pub port: kubeforge::k8s_openapi::apimachinery::pkg::util::intstr::IntOrString,
+    #[validate(max_length = 16, rule(cel = "isQuantity(self)"))]
+    pub memory: Option<String>,
 }
 
 fn main() {
-    let thing = Thing::new("a", ThingSpec { size: 3 });
+    let thing = Thing::new("a", ThingSpec { size: 3, limits: None });
     assert!(thing.validate().is_err());
     let crd = Thing::crd();
     assert_eq!(crd.metadata.name.as_deref(), Some("thingies.ui.kubeforge.dev"));

@@ -1,10 +1,29 @@
-//! Compile-time parsing of CEL rules (`x-kubernetes-validations`) with the `cel` crate's parser, so
-//! a rule with a syntax error is a compile error instead of a CRD the apiserver rejects.
+//! Compile-time checks of CEL rules (`x-kubernetes-validations`): parsing with the `cel` crate's
+//! parser, so a rule with a syntax error is a compile error instead of a CRD the apiserver
+//! rejects; type checking against the schema of `self` (`check.rs`, types in `types.rs`); and
+//! the apiserver's cost estimate, so a rule it would refuse as too expensive fails at compile
+//! time rather than when the CRD is applied.
 //!
-//! Only syntax is checked: the apiserver also type-checks rules against the schema and estimates
-//! their cost, which needs the Kubernetes CEL environment.
+//! Rules are checked twice: with `self` of unknown type where [`check_untyped`] is called
+//! (every rule, in `validate::rules`), and with the type of the struct or field they are on
+//! ([`check_struct`], [`check_field`]), which reports only what the first pass did not.
+
+mod check;
+#[cfg(test)]
+mod check_tests;
+mod functions;
+mod show;
+mod types;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use syn::LitStr;
+
+use check::{Env, What};
+use types::Ty;
+
+use crate::errors::Errors;
+use crate::fields::Field;
+use crate::model::Rule;
 
 /// Parses `source` as a CEL expression; the error names line, column and problem.
 pub fn check(source: &str) -> Result<(), String> {
@@ -104,6 +123,77 @@ fn visit_entry(entry: &EntryExpr, out: &mut Vec<String>) {
             visit(&m.value, out);
         }
     }
+}
+
+/// The type errors of `source` (a rule or a message expression) in `env`, and a cost above the
+/// apiserver's limit; nothing when it does not parse (reported elsewhere).
+pub fn diagnose(source: &str, env: &Env, what: What) -> Vec<String> {
+    match parse(source) {
+        Ok(expr) => check::check(&expr, env, what).errors,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The rule and its message expression, each with what it must evaluate to.
+fn expressions(rule: &Rule) -> impl Iterator<Item = (&LitStr, What)> {
+    std::iter::once((&rule.cel, What::Rule)).chain(
+        rule.message_expression
+            .iter()
+            .map(|m| (m, What::MessageExpression)),
+    )
+}
+
+fn untyped_env(rule: &Rule) -> Env {
+    Env::new(Ty::dynamic(), rule.optional_old_self == Some(true))
+}
+
+/// Checks rules whose `self` is not known here (`dyn`): unknown functions and identifiers,
+/// and operations that fail whatever `self` is.
+pub fn check_untyped(rules: &[Rule], errors: &mut Errors) {
+    for rule in rules {
+        for (lit, what) in expressions(rule) {
+            for message in diagnose(&lit.value(), &untyped_env(rule), what) {
+                errors.spanned(lit, message);
+            }
+        }
+    }
+}
+
+/// Checks rules with `self` of type `self_ty`, reporting what [`check_untyped`] did not.
+fn check_typed(rules: &[Rule], self_ty: &Ty, errors: &mut Errors) {
+    for rule in rules {
+        let env = Env::new(self_ty.clone(), rule.optional_old_self == Some(true));
+        for (lit, what) in expressions(rule) {
+            let source = lit.value();
+            let untyped = diagnose(&source, &untyped_env(rule), what);
+            for message in diagnose(&source, &env, what) {
+                if !untyped.contains(&message) {
+                    errors.spanned(lit, message);
+                }
+            }
+        }
+    }
+}
+
+/// Checks the rules of a struct (`self` is the struct with these fields; the kind's rules are on
+/// its spec struct).
+pub fn check_struct(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, errors: &mut Errors) {
+    if rules.is_empty() {
+        return;
+    }
+    check_typed(
+        rules,
+        &types::of_struct(&type_name.to_string(), fields),
+        errors,
+    );
+}
+
+/// Checks the rules of a field (`self` is the field's value: the list for a list field).
+pub fn check_field(field: &Field, errors: &mut Errors) {
+    if field.markers.rules.is_empty() {
+        return;
+    }
+    check_typed(&field.markers.rules, &types::of_field(field), errors);
 }
 
 #[cfg(test)]
