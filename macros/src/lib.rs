@@ -51,6 +51,7 @@ use proc_macro::TokenStream;
 /// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
 /// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
 /// | `served = false`, `storage = false` | version flags (both default to `true`) |
+/// | `rbac(group = "", resources = ["services"], verbs = ["create", "delete"], resource_names = ["web"])` | an RBAC rule the wiring cannot see (objects the reconciler writes without owning or watching them), added to the rules `crdgen --rbac` / `--deploy` print; `resource_names` limits it to those objects; unknown verbs and resources that are not lower-case plurals are compile errors; repeatable, also in the watcher mode |
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 /// | `exactly_one_of = ["a", "b"]`, `at_most_one_of = [..]`, `at_least_one_of = [..]` | groups of sibling fields of the spec (JSON names, checked at compile time; each must be an `Option` or `#[serde(default)]`, not `required`), as CEL rules with the messages `exactly one of a, b must be set`, `at most one of a, b may be set`, `at least one of a, b must be set`; repeatable. Also on `#[kubeforge::schema(..)]` structs |
 /// | `optional_spec` | the CRD does not require `spec`; an object without it reads as `Spec::default()` (the spec type must implement `Default`) |
@@ -201,6 +202,7 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// | `workers = N` | (watcher) workers handling events, at least 1 (default 4); the events of one object always go to the same worker |
 /// | `event_timeout = "30s"` | (watcher) cancel a handler that runs longer and retry its event (default: no limit); a duration as in `retry`, above 0 |
 /// | `opinionated = "domain/name"` | (watcher) app-sdk's opinionated watcher: every object gets this finalizer before `add`, so `delete` runs exactly once per object (also for one deleted while the operator was down) before the finalizer comes off; objects holding it at start-up go to `sync`, not `add`; updates that did not change the generation are skipped. Pair it with `dequeue = generation_changed` |
+/// | `rbac(group = "", resources = ["services"], verbs = ["create", "delete"], resource_names = ["web"])` | an RBAC rule the wiring cannot see (objects the reconciler writes without owning or watching them), added to the rules `crdgen --rbac` / `--deploy` print; `resource_names` limits it to those objects; unknown verbs and resources that are not lower-case plurals are compile errors; repeatable, also in the watcher mode |
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->

@@ -8,6 +8,7 @@
 //! | `owns(C)` | `get list watch create update patch delete` on C |
 //! | `watches(W, ..)` | `get list watch` on W |
 //! | always | `create patch` on `events.k8s.io` events; `get create update` on `coordination.k8s.io` leases (leader election) |
+//! | `rbac(group = .., resources = [..], verbs = [..], resource_names = [..])` | those verbs on those resources (only on the named objects with `resource_names`) |
 //!
 //! [`cluster_role`] merges the rules of every registered controller into one ClusterRole, except
 //! the Leases, which [`leader_election_role`] grants in the operator's namespace only; `crdgen
@@ -34,6 +35,8 @@ use kube::api::ObjectMeta;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     rules: BTreeMap<(String, String), BTreeSet<&'static str>>,
+    /// Rules limited to some objects by name: (group, resource, names) → verbs.
+    named: BTreeMap<(String, String, Vec<String>), BTreeSet<&'static str>>,
     /// The cluster-scoped resources among them (their subresources follow them).
     cluster_scoped: BTreeSet<(String, String)>,
 }
@@ -73,6 +76,26 @@ impl Rules {
     pub fn allow(mut self, group: &str, resource: &str, verbs: &[&'static str]) -> Self {
         self.rules
             .entry((group.to_owned(), resource.to_owned()))
+            .or_default()
+            .extend(verbs);
+        self
+    }
+
+    /// Adds `verbs` on the objects named `names` of `resource` in `group` only (a rule with
+    /// `resourceNames`; `create` cannot be limited by name, as the apiserver knows no name then).
+    #[must_use]
+    pub fn allow_named(
+        mut self,
+        group: &str,
+        resource: &str,
+        verbs: &[&'static str],
+        names: &[&str],
+    ) -> Self {
+        let mut names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        names.sort();
+        names.dedup();
+        self.named
+            .entry((group.to_owned(), resource.to_owned(), names))
             .or_default()
             .extend(verbs);
         self
@@ -191,6 +214,9 @@ impl Rules {
         for (key, verbs) in other.rules {
             self.rules.entry(key).or_default().extend(verbs);
         }
+        for (key, verbs) in other.named {
+            self.named.entry(key).or_default().extend(verbs);
+        }
         self.cluster_scoped.extend(other.cluster_scoped);
         self
     }
@@ -204,6 +230,16 @@ impl Rules {
                 .or_default()
                 .push(resource.clone());
         }
+        let named = self
+            .named
+            .iter()
+            .map(|((group, resource, names), verbs)| PolicyRule {
+                api_groups: Some(vec![group.clone()]),
+                resources: Some(vec![resource.clone()]),
+                resource_names: Some(names.clone()),
+                verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                ..PolicyRule::default()
+            });
         grouped
             .into_iter()
             .map(|((group, verbs), resources)| PolicyRule {
@@ -212,6 +248,7 @@ impl Rules {
                 verbs: verbs.into_iter().map(str::to_owned).collect(),
                 ..PolicyRule::default()
             })
+            .chain(named)
             .collect()
     }
 }

@@ -142,6 +142,83 @@ pub struct WatcherKey {
     pub value: Keyed<u64>,
 }
 
+/// `rbac(group = "", resources = ["configmaps"], verbs = ["create"], resource_names = [..])`:
+/// a rule the wiring cannot see (objects the reconciler writes but does not own or watch).
+#[derive(Default)]
+pub struct RbacRule {
+    pub group: Option<LitStr>,
+    pub resources: Vec<LitStr>,
+    pub verbs: Vec<LitStr>,
+    pub resource_names: Vec<LitStr>,
+}
+
+const RBAC_RULE: Table<RbacRule> = Table {
+    what: "`rbac(..)`",
+    keys: &[
+        Key::required(
+            "group",
+            Value::Str(|r, v| r.group = Some(v)),
+            "`rbac(..)` needs `group = \"..\"` (`\"\"` for the core group)",
+        ),
+        Key::required(
+            "resources",
+            Value::StrList(|r, v| r.resources = v),
+            "`rbac(..)` needs `resources = [\"..\"]`",
+        ),
+        Key::required(
+            "verbs",
+            Value::StrList(|r, v| r.verbs = v),
+            "`rbac(..)` needs `verbs = [\"..\"]`",
+        ),
+        Key::new(
+            "resource_names",
+            Value::StrList(|r, v| r.resource_names = v),
+        ),
+    ],
+};
+
+/// The verbs Kubernetes RBAC knows.
+const RBAC_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "*",
+    "use",
+    "bind",
+    "escalate",
+    "impersonate",
+    "approve",
+    "sign",
+];
+
+impl RbacRule {
+    /// Reports what the apiserver would refuse or ignore: unknown verbs, empty or upper-case
+    /// resources.
+    fn check(&self, errors: &mut Errors) {
+        for verb in &self.verbs {
+            if !RBAC_VERBS.contains(&verb.value().as_str()) {
+                let hint = did_you_mean(&verb.value(), RBAC_VERBS);
+                errors.spanned(verb, format!("unknown RBAC verb `{}`{hint}", verb.value()));
+            }
+        }
+        for resource in &self.resources {
+            let value = resource.value();
+            let base = value.split('/').next().unwrap_or_default();
+            if base.is_empty() || base.chars().any(|c| c.is_ascii_uppercase() || c == ' ') {
+                errors.spanned(
+                    resource,
+                    "a resource is the lower-case plural name (`configmaps`, `deployments/scale`)",
+                );
+            }
+        }
+    }
+}
+
 /// The keys of `#[controller(...)]`, with the span of each key for error messages.
 #[derive(Default)]
 pub struct ControllerArgs {
@@ -166,6 +243,8 @@ pub struct ControllerArgs {
     pub opinionated: Option<LitStr>,
     /// `store = memcached`: the store backend the primary kind's cache lives in (both modes).
     pub store: Option<Keyed<String>>,
+    /// `rbac(..)`: extra RBAC rules (both modes).
+    pub rbac: Vec<RbacRule>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
     /// `predicates`), each at its first occurrence, for the watcher mode's errors.
     pub reconciler_keys: Vec<Keyed<&'static str>>,
@@ -233,6 +312,15 @@ const CONTROLLER: Table<ControllerArgs> = Table {
         Key::new(
             "crate",
             Value::CratePath(|a, path| a.crate_path = Some(path)),
+        ),
+        Key::repeatable(
+            "rbac",
+            Value::Custom(|a, meta, e| {
+                let rule = keys::nested(meta, &RBAC_RULE, e)?.value;
+                rule.check(e);
+                a.rbac.push(rule);
+                Ok(())
+            }),
         ),
         Key::repeatable("owns_metadata", Value::Custom(renamed)),
         Key::repeatable("owns_uncached", Value::Custom(renamed)),

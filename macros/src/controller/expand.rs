@@ -392,6 +392,7 @@ impl Expander<'_> {
             let t = self.kinds.of(&w.kind);
             quote!(.watched::<#t>())
         });
+        let extra = extra_rules(kf, &self.model.rbac);
         quote! {
             fn __rbac<__S: #spec, #(#params: #kind_trait),*>() -> #kf::rbac::Rules {
                 #kf::rbac::Rules::new()
@@ -400,6 +401,7 @@ impl Expander<'_> {
                     #(#watched)*
                     .events()
                     .leases()
+                    #extra
             }
         }
     }
@@ -670,6 +672,7 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
     });
     let opinionated = model.opinionated.as_ref().map(|f| quote!(.opinionated(#f)));
     let holds = model.opinionated.is_some();
+    let extra = extra_rules(kf, &model.rbac);
     // In `watcher()`, where `Self` in a `retry` expression is the watcher.
     let retry = model.retry.as_ref().map(|retry| retry_call(kf, retry));
     let dequeue = dequeue_call(kf, model.dequeue);
@@ -706,6 +709,7 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
                     .primary::<Self::Kind>(#holds)
                     .events()
                     .leases()
+                    #extra
             }
         }
     }
@@ -748,4 +752,25 @@ pub fn watcher_dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenSt
             }
         }
     }
+}
+
+/// The `.allow(..)` / `.allow_named(..)` calls of `rbac(..)` rules.
+fn extra_rules(kf: &Path, rules: &[super::attrs::RbacRule]) -> TokenStream {
+    let _ = kf;
+    let calls = rules.iter().flat_map(|rule| {
+        let group = rule
+            .group
+            .clone()
+            .unwrap_or_else(|| syn::LitStr::new("", proc_macro2::Span::call_site()));
+        let verbs = &rule.verbs;
+        let names = &rule.resource_names;
+        rule.resources.iter().map(move |resource| {
+            if names.is_empty() {
+                quote!(.allow(#group, #resource, &[#(#verbs),*]))
+            } else {
+                quote!(.allow_named(#group, #resource, &[#(#verbs),*], &[#(#names),*]))
+            }
+        })
+    });
+    quote!(#(#calls)*)
 }

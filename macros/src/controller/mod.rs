@@ -45,6 +45,8 @@ pub struct Model {
     pub reconcile: ImplItemFn,
     pub cleanup: Option<ImplItemFn>,
     pub has_error_policy: bool,
+    /// `rbac(..)`: extra RBAC rules.
+    pub rbac: Vec<attrs::RbacRule>,
 }
 
 /// How failed reconciles are retried (`retry = ..`).
@@ -177,6 +179,7 @@ fn check_reconciler(
         reconcile,
         cleanup,
         has_error_policy: find("error_policy").is_some(),
+        rbac: args.rbac,
     })
 }
 

@@ -33,6 +33,8 @@ pub struct WatcherModel {
     /// `store = ..`: the store backend of the kind's cache; `None` keeps the wiring's informer
     /// defaults (in memory).
     pub store: Option<Keyed<String>>,
+    /// `rbac(..)`: extra RBAC rules.
+    pub rbac: Vec<super::attrs::RbacRule>,
     /// The error type all the handlers return.
     pub error_ty: Type,
     pub add: ImplItemFn,
@@ -145,6 +147,7 @@ pub fn check(
         dequeue: args.dequeue,
         opinionated: args.opinionated,
         store: args.store,
+        rbac: args.rbac,
         error_ty: error_ty?,
         add,
         update,

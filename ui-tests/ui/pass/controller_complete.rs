@@ -20,7 +20,9 @@ use kubeforge::k8s_openapi::api::core::v1::{Pod, Secret};
 
 #[kubeforge::controller(for = ConfigMap, owns(Secret, Pod(uncached, any_owner)), watches(Secret, map = Self::by_secret),
     concurrency = 2, finalizer = "ui.kubeforge.dev/cleanup", predicates(generation_changed, Self::changed), name = "copier",
-    retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = generation_changed)]
+    retry = exponential(base = "1s", max = "5m", attempts = 10), dequeue = generation_changed,
+    rbac(group = "", resources = ["services", "endpoints"], verbs = ["create", "delete"]),
+    rbac(group = "apps", resources = ["deployments/scale"], verbs = ["update"], resource_names = ["web"]))]
 impl Copier {
     async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
         Ok(Action::Done)
@@ -79,4 +81,18 @@ fn main() {
     assert_eq!(<Copier as ControllerSpec>::FINALIZER, Some("ui.kubeforge.dev/cleanup"));
     let rules = <Copier as ControllerSpec>::rbac().policy_rules();
     assert!(rules.iter().any(|r| r.resources.as_ref().is_some_and(|rs| rs.contains(&"configmaps/finalizers".to_owned()))));
+    // `rbac(..)`: rules the wiring cannot see, merged with its own.
+    let verbs = |resource: &str| {
+        rules
+            .iter()
+            .filter(|r| r.resource_names.is_none())
+            .find(|r| r.resources.as_ref().is_some_and(|rs| rs.iter().any(|x| x == resource)))
+            .map(|r| r.verbs.join(" "))
+    };
+    assert_eq!(verbs("services").as_deref(), Some("create delete"));
+    assert_eq!(verbs("endpoints").as_deref(), Some("create delete"));
+    let named = rules.iter().find(|r| r.resource_names.is_some()).expect("a rule with names");
+    assert_eq!(named.resource_names.as_deref(), Some(&["web".to_owned()][..]));
+    assert_eq!(named.resources.as_deref(), Some(&["deployments/scale".to_owned()][..]));
+    assert_eq!(named.api_groups.as_deref(), Some(&["apps".to_owned()][..]));
 }
