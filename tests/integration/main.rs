@@ -25,6 +25,7 @@ mod markers;
 mod memcached_backend;
 mod retries;
 mod secret_mirror;
+mod selectors;
 mod stores;
 mod watcher;
 mod webapp;

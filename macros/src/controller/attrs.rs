@@ -19,24 +19,98 @@ pub struct Watch {
     pub is_async: bool,
     /// `store = memcached`: the store backend the kind's cache lives in (see [`store_name`]).
     pub store: Option<Keyed<String>>,
+    /// `labels = ".."`, `fields = ".."`, `predicates(..)`: which objects are watched, and which
+    /// of their updates count.
+    pub select: Select,
+}
+
+/// The selectors and built-in predicates of an owned or watched kind.
+#[derive(Default)]
+pub struct Select {
+    /// `labels = "app=web"`: a label selector.
+    pub labels: Option<LitStr>,
+    /// `fields = "metadata.name=x"`: a field selector.
+    pub fields: Option<LitStr>,
+    /// `predicates(generation_changed, ..)`: built-ins only.
+    pub predicates: Vec<Ident>,
 }
 
 /// The keys a `watches(Kind, map = path, ..)` entry takes after its mapper.
 #[derive(Default)]
 struct WatchOptions {
     store: Option<Keyed<String>>,
+    select: Select,
 }
 
 const WATCH_OPTIONS: Table<WatchOptions> = Table {
     what: "`watches(..)`",
-    keys: &[Key::new(
-        "store",
-        Value::Custom(|w, meta, _| {
-            w.store = Some(store_key(meta)?);
-            Ok(())
-        }),
-    )],
+    keys: &[
+        Key::new(
+            "store",
+            Value::Custom(|w, meta, _| {
+                w.store = Some(store_key(meta)?);
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "labels",
+            Value::Custom(|w, meta, e| {
+                w.select.labels = Some(selector(meta, e)?);
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "fields",
+            Value::Custom(|w, meta, e| {
+                w.select.fields = Some(selector(meta, e)?);
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "predicates",
+            Value::Custom(|w, meta, e| {
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let idents = Punctuated::<Ident, Token![,]>::parse_terminated_with(
+                    &content,
+                    Ident::parse_any,
+                )?;
+                w.select.predicates = builtin_predicates(idents, e);
+                Ok(())
+            }),
+        ),
+    ],
 };
+
+/// `labels = ".."` / `fields = ".."`: a non-empty selector string.
+fn selector(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<LitStr> {
+    let lit: LitStr = meta.value()?.parse()?;
+    if lit.value().trim().is_empty() {
+        errors.spanned(&lit, "an empty selector selects everything: leave it out");
+    }
+    Ok(lit)
+}
+
+/// The built-in predicates among `idents` (owned and watched kinds take no custom ones).
+fn builtin_predicates(idents: impl IntoIterator<Item = Ident>, errors: &mut Errors) -> Vec<Ident> {
+    idents
+        .into_iter()
+        .filter(|ident| {
+            let known = BUILTIN_PREDICATES.contains(&ident.to_string().as_str());
+            if !known {
+                errors.at(
+                    ident.span(),
+                    format!(
+                        "unknown predicate `{ident}`; owned and watched kinds take the built-ins: {}{}",
+                        BUILTIN_PREDICATES.join(", "),
+                        did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
+                    ),
+                );
+            }
+            known
+        })
+        .collect()
+}
 
 /// What the cache keeps of an owned kind: `owns(A, B(metadata), C(uncached))`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,16 +128,28 @@ pub struct Owned {
     pub any_owner: bool,
     /// `store = memcached`: the store backend the kind's cache lives in (see [`store_name`]).
     pub store: Option<Keyed<String>>,
+    /// `labels = ".."`, `fields = ".."`, `predicates(..)`.
+    pub select: Select,
 }
 
 /// The options an `owns(...)` entry takes in parentheses.
-const OWNS_OPTIONS: &[&str] = &["full", "metadata", "uncached", "any_owner", "store"];
+const OWNS_OPTIONS: &[&str] = &[
+    "full",
+    "metadata",
+    "uncached",
+    "any_owner",
+    "store",
+    "labels",
+    "fields",
+    "predicates",
+];
 
-/// One option of an owned kind as written: a word (`metadata`) or `name = value`
-/// (`store = memcached`).
+/// One option of an owned kind as written: a word (`metadata`), `name = value`
+/// (`store = memcached`) or `name(a, b)` (`predicates(generation_changed)`).
 struct OwnedOption {
     name: Ident,
     value: Option<Expr>,
+    list: Option<Vec<Ident>>,
 }
 
 /// A predicate named in `predicates(...)`.
@@ -438,13 +524,23 @@ fn owns(
 impl OwnedOption {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let name = Ident::parse_any(input)?;
+        let mut list = None;
         let value = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             Some(input.parse()?)
         } else {
+            if input.peek(syn::token::Paren) {
+                let content;
+                syn::parenthesized!(content in input);
+                let idents = Punctuated::<Ident, Token![,]>::parse_terminated_with(
+                    &content,
+                    Ident::parse_any,
+                )?;
+                list = Some(idents.into_iter().collect());
+            }
             None
         };
-        Ok(OwnedOption { name, value })
+        Ok(OwnedOption { name, value, list })
     }
 }
 
@@ -455,6 +551,7 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
         weight: Weight::Full,
         any_owner: false,
         store: None,
+        select: Select::default(),
     };
     let mut weights = Vec::new();
     // The first `store` key, valid or not, for "duplicate" and "uncached".
@@ -462,10 +559,46 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
     for OwnedOption {
         name: option,
         value,
+        list,
     } in options
     {
         let name = option.to_string();
+        if name == "predicates" {
+            match list {
+                Some(idents) => {
+                    entry.select.predicates = builtin_predicates(idents.iter().cloned(), errors);
+                }
+                None => errors.at(
+                    option.span(),
+                    "write the predicates in parentheses: `predicates(generation_changed)`",
+                ),
+            }
+            continue;
+        }
+        if let Some(first) = list.as_ref().and_then(|l| l.first()) {
+            errors.at(first.span(), format!("`{name}` takes no list"));
+            continue;
+        }
         match (name.as_str(), value) {
+            ("labels" | "fields", Some(value)) => match value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(lit), ..
+                }) if !lit.value().trim().is_empty() => {
+                    if name == "labels" {
+                        entry.select.labels = Some(lit.clone());
+                    } else {
+                        entry.select.fields = Some(lit.clone());
+                    }
+                }
+                other => errors.spanned(
+                    other,
+                    format!("`{name}` takes a selector string, e.g. `{name} = \"app=web\"`"),
+                ),
+            },
+            ("labels" | "fields", None) => errors.at(
+                option.span(),
+                format!("`{name}` takes a selector string, e.g. `{name} = \"app=web\"`"),
+            ),
             ("store", Some(value)) => {
                 if store_key.is_some() {
                     errors.at(
@@ -556,6 +689,7 @@ fn watches(
         map,
         is_async,
         store: options.store,
+        select: options.select,
     });
     Ok(())
 }

@@ -14,7 +14,7 @@ use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ImplItemFn, ItemImpl, LitStr, Path, Type};
 
-use super::attrs::{DequeueArg, PredicateArg, Weight};
+use super::attrs::{DequeueArg, PredicateArg, Select, Weight};
 use super::watcher::WatcherModel;
 use super::{Model, RetryArg};
 use crate::keys::Keyed;
@@ -309,7 +309,7 @@ impl Expander<'_> {
                     Weight::Uncached => quote!(uncached),
                 };
                 let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
-                let informer = informer_call(owned.store.as_ref());
+                let informer = select_calls(kf, owned.store.as_ref(), &owned.select);
                 quote! {
                     .owns(
                         #kf::controller::api_for::<#t>(client.clone(), namespace),
@@ -331,7 +331,7 @@ impl Expander<'_> {
             .zip(&self.mapper_args)
             .map(|(w, map)| {
                 let t = self.kinds.of(&w.kind);
-                let informer = informer_call(w.store.as_ref());
+                let informer = select_calls(kf, w.store.as_ref(), &w.select);
                 let watches = if w.is_async {
                     quote! {
                         #kf::controller::Watches::map_async({
@@ -492,11 +492,23 @@ fn informer_config(store: Option<&Keyed<String>>) -> TokenStream {
     }
 }
 
-/// `.informer(..)` of `Owns` and `Watches` for `store = ..`; nothing without it (the runtime
-/// then takes the wiring's defaults).
-fn informer_call(store: Option<&Keyed<String>>) -> Option<TokenStream> {
-    let config = informer_config(Some(store?));
-    Some(quote!(.informer(#config)))
+/// `.informer(..)` and `.predicate(..)` of an owned or watched kind: its store backend,
+/// selectors and built-in predicates; nothing when none is set (the runtime then takes the
+/// wiring's defaults).
+fn select_calls(kf: &Path, store: Option<&Keyed<String>>, select: &Select) -> TokenStream {
+    let informer = if store.is_none() && select.labels.is_none() && select.fields.is_none() {
+        None
+    } else {
+        let config = informer_config(store);
+        let labels = select.labels.as_ref().map(|l| quote!(.labels(#l)));
+        let fields = select.fields.as_ref().map(|f| quote!(.fields(#f)));
+        Some(quote!(.informer(#config #labels #fields)))
+    };
+    let predicates = select.predicates.iter().map(|ident| {
+        let ty = format_ident!("{}", camel_case(&ident.to_string()), span = ident.span());
+        quote!(.predicate(#kf::controller::#ty))
+    });
+    quote!(#informer #(#predicates)*)
 }
 
 /// `Duration::from_millis(ms)`.

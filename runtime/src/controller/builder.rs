@@ -19,6 +19,7 @@ use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
 use super::handlers::{Sink, Source, owner_keys, source, source_async};
+use super::predicate::MetadataPredicates;
 use super::progress::Progress;
 use super::retries::{Retries, RetryConfig};
 use super::sources::Mapper;
@@ -206,23 +207,30 @@ where
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let controller_only = !owns.any_owner;
         let cache = self.wiring.cache();
+        let predicates: MetadataPredicates = owns.predicates.into();
         let source = match owns.weight {
             Weight::Full => source(
                 cache.informer(api, config).subscribe(),
                 false,
-                owner_keys::<K, C>(controller_only),
+                gated(predicates, owner_keys::<K, C>(controller_only)),
             ),
             Weight::Metadata => source(
                 cache.informer(metadata_api(api), config).subscribe(),
                 false,
-                owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+                gated(
+                    predicates,
+                    owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+                ),
             ),
             Weight::Uncached => source(
                 cache
                     .skeleton_informer(metadata_api(api), config)
                     .subscribe(),
                 false,
-                owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+                gated(
+                    predicates,
+                    owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+                ),
             ),
         };
         self.sources.push(source);
@@ -249,20 +257,28 @@ where
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let informer = self.wiring.cache().informer(api, config);
         let events = informer.subscribe();
+        let predicates: MetadataPredicates = watches.predicates.into();
         let source = match watches.mapper {
-            Mapper::Sync(mapper) => source(events, false, move |event: &Event<W>| {
-                let mut keys = Vec::new();
-                for obj in event.versions() {
-                    add_new(&mut keys, mapper(obj));
-                }
-                keys
-            }),
-            Mapper::Async(mapper) => source_async(events, false, move |event: Event<W>| {
-                let mapper = Arc::clone(&mapper);
-                async move {
+            Mapper::Sync(mapper) => source(
+                events,
+                false,
+                gated(predicates, move |event: &Event<W>| {
                     let mut keys = Vec::new();
                     for obj in event.versions() {
-                        add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                        add_new(&mut keys, mapper(obj));
+                    }
+                    keys
+                }),
+            ),
+            Mapper::Async(mapper) => source_async(events, false, move |event: Event<W>| {
+                let mapper = Arc::clone(&mapper);
+                let passes = predicate::event_passes(&predicates, &event);
+                async move {
+                    let mut keys = Vec::new();
+                    if passes {
+                        for obj in event.versions() {
+                            add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                        }
                     }
                     keys
                 }
@@ -520,6 +536,20 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         for task in &self.0 {
             task.abort();
+        }
+    }
+}
+
+/// `map`, for the updates `predicates` accept only (creations, deletions and resyncs always).
+fn gated<T: Resource>(
+    predicates: MetadataPredicates,
+    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
+) -> impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static {
+    move |event: &Event<T>| {
+        if predicate::event_passes(&predicates, event) {
+            map(event)
+        } else {
+            Vec::new()
         }
     }
 }

@@ -95,7 +95,8 @@ pub use context::Context;
 pub use finalizer::FinalizerError;
 pub use metrics::{ControllerMetrics, ReconcileResult};
 pub use predicate::{
-    AnnotationsChanged, GenerationChanged, LabelsChanged, Predicate, ResourceVersionChanged,
+    AnnotationsChanged, GenerationChanged, LabelsChanged, MetadataPredicate, Predicate,
+    ResourceVersionChanged,
 };
 pub use reconciler::{ControllerSpec, Reconciler};
 pub use retries::RequeueRequested;

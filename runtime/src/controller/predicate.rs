@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use kube::Resource;
+use kube::api::ObjectMeta;
 
 /// Decides whether a change of an object should trigger a reconcile.
 ///
@@ -61,6 +62,58 @@ pub struct ResourceVersionChanged;
 impl<K: Resource> Predicate<K> for ResourceVersionChanged {
     fn accepts(&self, old: &K, new: &K) -> bool {
         old.meta().resource_version != new.meta().resource_version
+    }
+}
+
+/// A predicate on metadata only, for any kind: what the built-ins are, and what an owned or
+/// watched kind takes ([`Owns::predicate`](super::Owns::predicate),
+/// [`Watches::predicate`](super::Watches::predicate)) — also when it is cached as metadata.
+pub trait MetadataPredicate: Send + Sync + 'static {
+    /// Whether the change from `old` to `new` matters.
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool;
+}
+
+impl MetadataPredicate for GenerationChanged {
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
+        old.generation != new.generation
+    }
+}
+
+impl MetadataPredicate for LabelsChanged {
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
+        old.labels != new.labels
+    }
+}
+
+impl MetadataPredicate for AnnotationsChanged {
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
+        old.annotations != new.annotations
+    }
+}
+
+impl MetadataPredicate for ResourceVersionChanged {
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
+        old.resource_version != new.resource_version
+    }
+}
+
+/// The metadata predicates of an owned or watched kind.
+pub(crate) type MetadataPredicates = Arc<[Arc<dyn MetadataPredicate>]>;
+
+/// Whether an event of an owned or watched kind passes its predicates: updates only are
+/// filtered ("any"; none: everything passes).
+pub(crate) fn event_passes<T: Resource>(
+    predicates: &[Arc<dyn MetadataPredicate>],
+    event: &crate::informer::Event<T>,
+) -> bool {
+    match event {
+        crate::informer::Event::Applied {
+            old: Some(old),
+            new,
+        } if !predicates.is_empty() => predicates
+            .iter()
+            .any(|p| p.accepts_meta(old.meta(), new.meta())),
+        _ => true,
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
+use super::predicate::MetadataPredicate;
 use crate::ObjectKey;
 use crate::informer::InformerConfig;
 
@@ -27,11 +28,23 @@ use crate::informer::InformerConfig;
 /// let shared = Owns::full().any_owner();
 /// # let _ = (lean, shared);
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Owns {
     pub(super) weight: Weight,
     pub(super) any_owner: bool,
     pub(super) informer: Option<InformerConfig>,
+    pub(super) predicates: Vec<Arc<dyn MetadataPredicate>>,
+}
+
+impl Debug for Owns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owns")
+            .field("weight", &self.weight)
+            .field("any_owner", &self.any_owner)
+            .field("informer", &self.informer)
+            .field("predicates", &self.predicates.len())
+            .finish()
+    }
 }
 
 /// What the cache keeps of an owned kind.
@@ -80,6 +93,15 @@ impl Owns {
         self.informer = Some(config);
         self
     }
+
+    /// Reconcile the owner on a child's update only if `predicate` accepts it (several: if any
+    /// does); creations and deletions always count. The controller's own
+    /// [`predicate`](super::Controller::predicate)s apply to its primary kind only.
+    #[must_use]
+    pub fn predicate(mut self, predicate: impl MetadataPredicate) -> Self {
+        self.predicates.push(Arc::new(predicate));
+        self
+    }
 }
 
 /// Maps a watched object to the keys of the primaries to reconcile.
@@ -113,6 +135,7 @@ pub(super) type AsyncMapper<W> =
 pub struct Watches<W> {
     pub(super) mapper: Mapper<W>,
     pub(super) informer: Option<InformerConfig>,
+    pub(super) predicates: Vec<Arc<dyn MetadataPredicate>>,
 }
 
 impl<W> Debug for Watches<W> {
@@ -129,6 +152,7 @@ impl<W> Watches<W> {
         Self {
             mapper: Mapper::Sync(Arc::new(mapper)),
             informer: None,
+            predicates: Vec::new(),
         }
     }
 
@@ -165,6 +189,7 @@ impl<W> Watches<W> {
         Self {
             mapper: Mapper::Async(Arc::new(move |obj| Box::pin(mapper(obj)))),
             informer: None,
+            predicates: Vec::new(),
         }
     }
 
@@ -173,6 +198,14 @@ impl<W> Watches<W> {
     #[must_use]
     pub fn informer(mut self, config: InformerConfig) -> Self {
         self.informer = Some(config);
+        self
+    }
+
+    /// Map a watched object's update only if `predicate` accepts it (several: if any does);
+    /// creations and deletions always count.
+    #[must_use]
+    pub fn predicate(mut self, predicate: impl MetadataPredicate) -> Self {
+        self.predicates.push(Arc::new(predicate));
         self
     }
 }

@@ -1,0 +1,166 @@
+//! Selectors and per-kind predicates of watched kinds in `#[controller]`: only labelled
+//! ConfigMaps are watched (and cached), and of those only label changes count.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams, PostParams};
+use kubeforge::ObjectKey;
+use kubeforge::cache::Cache;
+use kubeforge::controller::{Action, Context};
+use kubeforge::manager::Manager;
+use kubeforge::testing::TestNamespace;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{configmap, eventually};
+
+/// Counts the reconciles of each Secret; ConfigMaps map to the Secret of the same name.
+#[derive(Clone, Default)]
+struct Counter(Arc<Mutex<HashMap<String, usize>>>);
+
+impl Counter {
+    fn get(&self, name: &str) -> usize {
+        self.0.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+}
+
+#[kubeforge::controller(for = Secret, name = "selected", concurrency = 1,
+    watches(ConfigMap, map = Self::same_name, labels = "selected=true", predicates(labels_changed)))]
+impl Counter {
+    async fn reconcile(
+        &self,
+        secret: Arc<Secret>,
+        _ctx: &Context<Secret>,
+    ) -> Result<Action, kube::Error> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        *self.0.lock().unwrap().entry(name).or_default() += 1;
+        Ok(Action::Done)
+    }
+
+    fn same_name(cm: &ConfigMap, _cache: &Cache) -> Vec<ObjectKey> {
+        vec![ObjectKey::of(cm)]
+    }
+}
+
+fn secret(name: &str) -> Secret {
+    serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap()
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    let mut cm = configmap(name, &[("v", "1")]);
+    cm.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    cm
+}
+
+#[tokio::test]
+async fn watches_should_follow_only_selected_objects_and_their_predicates() {
+    let ns = TestNamespace::new().await.unwrap();
+    let counter = Counter::default();
+    let manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .controller(counter.clone());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+
+    let secrets = ns.api::<Secret>();
+    let cms = ns.api::<ConfigMap>();
+    for name in ["a", "b", "barrier"] {
+        secrets
+            .create(&PostParams::default(), &secret(name))
+            .await
+            .unwrap();
+    }
+    cms.create(
+        &PostParams::default(),
+        &labelled("a", &[("selected", "true")]),
+    )
+    .await
+    .unwrap();
+    cms.create(&PostParams::default(), &labelled("b", &[]))
+        .await
+        .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &labelled("barrier", &[("selected", "true")]),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the first reconciles",
+        Duration::from_secs(60),
+        async || {
+            (counter.get("a") >= 1 && counter.get("b") >= 1 && counter.get("barrier") >= 1)
+                .then_some(())
+        },
+    )
+    .await;
+    // Let the creations' reconciles settle: a label change of the barrier, reconciled after
+    // everything queued before it (one worker, in order).
+    let barrier = async |round: &str| {
+        let before = counter.get("barrier");
+        let patch = json!({ "metadata": { "labels": { "round": round } } });
+        cms.patch("barrier", &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+        eventually(
+            "the barrier's reconcile",
+            Duration::from_secs(60),
+            async || (counter.get("barrier") > before).then_some(()),
+        )
+        .await;
+    };
+    barrier("0").await;
+    let (a, b) = (counter.get("a"), counter.get("b"));
+
+    // Not selected: a change of b is not seen at all.
+    let relabel = |labels: serde_json::Value| json!({ "metadata": { "labels": labels } });
+    cms.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(relabel(json!({ "x": "1" }))),
+    )
+    .await
+    .unwrap();
+    // Selected, but only its data changes: `labels_changed` filters it out.
+    let data = json!({ "data": { "v": "2" } });
+    cms.patch("a", &PatchParams::default(), &Patch::Merge(data))
+        .await
+        .unwrap();
+    barrier("1").await;
+    assert_eq!(
+        counter.get("b"),
+        b,
+        "an unselected ConfigMap reconciled its Secret"
+    );
+    assert_eq!(
+        counter.get("a"),
+        a,
+        "a data-only change passed `labels_changed`"
+    );
+
+    // Selected and relabelled: reconciled.
+    cms.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(relabel(json!({ "x": "1" }))),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "a's reconcile after its labels changed",
+        Duration::from_secs(60),
+        async || (counter.get("a") > a).then_some(()),
+    )
+    .await;
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
