@@ -2,5 +2,6 @@
 
 pub mod config_audit;
 pub mod secret_mirror;
+pub mod static_site;
 pub mod webapp;
 pub mod webapp_operator;

@@ -143,6 +143,7 @@ mod tests {
             names,
             [
                 "secretmirrors.apps.kubeforge.dev",
+                "staticsites.apps.kubeforge.dev",
                 "webapps.apps.kubeforge.dev"
             ]
         );

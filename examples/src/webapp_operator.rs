@@ -7,7 +7,6 @@
 //! the Deployment controller created every requested pod for the current spec
 //! (`readyReplicas` is reported as the cluster says, 0 locally).
 
-// [readme-quick-start]
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -120,7 +119,6 @@ impl WebAppController {
         Ok(Action::Done)
     }
 }
-// [readme-quick-start-end]
 
 /// Field manager of everything the operator writes.
 pub const MANAGER: &str = "webapp-operator";

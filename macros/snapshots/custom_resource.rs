@@ -90,6 +90,15 @@ impl ::kubeforge::crd::__checks::JsonField<13699452588724271873u64> for WebAppSp
     type Ty = String;
     const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::String;
 }
+impl ::kubeforge::crd::__checks::JsonFields for WebAppSpec {
+    const TYPE: &'static str = "WebAppSpec";
+    const FIELDS: &'static [(&'static str, ::kubeforge::crd::__checks::JsonShape)] = &[
+        ("replicas", ::kubeforge::crd::__checks::JsonShape::Integer),
+        ("imageName", ::kubeforge::crd::__checks::JsonShape::String),
+    ];
+    const NAMES: &'static str = "replicas, imageName";
+    const OPEN: bool = false;
+}
 const _: () = {
     let _ = ::core::marker::PhantomData::<
         <WebAppSpec as ::kubeforge::crd::__checks::JsonField<

@@ -128,3 +128,13 @@ impl ::kubeforge::crd::__checks::JsonField<12638190499090526629u64> for Range {
     type Ty = i64;
     const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::Integer;
 }
+impl ::kubeforge::crd::__checks::JsonFields for Range {
+    const TYPE: &'static str = "Range";
+    const FIELDS: &'static [(&'static str, ::kubeforge::crd::__checks::JsonShape)] = &[
+        ("a", ::kubeforge::crd::__checks::JsonShape::Integer),
+        ("name", ::kubeforge::crd::__checks::JsonShape::String),
+        ("b", ::kubeforge::crd::__checks::JsonShape::Integer),
+    ];
+    const NAMES: &'static str = "a, name, b";
+    const OPEN: bool = false;
+}

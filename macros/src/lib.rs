@@ -43,7 +43,7 @@ use proc_macro::TokenStream;
 /// | `plural = ".."`, `singular = ".."` | resource names (default: lower-case kind, English plural) |
 /// | `shortname = ".."` | short name; repeatable |
 /// | `category = ".."` | category such as `all`; repeatable |
-/// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable |
+/// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable. `json_path` is the JSONPath the apiserver's table printer takes (client-go's): `.field`, `['key']`, `[n]`, `[a:b]`, `[*]` and filters `[?(@.f OP lit)]` (OP one of `==`, `!=`, `<`, `<=`, `>`, `>=`; a quoted string, a number or `true`/`false`, or `@.g`), `[?(@.f)]` (has `f`), e.g. `.status.conditions[?(@.type=="Ready")].status`; every field is checked at compile time, a filter's on the list's element type (with the literal's type), and `type` against the last field. A path the table printer cannot parse (it would show neither that column nor the next ones) or an unknown operator is a compile error; `..`, `.*` and unions `[a,b]` need `unchecked` |
 /// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
 /// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
 /// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed, type-checked and cost-estimated at compile time (see *Compile-time CEL checks*), and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
@@ -209,7 +209,10 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->
 /// Result<Action, Error>`; `cleanup` has the same shape; an optional `fn error_policy(&self, obj:
-/// &Kind, error: &Error, ctx: &Context<Kind>) -> ErrorPolicy` chooses how errors are retried. The
+/// &Kind, error: &Error, ctx: &Context<Kind>) -> ErrorPolicy` chooses how errors are retried.
+/// `Error` is any `kubeforge::ReconcileError`: a type implementing `std::error::Error` (a
+/// `thiserror` enum, `kube::Error`), `anyhow::Error` or `kubeforge::BoxError`; a one-parameter
+/// alias such as `anyhow::Result<Action>` names it too (also for a watcher's handlers). The
 /// macro implements `Reconciler` and `ControllerSpec` (add the controller with
 /// `Manager::controller(MyController { .. })`) and registers the RBAC rules the wiring needs for
 /// `crdgen --rbac`. Every kind named in the attribute must be a Kubernetes kind (a

@@ -12,6 +12,9 @@ use crate::attrs::{
 pub use crate::attrs::{OneOf, OneOfKind};
 use crate::errors::Errors;
 use crate::keys::Keyed;
+pub use jsonpath::{ColumnStep, Filter, Operand, parse_column_path};
+
+mod jsonpath;
 
 /// The scope of a kind.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -61,7 +64,9 @@ impl Kind {
     }
 }
 
-/// A JSONPath of the kind (printer column, scale, selectable field).
+/// A JSONPath of the kind (printer column, scale, selectable field). Printer columns take what
+/// the apiserver's table printer parses ([`parse_column_path`]); scale paths and selectable fields
+/// are simple paths ([`parse_path`]).
 pub struct JsonPath {
     pub lit: LitStr,
     /// `unchecked`: not resolved at compile time.
@@ -346,7 +351,8 @@ pub fn schema(attrs: SchemaAttrs) -> Schema {
     }
 }
 
-/// One step of a simple JSONPath: a field name and how many `[n]` indexes follow it.
+/// One step of a simple JSONPath (scale, selectable fields, a rule's `field_path`): a field name
+/// and how many `[n]` indexes follow it.
 pub struct PathStep {
     pub name: String,
     pub indexes: usize,

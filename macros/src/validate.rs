@@ -8,7 +8,10 @@ use syn::LitStr;
 use crate::errors::Errors;
 use crate::fields::{Field, SerdeField, Shape};
 use crate::markers::Markers;
-use crate::model::{JsonPath, Kind, OneOf, PrintColumn, Rule, Scale, parse_path};
+use crate::model::{
+    ColumnStep, JsonPath, Kind, OneOf, Operand, PrintColumn, Rule, Scale, parse_column_path,
+    parse_path,
+};
 
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
@@ -48,8 +51,8 @@ const RULE_REASONS: &[&str] = &[
     "FieldValueDuplicate",
 ];
 
-/// A JSONPath as Kubernetes accepts in printer columns and subresources: `.a.b[0].c` (simple
-/// paths; no filters).
+/// A simple JSONPath, as Kubernetes accepts for subresources and selectable fields: `.a.b[0].c`
+/// (no filters; printer columns take more: `check_column_path`).
 pub fn check_json_path(lit: &LitStr, errors: &mut Errors) -> bool {
     let path = lit.value();
     let ok = parse_path(&path).is_some();
@@ -62,12 +65,57 @@ pub fn check_json_path(lit: &LitStr, errors: &mut Errors) -> bool {
     ok
 }
 
+/// A printer column's JSONPath: what the apiserver's table printer parses (filters, `[*]`,
+/// slices, `['key']`, ...). What kubeforge cannot resolve at compile time (`..`, `.*`, unions,
+/// filters on more than fields) needs `unchecked`. `None` when it is refused (reported at the
+/// literal).
+fn check_column_path(path: &JsonPath, errors: &mut Errors) -> Option<Vec<ColumnStep>> {
+    let value = path.lit.value();
+    let steps = match parse_column_path(&value) {
+        Ok(steps) => steps,
+        Err(message) => {
+            errors.spanned(&path.lit, format!("invalid JSONPath `{value}`: {message}"));
+            return None;
+        }
+    };
+    let opaque = steps.iter().find_map(|s| match s {
+        ColumnStep::Opaque(what) => Some(what),
+        _ => None,
+    });
+    if let Some(what) = opaque
+        && !path.unchecked
+    {
+        errors.spanned(
+            &path.lit,
+            format!("{what} in `{value}` cannot be checked at compile time; the apiserver accepts it: add `unchecked` to the printcolumn"),
+        );
+        return None;
+    }
+    for step in &steps {
+        if let ColumnStep::Filter(f) = step
+            && let Some((op, Operand::Bool)) = &f.compare
+            && op.orders()
+        {
+            errors.spanned(
+                &path.lit,
+                format!("the filter `{}` orders booleans, which the apiserver cannot do; compare them with `==` or `!=`", f.raw),
+            );
+            return None;
+        }
+    }
+    Some(steps)
+}
+
 /// The first step of a path must be `spec`, `status` (when the kind has a status) or `metadata`.
 fn check_root(lit: &LitStr, kind: &Kind, errors: &mut Errors) {
     let Some(steps) = parse_path(&lit.value()) else {
         return;
     };
-    match steps.first().map(|s| s.name.as_str()) {
+    check_root_name(steps.first().map(|s| s.name.as_str()), lit, kind, errors);
+}
+
+fn check_root_name(first: Option<&str>, lit: &LitStr, kind: &Kind, errors: &mut Errors) {
+    match first {
         Some("spec" | "metadata") => {}
         Some("status") if kind.status.is_some() => {}
         Some("status") => errors.spanned(
@@ -178,8 +226,15 @@ fn printcolumns(kind: &Kind, errors: &mut Errors) {
             errors.spanned(&col.name, format!("duplicate printer column `{name}`"));
         }
         names.push(name);
-        if check_json_path(&col.json_path.lit, errors) {
-            check_root(&col.json_path.lit, kind, errors);
+        if let Some(steps) = check_column_path(&col.json_path, errors) {
+            // A path that starts with `..` (unchecked) reads from the whole object.
+            match steps.first() {
+                Some(ColumnStep::Field(first)) => {
+                    check_root_name(Some(first), &col.json_path.lit, kind, errors);
+                }
+                Some(ColumnStep::Opaque(_)) => {}
+                _ => check_root_name(None, &col.json_path.lit, kind, errors),
+            }
         }
         column_type_and_format(col, errors);
     }
@@ -715,121 +770,12 @@ pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, erro
         );
     }
     let shape = match kind {
-        TypeKind::Newtype(inner) => {
-            let declared = markers
-                .type_
-                .as_ref()
-                .map(|t| crate::fields::shape_of_type(&t.value()));
-            let pseudo = Field {
-                ident: ident.clone(),
-                inner_ty: crate::fields::inner_type(inner),
-                json_name: ident.to_string(),
-                serde: SerdeField::default(),
-                shape: declared.unwrap_or_else(|| crate::fields::shape(inner)),
-                element_shape: crate::fields::element_shape(inner),
-                value_shape: crate::fields::value_shape(inner),
-                is_option: crate::fields::is_option(inner),
-                ty: (**inner).clone(),
-                markers: Markers {
-                    required: None,
-                    optional: None,
-                    ..markers.clone()
-                },
-                has_markers: true,
-            };
-            field(&pseudo, errors);
-            return;
-        }
+        TypeKind::Newtype(inner) => return newtype_markers(ident, inner, markers, errors),
         TypeKind::UnitEnum => Shape::String,
         TypeKind::Tuple | TypeKind::Struct | TypeKind::DataEnum => Shape::Other,
     };
-    let m = markers;
-    let what = match kind {
-        TypeKind::UnitEnum => "an enum of unit variants (a string)",
-        TypeKind::Tuple => "a tuple struct (a list kept as sent)",
-        _ => "a struct or enum (an object)",
-    };
+    misplaced_markers(ident, kind, markers, errors);
     let object = matches!(kind, TypeKind::Struct | TypeKind::DataEnum);
-    let string = matches!(kind, TypeKind::UnitEnum);
-    let mut misplaced = |span: Span, marker: &str| {
-        let hint = if marker == "enum" && string {
-            "; the variants are its values already"
-        } else {
-            "; put it on the fields of the type, or on a newtype (`struct Name(String)`) that carries the value"
-        };
-        errors.at(
-            span,
-            format!("`{marker}` does not apply to `{ident}`, {what}{hint}"),
-        );
-    };
-    for (marker, number) in [
-        ("minimum", &m.minimum),
-        ("maximum", &m.maximum),
-        ("multiple_of", &m.multiple_of),
-    ] {
-        if let Some(n) = number {
-            misplaced(n.span, marker);
-        }
-    }
-    for (marker, flag) in [
-        ("exclusive_minimum", &m.exclusive_minimum),
-        ("exclusive_maximum", &m.exclusive_maximum),
-        ("unique_items", &m.unique_items),
-        ("int_or_string", &m.int_or_string),
-    ] {
-        if let Some(f) = flag {
-            misplaced(f.key, marker);
-        }
-    }
-    for (marker, count) in [("min_items", &m.min_items), ("max_items", &m.max_items)] {
-        if let Some(c) = count {
-            misplaced(c.key, marker);
-        }
-    }
-    if !string {
-        for (marker, count) in [("min_length", &m.min_length), ("max_length", &m.max_length)] {
-            if let Some(c) = count {
-                misplaced(c.key, marker);
-            }
-        }
-        if let Some(p) = &m.pattern {
-            misplaced(p.span(), "pattern");
-        }
-        if let Some(f) = &m.format {
-            misplaced(f.span(), "format");
-        }
-    }
-    if let Some(e) = &m.enum_values {
-        misplaced(e.key, "enum");
-    }
-    if !object {
-        for (marker, count) in [
-            ("min_properties", &m.min_properties),
-            ("max_properties", &m.max_properties),
-        ] {
-            if let Some(c) = count {
-                misplaced(c.key, marker);
-            }
-        }
-        if let Some(t) = &m.map_type {
-            misplaced(t.span(), "map_type");
-        }
-    }
-    if let Some(t) = &m.list_type {
-        misplaced(t.span(), "list_type");
-    }
-    if let Some(k) = m.list_map_keys.first() {
-        misplaced(k.span(), "list_map_keys");
-    }
-    if let Some(i) = &m.items {
-        misplaced(i.key, "items");
-    }
-    if let Some(v) = &m.values {
-        misplaced(v.key, "values");
-    }
-    if let Some(t) = &m.type_ {
-        misplaced(t.span(), "type");
-    }
     let pseudo = Field {
         ident: ident.clone(),
         inner_ty: syn::parse_quote!(()),
@@ -843,7 +789,7 @@ pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, erro
         markers: Markers {
             required: None,
             optional: None,
-            ..m.clone()
+            ..markers.clone()
         },
         has_markers: true,
     };
@@ -854,7 +800,86 @@ pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, erro
     }
     embedded_resource(&pseudo, errors);
     external_docs(&pseudo, errors);
-    rules(&m.rules, errors);
+    rules(&markers.rules, errors);
+}
+
+/// A newtype's markers, checked as on a field of its inner type.
+fn newtype_markers(ident: &syn::Ident, inner: &syn::Type, markers: &Markers, errors: &mut Errors) {
+    let declared = markers
+        .type_
+        .as_ref()
+        .map(|t| crate::fields::shape_of_type(&t.value()));
+    let pseudo = Field {
+        ident: ident.clone(),
+        inner_ty: crate::fields::inner_type(inner),
+        json_name: ident.to_string(),
+        serde: SerdeField::default(),
+        shape: declared.unwrap_or_else(|| crate::fields::shape(inner)),
+        element_shape: crate::fields::element_shape(inner),
+        value_shape: crate::fields::value_shape(inner),
+        is_option: crate::fields::is_option(inner),
+        ty: inner.clone(),
+        markers: Markers {
+            required: None,
+            optional: None,
+            ..markers.clone()
+        },
+        has_markers: true,
+    };
+    field(&pseudo, errors);
+}
+
+/// The markers a struct, an enum or a tuple struct does not take, each reported at its key.
+fn misplaced_markers(ident: &syn::Ident, kind: &TypeKind, m: &Markers, errors: &mut Errors) {
+    let what = match kind {
+        TypeKind::UnitEnum => "an enum of unit variants (a string)",
+        TypeKind::Tuple => "a tuple struct (a list kept as sent)",
+        _ => "a struct or enum (an object)",
+    };
+    let object = matches!(kind, TypeKind::Struct | TypeKind::DataEnum);
+    let string = matches!(kind, TypeKind::UnitEnum);
+    let mut spans: Vec<(Span, &str)> = Vec::new();
+    spans.extend(m.minimum.as_ref().map(|n| (n.span, "minimum")));
+    spans.extend(m.maximum.as_ref().map(|n| (n.span, "maximum")));
+    spans.extend(m.multiple_of.as_ref().map(|n| (n.span, "multiple_of")));
+    for (marker, flag) in [
+        ("exclusive_minimum", &m.exclusive_minimum),
+        ("exclusive_maximum", &m.exclusive_maximum),
+        ("unique_items", &m.unique_items),
+        ("int_or_string", &m.int_or_string),
+    ] {
+        spans.extend(flag.as_ref().map(|f| (f.key, marker)));
+    }
+    spans.extend(m.min_items.as_ref().map(|c| (c.key, "min_items")));
+    spans.extend(m.max_items.as_ref().map(|c| (c.key, "max_items")));
+    if !string {
+        spans.extend(m.min_length.as_ref().map(|c| (c.key, "min_length")));
+        spans.extend(m.max_length.as_ref().map(|c| (c.key, "max_length")));
+        spans.extend(m.pattern.as_ref().map(|p| (p.span(), "pattern")));
+        spans.extend(m.format.as_ref().map(|f| (f.span(), "format")));
+    }
+    spans.extend(m.enum_values.as_ref().map(|e| (e.key, "enum")));
+    if !object {
+        spans.extend(m.min_properties.as_ref().map(|c| (c.key, "min_properties")));
+        spans.extend(m.max_properties.as_ref().map(|c| (c.key, "max_properties")));
+        spans.extend(m.map_type.as_ref().map(|t| (t.span(), "map_type")));
+    }
+    spans.extend(m.list_type.as_ref().map(|t| (t.span(), "list_type")));
+    spans.extend(m.list_map_keys.first().map(|k| (k.span(), "list_map_keys")));
+    spans.extend(m.items.as_ref().map(|i| (i.key, "items")));
+    spans.extend(m.values.as_ref().map(|v| (v.key, "values")));
+    spans.extend(m.type_.as_ref().map(|t| (t.span(), "type")));
+    for (span, marker) in spans {
+        let hint = if marker == "enum" && string {
+            "; the variants are its values already"
+        } else {
+            "; put it on the fields of the type, or on a newtype (`struct Name(String)`) that carries the value"
+        };
+        errors.at(
+            span,
+            format!("`{marker}` does not apply to `{ident}`, {what}{hint}"),
+        );
+    }
 }
 
 /// Struct-level rules: every field a rule reads from `self`/`oldSelf` must be a JSON field of the
@@ -980,6 +1005,32 @@ mod tests {
         assert!(!check_json_path(&lit(".spec..replicas"), &mut errors));
         assert!(!check_json_path(&lit(".spec.x[a]"), &mut errors));
         assert_eq!(errors.messages().len(), 3);
+    }
+
+    #[test]
+    fn check_column_path_should_need_unchecked_for_what_it_cannot_resolve() {
+        let mut errors = Errors::default();
+        let path = |s: &str, unchecked| JsonPath {
+            lit: lit(s),
+            unchecked,
+        };
+        let ready = path(r#".status.conditions[?(@.type=="Ready")].status"#, false);
+        assert_eq!(
+            check_column_path(&ready, &mut errors).map(|s| s.len()),
+            Some(4)
+        );
+        assert!(check_column_path(&path("..name", true), &mut errors).is_some());
+        assert!(check_column_path(&path("..name", false), &mut errors).is_none());
+        assert!(check_column_path(&path(".spec.a[?(@.on >= true)]", false), &mut errors).is_none());
+        assert!(check_column_path(&path(".spec.a[?(@.b == 1", true), &mut errors).is_none());
+        assert_eq!(
+            errors.messages(),
+            [
+                "the recursive descent `..` in `..name` cannot be checked at compile time; the apiserver accepts it: add `unchecked` to the printcolumn",
+                "the filter `[?(@.on >= true)]` orders booleans, which the apiserver cannot do; compare them with `==` or `!=`",
+                "invalid JSONPath `.spec.a[?(@.b == 1`: the apiserver cannot parse it (unterminated filter) and would show neither this column nor the ones after it",
+            ]
+        );
     }
 
     fn field_errors(ty: syn::Type, marker: syn::Attribute) -> Vec<String> {

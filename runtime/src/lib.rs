@@ -110,6 +110,7 @@ pub mod cli;
 pub mod client;
 pub mod controller;
 pub mod dispatch;
+mod error;
 pub mod events;
 pub mod health;
 pub mod informer;
@@ -127,6 +128,7 @@ mod text;
 pub mod watcher;
 mod writes;
 
+pub use error::ReconcileError;
 pub use key::ObjectKey;
 pub use scope::Scoped;
 
@@ -177,4 +179,19 @@ pub mod __private {
     pub use schemars;
     pub use serde;
     pub use serde_json;
+
+    /// The error type of a `Result`: `#[controller]` names a one-parameter alias's
+    /// (`anyhow::Result<Action>`) as `<anyhow::Result<Action> as ResultError>::Error`.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a `Result`",
+        label = "a `#[controller]` method returns a `Result`"
+    )]
+    pub trait ResultError {
+        /// `E` of `Result<T, E>`.
+        type Error;
+    }
+
+    impl<T, E> ResultError for Result<T, E> {
+        type Error = E;
+    }
 }

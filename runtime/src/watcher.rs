@@ -56,8 +56,9 @@ use crate::runner::{self, Lifecycle};
 
 /// Handlers of the events of kind `K`; every one but [`Watcher::add`] does nothing by default.
 pub trait Watcher<K>: Send + Sync + 'static {
-    /// The handlers' error.
-    type Error: std::error::Error + Send + Sync + 'static;
+    /// The handlers' error: any [`ReconcileError`](crate::ReconcileError) — a type
+    /// implementing [`std::error::Error`], `anyhow::Error` or [`BoxError`].
+    type Error: crate::ReconcileError;
 
     /// An object appeared (also every object of the initial list).
     fn add(
@@ -385,7 +386,7 @@ impl<W> Handler<W> {
             Event::Deleted(obj) => self.watcher.delete(obj, ctx).await,
             Event::Resync(obj) => self.watcher.sync(obj, ctx).await,
         };
-        handled.map_err(BoxError::from)
+        handled.map_err(crate::error::boxed)
     }
 
     /// The opinionated mode (see [`WatcherController::opinionated`]).
@@ -409,7 +410,11 @@ impl<W> Handler<W> {
             // Never held by this watcher: it was never added either.
             Event::Deleted(_) => return Ok(()),
             Event::Resync(obj) if held(&obj) => {
-                return self.watcher.sync(obj, ctx).await.map_err(BoxError::from);
+                return self
+                    .watcher
+                    .sync(obj, ctx)
+                    .await
+                    .map_err(crate::error::boxed);
             }
             Event::Resync(_) => return Ok(()),
         };
@@ -428,7 +433,11 @@ impl<W> Handler<W> {
             else {
                 return Ok(()); // gone meanwhile
             };
-            return self.watcher.add(with, ctx).await.map_err(BoxError::from);
+            return self
+                .watcher
+                .add(with, ctx)
+                .await
+                .map_err(crate::error::boxed);
         }
         let handled = match old {
             // Carried our finalizer before this run saw it: it existed before.
@@ -437,7 +446,7 @@ impl<W> Handler<W> {
             Some(old) if old.meta().generation == new.meta().generation => Ok(()),
             Some(old) => self.watcher.update(old, new, ctx).await,
         };
-        handled.map_err(BoxError::from)
+        handled.map_err(crate::error::boxed)
     }
 
     /// `delete` (once per object UID), then the finalizer comes off; a failure of either is
@@ -455,7 +464,7 @@ impl<W> Handler<W> {
             self.watcher
                 .delete(Arc::clone(&obj), &self.ctx)
                 .await
-                .map_err(BoxError::from)?;
+                .map_err(crate::error::boxed)?;
             self.finalized().cleaned(&uid);
         }
         let api = self.api_for(obj.as_ref());

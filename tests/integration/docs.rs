@@ -11,25 +11,54 @@ fn readme_should_quote_the_settings_copier_example_verbatim() {
     );
 }
 
-#[test]
-fn readme_should_quote_the_webapp_operator_verbatim() {
-    let readme = include_str!("../../README.md");
-    let operator = include_str!("../../examples/src/webapp_operator.rs");
-    let start = operator
-        .find("// [readme-quick-start]\n")
-        .expect("start marker")
-        + "// [readme-quick-start]\n".len();
-    let end = operator
-        .find("// [readme-quick-start-end]")
+/// The code between `// [<marker>]` and `// [<marker>-end]` in `source`.
+fn marked<'a>(source: &'a str, marker: &str) -> &'a str {
+    let start_marker = format!("// [{marker}]\n");
+    let start = source.find(&start_marker).expect("start marker") + start_marker.len();
+    let end = source
+        .find(&format!("// [{marker}-end]"))
         .expect("end marker");
+    &source[start..end]
+}
+
+/// Each line of `text` without its leading whitespace (an excerpt of indented code, quoted
+/// flush left, compares equal to its origin).
+fn flush_left(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect()
+}
+
+/// The README's ```rust blocks.
+fn rust_blocks(readme: &str) -> Vec<&str> {
+    readme
+        .split("```rust\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .collect()
+}
+
+#[test]
+fn readme_should_quote_the_complete_operator_verbatim() {
+    let readme = include_str!("../../README.md");
+    let operator = include_str!("../../examples/src/static_site.rs");
     assert!(
-        readme.contains(&operator[start..end]),
-        "README.md's quick start is out of date"
+        readme.contains(marked(operator, "readme-static-site")),
+        "README.md's quote of examples/src/static_site.rs is out of date"
     );
-    let binary = include_str!("../../examples/src/bin/webapp.rs");
+    let binary = include_str!("../../examples/src/bin/static_site.rs");
     let code = &binary[binary.find("\nuse ").expect("imports") + 1..];
     assert!(
         readme.contains(code),
-        "README.md's quote of examples/src/bin/webapp.rs is out of date"
+        "README.md's quote of examples/src/bin/static_site.rs is out of date"
+    );
+    // The excerpt that shows how to read a metadata-only store.
+    let excerpt = rust_blocks(readme)
+        .into_iter()
+        .find(|b| b.contains("PartialObjectMeta<ConfigMap>>(&here)") && !b.contains("fn reconcile"))
+        .expect("the excerpt of the metadata-only read");
+    assert!(
+        flush_left(operator).contains(&flush_left(excerpt)),
+        "README.md's excerpt of examples/src/static_site.rs is out of date:\n{excerpt}"
     );
 }

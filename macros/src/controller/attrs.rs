@@ -563,42 +563,16 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
     } in options
     {
         let name = option.to_string();
-        if name == "predicates" {
-            match list {
-                Some(idents) => {
-                    entry.select.predicates = builtin_predicates(idents.iter().cloned(), errors);
-                }
-                None => errors.at(
-                    option.span(),
-                    "write the predicates in parentheses: `predicates(generation_changed)`",
-                ),
-            }
-            continue;
-        }
-        if let Some(first) = list.as_ref().and_then(|l| l.first()) {
-            errors.at(first.span(), format!("`{name}` takes no list"));
+        if select_option(
+            &mut entry.select,
+            option,
+            value.as_ref(),
+            list.as_deref(),
+            errors,
+        ) {
             continue;
         }
         match (name.as_str(), value) {
-            ("labels" | "fields", Some(value)) => match value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(lit), ..
-                }) if !lit.value().trim().is_empty() => {
-                    if name == "labels" {
-                        entry.select.labels = Some(lit.clone());
-                    } else {
-                        entry.select.fields = Some(lit.clone());
-                    }
-                }
-                other => errors.spanned(
-                    other,
-                    format!("`{name}` takes a selector string, e.g. `{name} = \"app=web\"`"),
-                ),
-            },
-            ("labels" | "fields", None) => errors.at(
-                option.span(),
-                format!("`{name}` takes a selector string, e.g. `{name} = \"app=web\"`"),
-            ),
             ("store", Some(value)) => {
                 if store_key.is_some() {
                     errors.at(
@@ -654,6 +628,51 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
         entry.store = None;
     }
     entry
+}
+
+/// `labels = ".."`, `fields = ".."` and `predicates(..)` of an owned kind, and a list given to any
+/// other option; `false` for the options [`owned`] reads itself.
+fn select_option(
+    select: &mut Select,
+    option: &Ident,
+    value: Option<&Expr>,
+    list: Option<&[Ident]>,
+    errors: &mut Errors,
+) -> bool {
+    let name = option.to_string();
+    if name == "predicates" {
+        match list {
+            Some(idents) => select.predicates = builtin_predicates(idents.iter().cloned(), errors),
+            None => errors.at(
+                option.span(),
+                "write the predicates in parentheses: `predicates(generation_changed)`",
+            ),
+        }
+        return true;
+    }
+    if let Some(first) = list.and_then(|l| l.first()) {
+        errors.at(first.span(), format!("`{name}` takes no list"));
+        return true;
+    }
+    if name != "labels" && name != "fields" {
+        return false;
+    }
+    let usage = format!("`{name}` takes a selector string, e.g. `{name} = \"app=web\"`");
+    match value {
+        Some(Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        })) if !lit.value().trim().is_empty() => {
+            let slot = if name == "labels" {
+                &mut select.labels
+            } else {
+                &mut select.fields
+            };
+            *slot = Some(lit.clone());
+        }
+        Some(other) => errors.spanned(other, usage),
+        None => errors.at(option.span(), usage),
+    }
+    true
 }
 
 /// `watches(Kind, map = Self::mapper)` or `watches(Kind, map_async = Self::mapper)`, then the
@@ -1033,7 +1052,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner, store; did you mean `metadata`?",
+                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates; did you mean `metadata`?",
                 "an owned kind is cached one way: `full`, `metadata` or `uncached`",
                 "`owns_uncached(A)` is written `owns(A(uncached))`",
             ]
@@ -1138,7 +1157,7 @@ mod tests {
                 "duplicate option `store`; it is already set above",
                 "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"",
                 "duplicate option `store`; it is already set above",
-                "unknown option `stor` of an owned kind; expected one of full, metadata, uncached, any_owner, store; did you mean `store`?",
+                "unknown option `stor` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates; did you mean `store`?",
                 "`store` needs the name of a store backend: `store = memcached`",
                 "`metadata` takes no value: write `metadata` alone",
             ]

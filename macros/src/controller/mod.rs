@@ -149,9 +149,11 @@ fn check_reconciler(
         }
         return None;
     };
-    let error_ty = check_method(&reconcile, &RECONCILE, errors).map(|(_, error)| error);
+    let krate = args.crate_path.clone().unwrap_or_else(default_crate);
+    let error_ty = check_method(&reconcile, &RECONCILE, &krate, errors).map(|(_, error)| error);
     let cleanup = find("cleanup");
     check_cleanup(
+        &krate,
         cleanup.as_ref(),
         error_ty.as_ref(),
         args.finalizer.as_ref(),
@@ -163,7 +165,7 @@ fn check_reconciler(
         .as_ref()
         .map_or_else(|| default_name(&kind), LitStr::value);
     Some(Model {
-        krate: args.crate_path.unwrap_or_else(default_crate),
+        krate,
         self_ty: (*item.self_ty).clone(),
         kind,
         name,
@@ -340,6 +342,7 @@ fn misspelled_hooks(
 
 /// `cleanup` and the finalizer come together, and `cleanup` fails like `reconcile`.
 fn check_cleanup(
+    krate: &Path,
     cleanup: Option<&ImplItemFn>,
     reconcile_error: Option<&Type>,
     finalizer: Option<&LitStr>,
@@ -357,7 +360,7 @@ fn check_cleanup(
         }
         return;
     };
-    let cleanup_error = check_method(cleanup, &RECONCILE, errors).map(|(_, error)| error);
+    let cleanup_error = check_method(cleanup, &RECONCILE, krate, errors).map(|(_, error)| error);
     if let (Some(a), Some(b)) = (reconcile_error, &cleanup_error)
         && a.to_token_stream().to_string() != b.to_token_stream().to_string()
     {
@@ -396,7 +399,12 @@ const RECONCILE: Signature = Signature {
 
 /// Checks `async fn name(&self, ..) -> Result<T, E>` with the arguments `sig` counts; returns
 /// `T` and `E`.
-fn check_method(f: &ImplItemFn, sig: &Signature, errors: &mut Errors) -> Option<(Type, Type)> {
+fn check_method(
+    f: &ImplItemFn,
+    sig: &Signature,
+    krate: &Path,
+    errors: &mut Errors,
+) -> Option<(Type, Type)> {
     let name = f.sig.ident.to_string();
     let shape = format!("`{}`", sig.shape.replace("{name}", &name));
     if f.sig.asyncness.is_none() {
@@ -420,15 +428,16 @@ fn check_method(f: &ImplItemFn, sig: &Signature, errors: &mut Errors) -> Option<
         );
         return None;
     };
-    let types = result_types(ty);
+    let types = result_types(ty, krate);
     if types.is_none() {
-        errors.spanned(ty, format!("`{name}` must return `Result<{ok}, YourError>` (spelled out, with both parameters): {shape}"));
+        errors.spanned(ty, format!("`{name}` must return `Result<{ok}, YourError>` (or an alias such as `anyhow::Result<{ok}>`): {shape}"));
     }
     types
 }
 
-/// `T` and `E` of `Result<T, E>` (any path ending in `Result`).
-fn result_types(ty: &Type) -> Option<(Type, Type)> {
+/// `T` and `E` of `Result<T, E>` (any path ending in `Result`); of a one-parameter alias
+/// (`anyhow::Result<T>`), `E` is `<anyhow::Result<T> as ResultError>::Error`.
+fn result_types(ty: &Type, krate: &Path) -> Option<(Type, Type)> {
     let Type::Path(path) = ty else {
         return None;
     };
@@ -443,6 +452,10 @@ fn result_types(ty: &Type) -> Option<(Type, Type)> {
         (2, Some(syn::GenericArgument::Type(ok)), Some(syn::GenericArgument::Type(error))) => {
             Some((ok.clone(), error.clone()))
         }
+        (1, Some(syn::GenericArgument::Type(ok)), _) => Some((
+            ok.clone(),
+            syn::parse_quote_spanned!(syn::spanned::Spanned::span(ty)=> <#ty as #krate::__private::ResultError>::Error),
+        )),
         _ => None,
     }
 }

@@ -121,7 +121,8 @@ pub fn check(
     let reconciler_methods = reconciler_methods(item, errors);
     let kind = primary_kind(args.for_kind.take(), errors);
     let [add, update, delete, sync] = HANDLERS.map(|name| find_fn(item, name));
-    let error_ty = check_handlers([&add, &update, &delete, &sync], errors);
+    let krate = args.crate_path.clone().unwrap_or_else(default_crate);
+    let error_ty = check_handlers([&add, &update, &delete, &sync], &krate, errors);
     let Some(add) = add else {
         if !misspelled.contains(&"add") && !reconciler_methods {
             errors.spanned(
@@ -137,7 +138,7 @@ pub fn check(
         .as_ref()
         .map_or_else(|| default_name(&kind), LitStr::value);
     Some(WatcherModel {
-        krate: args.crate_path.unwrap_or_else(default_crate),
+        krate,
         self_ty: (*item.self_ty).clone(),
         kind,
         name,
@@ -172,11 +173,15 @@ fn reconciler_methods(item: &ItemImpl, errors: &mut Errors) -> bool {
 }
 
 /// Checks each handler present; returns their one error type (the first handler's).
-fn check_handlers(handlers: [&Option<ImplItemFn>; 4], errors: &mut Errors) -> Option<Type> {
+fn check_handlers(
+    handlers: [&Option<ImplItemFn>; 4],
+    krate: &Path,
+    errors: &mut Errors,
+) -> Option<Type> {
     let mut first: Option<(String, Type)> = None;
     let mut all_ok = true;
     for f in handlers.into_iter().flatten() {
-        let Some(error) = check_handler(f, errors) else {
+        let Some(error) = check_handler(f, krate, errors) else {
             all_ok = false;
             continue;
         };
@@ -199,13 +204,13 @@ fn check_handlers(handlers: [&Option<ImplItemFn>; 4], errors: &mut Errors) -> Op
 }
 
 /// Checks one handler's signature; returns its error type.
-fn check_handler(f: &ImplItemFn, errors: &mut Errors) -> Option<Type> {
+fn check_handler(f: &ImplItemFn, krate: &Path, errors: &mut Errors) -> Option<Type> {
     let sig = if f.sig.ident == "update" {
         &OLD_AND_NEW
     } else {
         &ONE_OBJECT
     };
-    let (ok, error) = check_method(f, sig, errors)?;
+    let (ok, error) = check_method(f, sig, krate, errors)?;
     if !matches!(&ok, Type::Tuple(unit) if unit.elems.is_empty()) {
         let name = &f.sig.ident;
         let shape = sig.shape.replace("{name}", &name.to_string());

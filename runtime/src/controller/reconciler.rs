@@ -22,9 +22,41 @@ pub trait ControllerSpec: Reconciler<Self::Kind> + Sized {
 }
 
 /// The user's reconcile logic for kind `K`.
+///
+/// # Errors
+///
+/// `reconcile` and `cleanup` fail with [`Self::Error`](Reconciler::Error), any
+/// [`ReconcileError`](crate::ReconcileError): a type implementing [`std::error::Error`] (a
+/// `thiserror` enum, `kube::Error`), `anyhow::Error` (`anyhow::Result<Action>`; enable the
+/// `anyhow` feature so that retry policies can downcast it), or [`BoxError`](crate::BoxError)
+/// (`Box<dyn std::error::Error + Send + Sync>`, which `?` converts every error into).
+/// [`error_policy`](Reconciler::error_policy) gets the error as returned; the logs, the
+/// `RetriesExhausted` event and the controller's [`RetryPolicy`](crate::retry::RetryPolicy) get
+/// it as a `dyn Error`, with its source chain.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kubeforge::BoxError;
+/// use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Secret};
+/// use kubeforge::prelude::*;
+///
+/// struct Copier;
+///
+/// impl Reconciler<ConfigMap> for Copier {
+///     type Error = BoxError;
+///
+///     async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: &Context<ConfigMap>) -> Result<Action, BoxError> {
+///         let source = cm.labels().get("copy-of").ok_or("no copy-of label")?; // &str
+///         let secrets = ctx.cache().store::<Secret>(&Lookup::scope(ctx.key().namespace.as_deref()))?; // NotCached
+///         let key = ObjectKey { name: source.clone(), ..ctx.key().clone() };
+///         let _secret = secrets.get(&key).await?.ok_or(format!("no secret {key}"))?; // StoreError, String
+///         Ok(Action::Done)
+///     }
+/// }
+/// ```
 pub trait Reconciler<K>: Send + Sync + 'static {
-    /// The reconcile error.
-    type Error: std::error::Error + Send + Sync + 'static;
+    /// The reconcile error (see [Errors](Reconciler#errors)).
+    type Error: crate::ReconcileError;
 
     /// Makes the world match `obj` (the latest cached version). Must be idempotent.
     fn reconcile(

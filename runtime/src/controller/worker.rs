@@ -22,6 +22,7 @@ use super::retries::{Retries, Scheduled};
 use super::{
     Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
 };
+use crate::BoxError;
 use crate::retry::RetryError;
 
 pub(super) struct Worker<K: Resource, R> {
@@ -159,7 +160,7 @@ where
             tracing::debug!("cleanup done; finalizer removed");
             took = started.elapsed();
         }
-        self.settle(key, &obj, &ctx, &outcome, took);
+        self.settle(key, &obj, &ctx, outcome, took);
     }
 
     /// Decides what happens to the key after a run, logs and counts it, and carries it out
@@ -169,51 +170,51 @@ where
         key: &ObjectKey,
         obj: &Arc<K>,
         ctx: &Context<K>,
-        outcome: &Outcome<R::Error>,
+        outcome: Outcome<R::Error>,
         took: Duration,
     ) {
-        let (next, result) = outcome::decide(outcome, |error| {
+        let (next, result) = outcome::decide(&outcome, |error| {
             self.reconciler.error_policy(obj, error, ctx)
         });
-        let (panicked, timed_out);
-        let error: Option<&RetryError> = match outcome {
-            Outcome::Finished(Err(error)) => Some(error),
+        // The error as the retry policy, the logs and the events see it.
+        let error: Option<BoxError> = match outcome {
+            Outcome::Finished(Ok(_)) => None,
+            Outcome::Finished(Err(error)) => {
+                let error = crate::error::boxed(error);
+                self.failed(error.as_ref(), next, ctx.retries);
+                Some(error)
+            }
             Outcome::Panicked(message) => {
-                panicked = Panicked(message.clone());
-                Some(&panicked)
+                tracing::error!(panic = %message, "reconcile panicked; retrying with backoff");
+                self.config.metrics.panicked(&self.name);
+                Some(Box::new(Panicked(message)))
             }
             Outcome::TimedOut => {
-                timed_out = TimedOut;
-                Some(&timed_out)
+                tracing::warn!(timeout = ?self.config.reconcile_timeout, "reconcile timed out; retrying with backoff");
+                Some(Box::new(TimedOut))
             }
-            Outcome::Finished(Ok(_)) => None,
         };
-        match (outcome, next) {
-            (Outcome::Finished(Err(error)), Next::RateLimited) => {
-                let error = crate::text::concise(error);
-                tracing::warn!(%error, retries = ctx.retries, "reconcile failed; retrying with backoff");
+        self.metric(result, took);
+        let error = error.as_deref();
+        if let Scheduled::Exhausted(attempts) = self.retries.next(next, key, error) {
+            self.exhausted(obj, attempts, error);
+        }
+    }
+
+    /// Logs a reconcile (or cleanup) that returned an error, and counts a terminal one.
+    fn failed(&self, error: &RetryError, next: Next, retries: u32) {
+        let error = crate::text::concise(error);
+        match next {
+            Next::RateLimited => {
+                tracing::warn!(%error, retries, "reconcile failed; retrying with backoff");
             }
-            (Outcome::Finished(Err(error)), Next::After(delay)) => {
-                let error = crate::text::concise(error);
+            Next::After(delay) => {
                 tracing::warn!(%error, ?delay, "reconcile failed; retrying after the requested delay");
             }
-            (Outcome::Finished(Err(error)), _) => {
-                let error = crate::text::concise(error);
+            Next::Terminal | Next::Forget | Next::ForgetThenAfter(_) => {
                 tracing::error!(%error, "reconcile failed with a terminal error; not retrying until the object changes");
                 self.config.metrics.terminal_error(&self.name);
             }
-            (Outcome::Panicked(message), _) => {
-                tracing::error!(panic = %message, "reconcile panicked; retrying with backoff");
-                self.config.metrics.panicked(&self.name);
-            }
-            (Outcome::TimedOut, _) => {
-                tracing::warn!(timeout = ?self.config.reconcile_timeout, "reconcile timed out; retrying with backoff");
-            }
-            (Outcome::Finished(Ok(_)), _) => {}
-        }
-        self.metric(result, took);
-        if let Scheduled::Exhausted(attempts) = self.retries.next(next, key, error) {
-            self.exhausted(obj, attempts, error);
         }
     }
 

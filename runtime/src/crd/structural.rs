@@ -114,6 +114,37 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     unwrap_nullable(map);
     // Then the markers of the types used here, narrowed by the field's own.
     let both = merge_type_markers(map);
+    own_keys(map);
+    push_down(map);
+    required_overrides(map);
+    // Children first, so that branch merging sees rewritten branches.
+    rewrite_children(map);
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(mut branches)) = map.remove(key) {
+            if key == "allOf" && branches.iter().all(only_value_constraints) {
+                // Constraints that must all hold (a type's and a field's patterns): kept.
+                map.insert(key.to_owned(), Value::Array(branches));
+                continue;
+            }
+            for branch in &mut branches {
+                rewrite(branch);
+            }
+            merge_branches(map, key, branches);
+        }
+    }
+    one_of_rules(map);
+    quantity_pattern(map);
+    apply_markers(map);
+    unique_items(map);
+    fix_format(map);
+    infer_type(map);
+    open_objects(map);
+    all_of(map, both);
+}
+
+/// The node's own keys: what schemars adds that a structural schema refuses, defaults, titles
+/// and examples only from the markers.
+fn own_keys(map: &mut Map<String, Value>) {
     for key in [
         "$schema",
         "$id",
@@ -150,10 +181,10 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     }
     // Consumed by the parent (`required_overrides`); a root node has none.
     map.remove(REQUIRED);
-    push_down(map);
-    required_overrides(map);
+}
 
-    // Children first, so that branch merging sees rewritten branches.
+/// Rewrites the properties, items and map values of the node.
+fn rewrite_children(map: &mut Map<String, Value>) {
     if let Some(Value::Object(props)) = map.get_mut("properties") {
         for child in props.values_mut() {
             rewrite(child);
@@ -182,46 +213,29 @@ fn rewrite_map(map: &mut Map<String, Value>) {
         }
         _ => {}
     }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(mut branches)) = map.remove(key) {
-            if key == "allOf" && branches.iter().all(only_value_constraints) {
-                // Constraints that must all hold (a type's and a field's patterns): kept.
-                map.insert(key.to_owned(), Value::Array(branches));
-                continue;
+}
+
+/// Constraints that cannot be merged into one key (two patterns): each must hold. Added after
+/// the branches were merged, so they stay an `allOf` of value validations.
+fn all_of(map: &mut Map<String, Value>, both: Vec<(String, Value)>) {
+    if both.is_empty() {
+        return;
+    }
+    // One branch per constraint; a bound keeps its exclusive flag in its branch.
+    let mut branches: Vec<Value> = Vec::new();
+    for (k, v) in both {
+        let flag_of_last = matches!(k.as_str(), "exclusiveMinimum" | "exclusiveMaximum");
+        match branches.last_mut() {
+            Some(Value::Object(last)) if flag_of_last => {
+                last.insert(k, v);
             }
-            for branch in &mut branches {
-                rewrite(branch);
-            }
-            merge_branches(map, key, branches);
+            _ => branches.push(json!({ k: v })),
         }
     }
-
-    one_of_rules(map);
-    quantity_pattern(map);
-    apply_markers(map);
-    unique_items(map);
-    fix_format(map);
-    infer_type(map);
-    open_objects(map);
-    // Constraints that cannot be merged into one key (two patterns): each must hold. Added after
-    // the branches were merged, so they stay an `allOf` of value validations.
-    if !both.is_empty() {
-        // One branch per constraint; a bound keeps its exclusive flag in its branch.
-        let mut branches: Vec<Value> = Vec::new();
-        for (k, v) in both {
-            let flag_of_last = matches!(k.as_str(), "exclusiveMinimum" | "exclusiveMaximum");
-            match branches.last_mut() {
-                Some(Value::Object(last)) if flag_of_last => {
-                    last.insert(k, v);
-                }
-                _ => branches.push(json!({ k: v })),
-            }
-        }
-        match map.get_mut("allOf") {
-            Some(Value::Array(existing)) => existing.extend(branches),
-            _ => {
-                map.insert("allOf".to_owned(), Value::Array(branches));
-            }
+    match map.get_mut("allOf") {
+        Some(Value::Array(existing)) => existing.extend(branches),
+        _ => {
+            map.insert("allOf".to_owned(), Value::Array(branches));
         }
     }
 }

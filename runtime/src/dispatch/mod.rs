@@ -113,6 +113,7 @@ impl Dispatcher {
                         retry.on_event(&key, new_event);
                     }
                     if let Err(error) = handler.handle(event.clone()).await {
+                        let error = crate::text::concise(error.as_ref());
                         match &retry {
                             Some(retry) => {
                                 tracing::debug!(%key, %error, "event handler failed; scheduling a retry");

@@ -570,7 +570,9 @@ impl ShardWorker {
             }
             Err(error) => {
                 let failures = request.attempt + 1;
-                match self.policy.retry_after(error.as_ref(), failures) {
+                let delay = self.policy.retry_after(error.as_ref(), failures);
+                let error = crate::text::concise(error.as_ref());
+                match delay {
                     Some(delay) => {
                         self.metrics.retry(RetryOutcome::Scheduled);
                         tracing::debug!(key = %request.key, attempt = failures, %error, ?delay, "retrying");

@@ -11,7 +11,11 @@ pub enum TestingError {
         message: String,
     },
     /// The `controlplane/run` script could not be started at all.
-    #[error("could not run the control-plane script {script}: {source}")]
+    #[error(
+        "could not run the control-plane script {script}: {source} (set KUBEFORGE_CONTROLPLANE \
+         to the controlplane/run of a kubeforge checkout, or KUBEFORGE_TEST_KUBECONFIG to the \
+         kubeconfig of another cluster)"
+    )]
     Spawn {
         /// Path of the script.
         script: PathBuf,
