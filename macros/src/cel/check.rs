@@ -327,6 +327,77 @@ pub(super) fn macro_name(c: &ComprehensionExpr) -> &'static str {
     }
 }
 
+/// The receivers or arguments a string function takes.
+const STRING: (&[Cat], &str) = (&[Cat::Str], "a string");
+/// The receivers or arguments a list function takes.
+const LIST: (&[Cat], &str) = (&[Cat::List], "a list");
+
+/// The receiver a method of a library type (quantities, URLs, IPs...) takes: no plain value
+/// is one.
+fn library(name: &str) -> (&'static [Cat], &'static str) {
+    (
+        &[],
+        match name {
+            "isGreaterThan" | "isLessThan" | "compareTo" => "a quantity or a semver",
+            "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "add" | "sub" => {
+                "a quantity"
+            }
+            "major" | "minor" | "patch" => "a semver",
+            "family"
+            | "isUnspecified"
+            | "isLoopback"
+            | "isLinkLocalMulticast"
+            | "isLinkLocalUnicast"
+            | "isGlobalUnicast" => "an IP",
+            "containsIP" | "containsCIDR" | "prefixLength" | "masked" | "ip" => "a CIDR",
+            "validate" => "a format (`format.dns1123Label()`, `format.named(..)`, ...)",
+            "hasValue" | "value" | "orValue" | "or" => "an optional",
+            _ => "a URL",
+        },
+    )
+}
+
+/// A function call whose semantics are looked up: the function, its receiver and arguments.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    name: &'a str,
+    t: Option<(&'a IdedExpr, &'a Out)>,
+    args: &'a [(&'a IdedExpr, Out)],
+}
+
+impl<'a> Call<'a> {
+    fn arg(&self, i: usize) -> Option<(&'a IdedExpr, &'a Out)> {
+        self.args.get(i).map(|(e, o)| (*e, o))
+    }
+}
+
+/// The operator a call of `name` applies (`None`: a function).
+fn operator(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "_&&_" => "&&",
+        "_||_" => "||",
+        "!_" => "!",
+        "_?_:_" => "?:",
+        "_==_" => "==",
+        "_!=_" => "!=",
+        "_<_" => "<",
+        "_<=_" => "<=",
+        "_>_" => ">",
+        "_>=_" => ">=",
+        "_+_" => "+",
+        "_-_" => "-",
+        "_*_" => "*",
+        "_/_" => "/",
+        "_%_" => "%",
+        "-_" => "-x",
+        "_[_]" => "[]",
+        "@in" => "in",
+        "@not_strictly_false" => "@not_strictly_false",
+        "_[?_]" | "_?._" => "optional",
+        _ => return None,
+    })
+}
+
 impl Checker {
     fn subject(&self) -> &'static str {
         match self.what {
@@ -631,28 +702,8 @@ impl Checker {
     }
 
     fn call(&mut self, c: &CallExpr) -> Out {
-        let op = match c.func_name.as_str() {
-            "_&&_" => "&&",
-            "_||_" => "||",
-            "!_" => "!",
-            "_?_:_" => "?:",
-            "_==_" => "==",
-            "_!=_" => "!=",
-            "_<_" => "<",
-            "_<=_" => "<=",
-            "_>_" => ">",
-            "_>=_" => ">=",
-            "_+_" => "+",
-            "_-_" => "-",
-            "_*_" => "*",
-            "_/_" => "/",
-            "_%_" => "%",
-            "-_" => "-x",
-            "_[_]" => "[]",
-            "@in" => "in",
-            "@not_strictly_false" => "@not_strictly_false",
-            "_[?_]" | "_?._" => "optional",
-            _ => return self.function(c),
+        let Some(op) = operator(c.func_name.as_str()) else {
+            return self.function(c);
         };
         let args: Vec<Out> = c.args.iter().map(|a| self.visit(a)).collect();
         let arg_cost = args.iter().fold(0u64, |s, a| s.saturating_add(a.cost));
@@ -675,29 +726,7 @@ impl Checker {
                 Out::value(Kind::Bool, arg_cost.saturating_add(1))
             }
             "@not_strictly_false" => Out::value(Kind::Bool, arg_cost.saturating_add(1)),
-            "?:" if args.len() == 3 => {
-                let accumulator = self.accumulator_macro(&c.args[2]);
-                self.expect_bool("?:", &c.args[0], &args[0], accumulator);
-                let cost = args[0].cost.saturating_add(args[1].cost.max(args[2].cost));
-                let ty = if args[1].ty.to_string() == args[2].ty.to_string() {
-                    args[1].ty.strip()
-                } else {
-                    Ty::dynamic()
-                };
-                let size = Size {
-                    max: match (args[1].size.max, args[2].size.max) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    },
-                    hint: args[1].size.hint.clone().or(args[2].size.hint.clone()),
-                };
-                Out {
-                    ty,
-                    cost,
-                    size,
-                    path: false,
-                }
-            }
+            "?:" if args.len() == 3 => self.conditional(c, &args),
             "==" | "!=" if args.len() == 2 => {
                 let (l, r) = (&args[0], &args[1]);
                 if let (Some(a), Some(b)) = (cat(&l.ty), cat(&r.ty))
@@ -710,76 +739,109 @@ impl Checker {
                 Out::value(Kind::Bool, self.compare_cost(l, r).saturating_add(arg_cost))
             }
             "<" | "<=" | ">" | ">=" if args.len() == 2 => {
-                let (l, r) = (&args[0], &args[1]);
-                let ordered = |c: Cat| !matches!(c, Cat::List | Cat::Map | Cat::Null);
-                match (cat(&l.ty), cat(&r.ty)) {
-                    (Some(a), Some(b)) if a != b || !ordered(a) => {
-                        self.mismatch("compares", &c.args[0], &l.ty, &c.args[1], &r.ty, "");
-                    }
-                    (Some(a), None) | (None, Some(a)) if !ordered(a) => {
-                        let (x, t) = if cat(&l.ty).is_some() {
-                            (&c.args[0], &l.ty)
-                        } else {
-                            (&c.args[1], &r.ty)
-                        };
-                        let subject = self.subject();
-                        self.error(format!(
-                            "{subject} orders {} with `{op}`: no such overload",
-                            described(x, t)
-                        ));
-                    }
-                    _ => {}
-                }
-                let strings = [l, r]
-                    .iter()
-                    .any(|o| matches!(o.ty.kind, Kind::String | Kind::Bytes));
-                let cost = if strings { self.compare_cost(l, r) } else { 1 };
-                Out::value(Kind::Bool, cost.saturating_add(arg_cost))
+                self.ordering(op, c, &args[0], &args[1], arg_cost)
             }
             "+" | "-" | "*" | "/" | "%" if args.len() == 2 => {
                 self.arithmetic(op, c, &args[0], &args[1], arg_cost)
             }
-            "-x" => {
-                if let Some(k) = cat(&args[0].ty)
-                    && k != Cat::Num
-                    && k != Cat::Duration
-                {
-                    let subject = self.subject();
-                    self.error(format!(
-                        "{subject} negates {}: no such overload",
-                        described(&c.args[0], &args[0].ty)
-                    ));
-                }
-                Out::value(args[0].ty.strip().kind, arg_cost.saturating_add(1))
-            }
+            "-x" => self.negation(c, &args[0], arg_cost),
             "[]" if args.len() == 2 => self.index(c, &args[0], &args[1], arg_cost),
-            "in" if args.len() == 2 => {
-                let (x, container) = (&args[0], &args[1]);
-                let cost = match (&container.ty.kind, cat(&container.ty)) {
-                    (Kind::List(_), _) => self.size(container),
-                    (_, Some(Cat::Map)) | (Kind::Dyn | Kind::Object(_), _) => 1,
-                    (_, Some(_)) => {
-                        let hint = if matches!(container.ty.kind, Kind::String) {
-                            "; for a substring use `.contains(..)`"
-                        } else {
-                            ""
-                        };
-                        let subject = self.subject();
-                        self.error(format!(
-                            "{subject} tests `{} in {}`, but {} is neither a list nor a map{hint}",
-                            show(&c.args[0]),
-                            show(&c.args[1]),
-                            described(&c.args[1], &container.ty)
-                        ));
-                        1
-                    }
-                    _ => 1,
-                };
-                let _ = x;
-                Out::value(Kind::Bool, cost.saturating_add(arg_cost))
-            }
+            "in" if args.len() == 2 => self.membership(c, &args[1], arg_cost),
             _ => Out::value(Kind::Dyn, arg_cost.saturating_add(1)),
         }
+    }
+
+    /// `cond ? a : b`: the condition is a bool; the type of the branches if they agree.
+    fn conditional(&mut self, c: &CallExpr, args: &[Out]) -> Out {
+        let accumulator = self.accumulator_macro(&c.args[2]);
+        self.expect_bool("?:", &c.args[0], &args[0], accumulator);
+        let cost = args[0].cost.saturating_add(args[1].cost.max(args[2].cost));
+        let ty = if args[1].ty.to_string() == args[2].ty.to_string() {
+            args[1].ty.strip()
+        } else {
+            Ty::dynamic()
+        };
+        let size = Size {
+            max: match (args[1].size.max, args[2].size.max) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            hint: args[1].size.hint.clone().or(args[2].size.hint.clone()),
+        };
+        Out {
+            ty,
+            cost,
+            size,
+            path: false,
+        }
+    }
+
+    /// `<`, `<=`, `>`, `>=`: operands of one ordered kind.
+    fn ordering(&mut self, op: &str, c: &CallExpr, l: &Out, r: &Out, arg_cost: u64) -> Out {
+        let ordered = |c: Cat| !matches!(c, Cat::List | Cat::Map | Cat::Null);
+        match (cat(&l.ty), cat(&r.ty)) {
+            (Some(a), Some(b)) if a != b || !ordered(a) => {
+                self.mismatch("compares", &c.args[0], &l.ty, &c.args[1], &r.ty, "");
+            }
+            (Some(a), None) | (None, Some(a)) if !ordered(a) => {
+                let (x, t) = if cat(&l.ty).is_some() {
+                    (&c.args[0], &l.ty)
+                } else {
+                    (&c.args[1], &r.ty)
+                };
+                let subject = self.subject();
+                self.error(format!(
+                    "{subject} orders {} with `{op}`: no such overload",
+                    described(x, t)
+                ));
+            }
+            _ => {}
+        }
+        let strings = [l, r]
+            .iter()
+            .any(|o| matches!(o.ty.kind, Kind::String | Kind::Bytes));
+        let cost = if strings { self.compare_cost(l, r) } else { 1 };
+        Out::value(Kind::Bool, cost.saturating_add(arg_cost))
+    }
+
+    /// `-x`: a number or a duration.
+    fn negation(&mut self, c: &CallExpr, x: &Out, arg_cost: u64) -> Out {
+        if let Some(k) = cat(&x.ty)
+            && k != Cat::Num
+            && k != Cat::Duration
+        {
+            let subject = self.subject();
+            self.error(format!(
+                "{subject} negates {}: no such overload",
+                described(&c.args[0], &x.ty)
+            ));
+        }
+        Out::value(x.ty.strip().kind, arg_cost.saturating_add(1))
+    }
+
+    /// `x in container`: a list or a map.
+    fn membership(&mut self, c: &CallExpr, container: &Out, arg_cost: u64) -> Out {
+        let cost = match (&container.ty.kind, cat(&container.ty)) {
+            (Kind::List(_), _) => self.size(container),
+            (_, Some(Cat::Map)) | (Kind::Dyn | Kind::Object(_), _) => 1,
+            (_, Some(_)) => {
+                let hint = if matches!(container.ty.kind, Kind::String) {
+                    "; for a substring use `.contains(..)`"
+                } else {
+                    ""
+                };
+                let subject = self.subject();
+                self.error(format!(
+                    "{subject} tests `{} in {}`, but {} is neither a list nor a map{hint}",
+                    show(&c.args[0]),
+                    show(&c.args[1]),
+                    described(&c.args[1], &container.ty)
+                ));
+                1
+            }
+            _ => 1,
+        };
+        Out::value(Kind::Bool, cost.saturating_add(arg_cost))
     }
 
     /// The cost of `==`, `!=` and of ordering strings or bytes: a traversal of the shorter.
@@ -1105,50 +1167,30 @@ impl Checker {
         target: Option<&(&IdedExpr, Out)>,
         args: &[(&IdedExpr, Out)],
     ) -> (Kind, u64, Size) {
-        use Cat::{Bytes, Duration, List, Map, Num, Str, Timestamp};
-        const STRING: (&[Cat], &str) = (&[Str], "a string");
-        const LIST: (&[Cat], &str) = (&[List], "a list");
-        // Library types (quantities, URLs, IPs...): no plain value is one.
-        let library: (&[Cat], &str) = (
-            &[],
-            match name {
-                "isGreaterThan" | "isLessThan" | "compareTo" => "a quantity or a semver",
-                "sign" | "asInteger" | "isInteger" | "asApproximateFloat" | "add" | "sub" => {
-                    "a quantity"
-                }
-                "major" | "minor" | "patch" => "a semver",
-                "family"
-                | "isUnspecified"
-                | "isLoopback"
-                | "isLinkLocalMulticast"
-                | "isLinkLocalUnicast"
-                | "isGlobalUnicast" => "an IP",
-                "containsIP" | "containsCIDR" | "prefixLength" | "masked" | "ip" => "a CIDR",
-                "validate" => "a format (`format.dns1123Label()`, `format.named(..)`, ...)",
-                "hasValue" | "value" | "orValue" | "or" => "an optional",
-                _ => "a URL",
-            },
-        );
-        let t = target.map(|(e, o)| (*e, o));
-        let arg = |i: usize| args.get(i).map(|(e, o)| (*e, o));
-        let recv = |this: &mut Self, (accepts, takes): (&[Cat], &str)| {
-            if let Some(t) = t {
-                this.expect(name, true, t, accepts, takes);
-            }
+        let c = Call {
+            name,
+            t: target.map(|(e, o)| (*e, o)),
+            args,
         };
+        let (kind, (cost, size)) = self
+            .basic_semantics(c)
+            .or_else(|| self.string_semantics(c))
+            .or_else(|| self.list_semantics(c))
+            .or_else(|| self.parser_semantics(c))
+            .or_else(|| self.library_semantics(c))
+            // Known, not modelled: unknown result, no cost of its own (a lower bound).
+            .unwrap_or((Kind::Dyn, (0, Size::default())));
+        (kind, cost, size)
+    }
+
+    /// `size`, `contains`/`startsWith`/`endsWith`, `matches`, the conversions and `type`.
+    fn basic_semantics(&mut self, c: Call) -> Option<(Kind, (u64, Size))> {
+        use Cat::{Bytes, Duration, List, Map, Num, Str, Timestamp};
+        let Call { name, t, args } = c;
         let one = (1u64, Size::default());
-        macro_rules! argument {
-            ($this:expr, $i:expr, $spec:expr) => {
-                if let Some(a) = arg($i) {
-                    $this.expect(name, false, a, $spec.0, $spec.1);
-                }
-            };
-        }
-        let sz_t = |this: &mut Self| t.map_or(0, |(_, o)| this.size(o));
-        let sz_a = |this: &mut Self, i: usize| arg(i).map_or(0, |(_, o)| this.size(o));
-        let (kind, (cost, size)) = match name {
+        Some(match name {
             "size" => {
-                let x = t.or(arg(0));
+                let x = t.or(c.arg(0));
                 if let Some(x) = x {
                     self.expect(
                         name,
@@ -1161,38 +1203,41 @@ impl Checker {
                 (Kind::Int, one)
             }
             "contains" | "startsWith" | "endsWith" => {
-                recv(self, STRING);
-                argument!(self, 0, STRING);
+                self.recv(c, STRING);
+                self.argument(c, 0, STRING);
                 let cost = match (t, name) {
                     (Some(_), "contains") => {
-                        let (ts, a) = (sz_t(self), sz_a(self, 0));
+                        let (ts, a) = (self.target_size(c), self.arg_size(c, 0));
                         factor(ts, STRING_TRAVERSAL_COST_FACTOR)
                             .saturating_mul(factor(a, STRING_TRAVERSAL_COST_FACTOR))
                     }
-                    (Some(_), _) => factor(sz_a(self, 0), STRING_TRAVERSAL_COST_FACTOR),
+                    (Some(_), _) => factor(self.arg_size(c, 0), STRING_TRAVERSAL_COST_FACTOR),
                     _ => 1,
                 };
                 (Kind::Bool, (cost, Size::default()))
             }
             "matches" => {
-                recv(self, STRING);
-                argument!(self, 0, STRING);
-                argument!(self, 1, STRING);
+                self.recv(c, STRING);
+                self.argument(c, 0, STRING);
+                self.argument(c, 1, STRING);
                 if let Some((re, _)) = args.last() {
                     self.regex(name, re);
                 }
                 let cost = if t.is_some() && args.len() == 1 {
-                    let s = factor(sz_t(self).saturating_add(1), STRING_TRAVERSAL_COST_FACTOR);
-                    s.saturating_mul(factor(sz_a(self, 0), REGEX_STRING_LENGTH_COST_FACTOR))
+                    let s = factor(
+                        self.target_size(c).saturating_add(1),
+                        STRING_TRAVERSAL_COST_FACTOR,
+                    );
+                    s.saturating_mul(factor(self.arg_size(c, 0), REGEX_STRING_LENGTH_COST_FACTOR))
                 } else {
                     1
                 };
                 (Kind::Bool, (cost, Size::default()))
             }
             "int" | "uint" | "double" | "string" | "bytes" | "bool" | "duration" | "timestamp" => {
-                let x = arg(0).or(t);
+                let x = c.arg(0).or(t);
                 if let Some(x) = x
-                    && target.is_none()
+                    && t.is_none()
                 {
                     self.expect(
                         name,
@@ -1228,6 +1273,16 @@ impl Checker {
                 (kind, cost)
             }
             "type" => (Kind::Type, one),
+            _ => return None,
+        })
+    }
+
+    /// The getters of timestamps and durations and the string functions (`charAt` to `strings.quote`).
+    fn string_semantics(&mut self, c: Call) -> Option<(Kind, (u64, Size))> {
+        use Cat::{Duration, List, Str, Timestamp};
+        let Call { name, t, args } = c;
+        let one = (1u64, Size::default());
+        Some(match name {
             n if n.starts_with("get")
                 && !matches!(
                     n,
@@ -1239,27 +1294,27 @@ impl Checker {
                         | "getQuery"
                 ) =>
             {
-                recv(self, (&[Timestamp, Duration], "a timestamp or a duration"));
+                self.recv(c, (&[Timestamp, Duration], "a timestamp or a duration"));
                 (Kind::Int, one)
             }
             "charAt" => {
-                recv(self, STRING);
+                self.recv(c, STRING);
                 (Kind::String, one)
             }
             "indexOf" | "lastIndexOf" => {
-                recv(self, (&[Str, List], "a string or a list"));
+                self.recv(c, (&[Str, List], "a string or a list"));
                 let cost = self.list_traversal(t, STRING_TRAVERSAL_COST_FACTOR);
                 (Kind::Int, (cost, Size::default()))
             }
             "lowerAscii" | "upperAscii" | "trim" | "substring" => {
-                recv(self, STRING);
+                self.recv(c, STRING);
                 let size = t.map(|(_, o)| o.size.clone()).unwrap_or_default();
-                let cost = factor(sz_t(self), STRING_TRAVERSAL_COST_FACTOR);
+                let cost = factor(self.target_size(c), STRING_TRAVERSAL_COST_FACTOR);
                 (Kind::String, (cost, size))
             }
             "replace" => {
-                recv(self, STRING);
-                let n = sz_t(self);
+                self.recv(c, STRING);
+                let n = self.target_size(c);
                 let size = self.replaced_size(t, args);
                 (
                     Kind::String,
@@ -1267,9 +1322,9 @@ impl Checker {
                 )
             }
             "split" => {
-                recv(self, STRING);
-                let n = sz_t(self);
-                let limit = match arg(1).map(|(e, _)| &e.expr) {
+                self.recv(c, STRING);
+                let n = self.target_size(c);
+                let limit = match c.arg(1).map(|(e, _)| &e.expr) {
                     Some(Expr::Literal(LiteralValue::Int(i))) => u64::try_from(*i.inner()).ok(),
                     _ => None,
                 };
@@ -1283,7 +1338,7 @@ impl Checker {
                 )
             }
             "join" => {
-                recv(self, LIST);
+                self.recv(c, LIST);
                 let mut n = 0u64;
                 if let Some((_, list)) = t
                     && let Kind::List(elem) = &list.ty.kind
@@ -1292,7 +1347,7 @@ impl Checker {
                     let items = self.size(list);
                     let each = self.size_of(&elem.size);
                     n = items.saturating_mul(each);
-                    if let Some((_, sep)) = arg(0) {
+                    if let Some((_, sep)) = c.arg(0) {
                         let sep = self.size(sep);
                         n = n.saturating_add(sep.saturating_mul(items.saturating_sub(1)));
                     }
@@ -1303,14 +1358,14 @@ impl Checker {
                 )
             }
             "format" => {
-                recv(self, STRING);
-                argument!(self, 0, LIST);
-                let cost = factor(sz_t(self), STRING_TRAVERSAL_COST_FACTOR);
+                self.recv(c, STRING);
+                self.argument(c, 0, LIST);
+                let cost = factor(self.target_size(c), STRING_TRAVERSAL_COST_FACTOR);
                 (Kind::String, (cost, Size::default()))
             }
             "strings.quote" => {
-                argument!(self, 0, STRING);
-                let n = sz_a(self, 0);
+                self.argument(c, 0, STRING);
+                let n = self.arg_size(c, 0);
                 (
                     Kind::String,
                     (
@@ -1319,8 +1374,17 @@ impl Checker {
                     ),
                 )
             }
+            _ => return None,
+        })
+    }
+
+    /// The list and set functions (`reverse` to `sets.intersects`).
+    fn list_semantics(&mut self, c: Call) -> Option<(Kind, (u64, Size))> {
+        use Cat::{List, Str};
+        let Call { name, t, args } = c;
+        Some(match name {
             "reverse" => {
-                recv(self, (&[Str, List], "a string or a list"));
+                self.recv(c, (&[Str, List], "a string or a list"));
                 (
                     t.map_or(Kind::Dyn, |(_, o)| o.ty.strip().kind),
                     (0, Size::default()),
@@ -1329,7 +1393,7 @@ impl Checker {
             "isSorted" | "sum" | "min" | "max" | "includes" if t.is_some() => {
                 // `includes` is declared on `dyn`.
                 if name != "includes" {
-                    recv(self, LIST);
+                    self.recv(c, LIST);
                 }
                 let cost = self.list_traversal(t, STRING_TRAVERSAL_COST_FACTOR);
                 let kind = match (name, t.map(|(_, o)| &o.ty.kind)) {
@@ -1340,18 +1404,18 @@ impl Checker {
                 (kind, (cost, Size::default()))
             }
             "slice" | "distinct" | "sort" => {
-                recv(self, LIST);
+                self.recv(c, LIST);
                 (
                     t.map_or(Kind::Dyn, |(_, o)| o.ty.strip().kind),
                     (0, Size::default()),
                 )
             }
             "flatten" => {
-                recv(self, LIST);
+                self.recv(c, LIST);
                 (Kind::List(Box::new(Ty::dynamic())), (0, Size::default()))
             }
             "first" | "last" => {
-                recv(self, LIST);
+                self.recv(c, LIST);
                 let elem = match t.map(|(_, o)| &o.ty.kind) {
                     Some(Kind::List(e)) => e.strip(),
                     _ => Ty::dynamic(),
@@ -1363,10 +1427,10 @@ impl Checker {
                 (0, Size::default()),
             ),
             "sets.contains" | "sets.equivalent" | "sets.intersects" => {
-                argument!(self, 0, LIST);
-                argument!(self, 1, LIST);
+                self.argument(c, 0, LIST);
+                self.argument(c, 1, LIST);
                 let cost = if args.len() == 2 {
-                    let product = sz_a(self, 0).saturating_mul(sz_a(self, 1));
+                    let product = self.arg_size(c, 0).saturating_mul(self.arg_size(c, 1));
                     let f = if name == "sets.equivalent" { 2.0 } else { 1.0 };
                     factor(product, f).saturating_add(1)
                 } else {
@@ -1374,15 +1438,24 @@ impl Checker {
                 };
                 (Kind::Bool, (cost, Size::default()))
             }
+            _ => return None,
+        })
+    }
+
+    /// `find`/`findAll`, the parsers and tests of the Kubernetes libraries (`url`, `quantity`, `ip`, ...) and `containsIP`/`containsCIDR`.
+    fn parser_semantics(&mut self, c: Call) -> Option<(Kind, (u64, Size))> {
+        let Call { name, t, args } = c;
+        let one = (1u64, Size::default());
+        Some(match name {
             "find" | "findAll" => {
-                recv(self, STRING);
-                argument!(self, 0, STRING);
+                self.recv(c, STRING);
+                self.argument(c, 0, STRING);
                 if let Some((re, _)) = args.first() {
                     self.regex(name, re);
                 }
-                let n = sz_t(self);
+                let n = self.target_size(c);
                 let cost = factor(n.saturating_add(1), STRING_TRAVERSAL_COST_FACTOR)
-                    .saturating_mul(factor(sz_a(self, 0), REGEX_STRING_LENGTH_COST_FACTOR));
+                    .saturating_mul(factor(self.arg_size(c, 0), REGEX_STRING_LENGTH_COST_FACTOR));
                 let kind = if name == "find" {
                     Kind::String
                 } else {
@@ -1392,8 +1465,8 @@ impl Checker {
             }
             "url" | "quantity" | "semver" | "cidr" | "isQuantity" | "isSemver" | "isIP"
             | "isCIDR" | "isURL" | "ip.isCanonical" | "format.named" => {
-                argument!(self, 0, STRING);
-                let n = sz_a(self, 0);
+                self.argument(c, 0, STRING);
+                let n = self.arg_size(c, 0);
                 let traversal = factor(n, STRING_TRAVERSAL_COST_FACTOR);
                 match name {
                     "url" => (Kind::Opaque("URL"), (traversal, Size::exact(n))),
@@ -1418,26 +1491,26 @@ impl Checker {
             "ip" => {
                 if t.is_some() {
                     // The IP of a CIDR: a field access.
-                    recv(self, library);
+                    self.recv(c, library(name));
                     (Kind::Opaque("IP"), one)
                 } else {
-                    argument!(self, 0, STRING);
-                    let cost = factor(sz_a(self, 0), STRING_TRAVERSAL_COST_FACTOR);
+                    self.argument(c, 0, STRING);
+                    let cost = factor(self.arg_size(c, 0), STRING_TRAVERSAL_COST_FACTOR);
                     (Kind::Opaque("IP"), (cost, Size::default()))
                 }
             }
             "isIPv4" | "isIPv6" | "isCIDRv4" | "isCIDRv6" => {
-                argument!(self, 0, STRING);
+                self.argument(c, 0, STRING);
                 (Kind::Bool, (0, Size::default()))
             }
             "containsIP" | "containsCIDR" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 // Two IPs of 4 to 16 bytes compared; a string argument is parsed first.
                 let mut cost = factor(32, STRING_TRAVERSAL_COST_FACTOR);
                 if name == "containsCIDR" {
                     cost += factor(16, STRING_TRAVERSAL_COST_FACTOR) + 1;
                 }
-                if let Some((_, a)) = arg(0)
+                if let Some((_, a)) = c.arg(0)
                     && matches!(a.ty.kind, Kind::String)
                 {
                     let n = self.size(a);
@@ -1445,9 +1518,18 @@ impl Checker {
                 }
                 (Kind::Bool, (cost, Size::default()))
             }
+            _ => return None,
+        })
+    }
+
+    /// The methods of the library types (quantities, semvers, IPs, CIDRs, URLs, formats, optionals) and the remaining namespaced functions.
+    fn library_semantics(&mut self, c: Call) -> Option<(Kind, (u64, Size))> {
+        let Call { name, t, .. } = c;
+        let one = (1u64, Size::default());
+        Some(match name {
             "family" | "prefixLength" | "sign" | "asInteger" | "compareTo" | "major" | "minor"
             | "patch" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::Int, one)
             }
             "isUnspecified"
@@ -1458,27 +1540,27 @@ impl Checker {
             | "isInteger"
             | "isGreaterThan"
             | "isLessThan" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::Bool, one)
             }
             "masked" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::Opaque("CIDR"), one)
             }
             "asApproximateFloat" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::Double, one)
             }
             "add" | "sub" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (t.map_or(Kind::Dyn, |(_, o)| o.ty.strip().kind), one)
             }
             "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::String, one)
             }
             "getQuery" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 let values = Ty::list(Ty::new(Kind::String));
                 (
                     Kind::Map(Box::new(Ty::new(Kind::String)), Box::new(values)),
@@ -1487,9 +1569,9 @@ impl Checker {
             }
             n if n.starts_with("format.") => (Kind::Opaque("Format"), one),
             "validate" => {
-                recv(self, library);
-                argument!(self, 0, STRING);
-                let parse = factor(sz_a(self, 0), STRING_TRAVERSAL_COST_FACTOR);
+                self.recv(c, library(name));
+                self.argument(c, 0, STRING);
+                let parse = factor(self.arg_size(c, 0), STRING_TRAVERSAL_COST_FACTOR);
                 let cost = factor(
                     parse,
                     MAX_NAME_FORMAT_REGEX_SIZE * REGEX_STRING_LENGTH_COST_FACTOR,
@@ -1498,16 +1580,16 @@ impl Checker {
                 (Kind::Optional(Box::new(errors)), (cost, Size::default()))
             }
             "optional.of" | "optional.ofNonZeroValue" => {
-                let inner = arg(0).map_or_else(Ty::dynamic, |(_, o)| o.ty.strip());
+                let inner = c.arg(0).map_or_else(Ty::dynamic, |(_, o)| o.ty.strip());
                 (Kind::Optional(Box::new(inner)), one)
             }
             "optional.none" => (Kind::Optional(Box::new(Ty::dynamic())), one),
             "hasValue" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (Kind::Bool, one)
             }
             "value" | "orValue" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 let kind = match t.map(|(_, o)| &o.ty.kind) {
                     Some(Kind::Optional(inner)) => inner.strip().kind,
                     _ => Kind::Dyn,
@@ -1515,23 +1597,45 @@ impl Checker {
                 (kind, one)
             }
             "or" => {
-                recv(self, library);
+                self.recv(c, library(name));
                 (t.map_or(Kind::Dyn, |(_, o)| o.ty.strip().kind), one)
             }
             "base64.encode" => (Kind::String, (0, Size::default())),
             "base64.decode" => (Kind::Bytes, (0, Size::default())),
             "jsonpatch.escapeKey" => {
-                argument!(self, 0, STRING);
-                let n = sz_a(self, 0);
+                self.argument(c, 0, STRING);
+                let n = self.arg_size(c, 0);
                 (
                     Kind::String,
                     (factor(n, STRING_TRAVERSAL_COST_FACTOR), Size::default()),
                 )
             }
-            // Known, not modelled: unknown result, no cost of its own (a lower bound).
-            _ => (Kind::Dyn, (0, Size::default())),
-        };
-        (kind, cost, size)
+            _ => return None,
+        })
+    }
+
+    /// Checks the receiver of the call, if any, against what the function accepts.
+    fn recv(&mut self, c: Call, (accepts, takes): (&[Cat], &str)) {
+        if let Some(t) = c.t {
+            self.expect(c.name, true, t, accepts, takes);
+        }
+    }
+
+    /// Checks the argument `i` of the call, if any, against what the function accepts.
+    fn argument(&mut self, c: Call, i: usize, (accepts, takes): (&[Cat], &str)) {
+        if let Some(a) = c.arg(i) {
+            self.expect(c.name, false, a, accepts, takes);
+        }
+    }
+
+    /// The size of the receiver (0 without one).
+    fn target_size(&mut self, c: Call) -> u64 {
+        c.t.map_or(0, |(_, o)| self.size(o))
+    }
+
+    /// The size of the argument `i` (0 without one).
+    fn arg_size(&mut self, c: Call, i: usize) -> u64 {
+        c.arg(i).map_or(0, |(_, o)| self.size(o))
     }
 
     /// The cost of the Kubernetes list functions (`isSorted`, `sum`, `min`, `max`, `indexOf`,

@@ -131,6 +131,7 @@ fn check_should_accept_valid_rules() {
     }
 }
 
+/// Operators on operands they have no overload for.
 #[test]
 fn check_should_report_what_the_apiserver_refuses() {
     let spec = spec();
@@ -168,6 +169,40 @@ fn check_should_report_what_the_apiserver_refuses() {
             "CEL rule applies `-` to `self.name` (string): no such overload",
         ),
         (
+            "'a' in self.name",
+            "CEL rule tests `'a' in self.name`, but `self.name` (string) is neither a list nor a map; for a substring use `.contains(..)`",
+        ),
+        (
+            "!self.name",
+            "CEL rule applies `!` to `self.name` (string): no such overload; `!` takes bools",
+        ),
+        (
+            "self.replicas && true",
+            "CEL rule applies `&&` to `self.replicas` (int): no such overload; `&&` takes bools",
+        ),
+        (
+            "-self.name == ''",
+            "CEL rule negates `self.name` (string): no such overload",
+        ),
+        (
+            "self.name[0] == 'a'",
+            "CEL rule indexes `self.name` (string): only lists and maps can be indexed",
+        ),
+        (
+            "self.items['a'] == 'b'",
+            "CEL rule indexes `self.items` (list(string)) with 'a' (string): a list takes an int index",
+        ),
+    ] {
+        assert_eq!(errors_in(rule, &spec), [expected], "{rule}");
+    }
+}
+
+/// Unknown functions, receivers and arguments of the wrong type, invalid regular expressions.
+#[test]
+fn check_should_report_what_the_apiserver_refuses_in_calls() {
+    let spec = spec();
+    for (rule, expected) in [
+        (
             "self.name.startsWith(1)",
             "CEL rule passes 1 (int) to `startsWith`: no such overload; it takes a string",
         ),
@@ -196,6 +231,28 @@ fn check_should_report_what_the_apiserver_refuses() {
             "CEL rule calls unknown function `sets.contain`; did you mean `sets.contains`?",
         ),
         (
+            "self.name.matches('[a-')",
+            "CEL rule passes an invalid regular expression to `matches`: unclosed character class",
+        ),
+        (
+            "sets.contains(self.name, ['a'])",
+            "CEL rule passes `self.name` (string) to `sets.contains`: no such overload; it takes a list",
+        ),
+        (
+            "self.timeout.getFullYear() > 1 && self.name.getHours() > 1",
+            "CEL rule calls `getHours` on `self.name` (string): no such overload; `getHours` applies to a timestamp or a duration",
+        ),
+    ] {
+        assert_eq!(errors_in(rule, &spec), [expected], "{rule}");
+    }
+}
+
+/// Fields of scalars, undeclared names, macros over scalars and their conditions, non-bool rules, mixed lists.
+#[test]
+fn check_should_report_what_the_apiserver_refuses_in_names_and_fields() {
+    let spec = spec();
+    for (rule, expected) in [
+        (
             "self.replicas.foo == 1",
             "CEL rule reads `.foo` of `self.replicas` (int), which has no fields",
         ),
@@ -214,26 +271,6 @@ fn check_should_report_what_the_apiserver_refuses() {
         (
             "self.replicas.all(x, x > 0)",
             "CEL rule applies `all` to `self.replicas` (int): it iterates a list or a map",
-        ),
-        (
-            "self.name[0] == 'a'",
-            "CEL rule indexes `self.name` (string): only lists and maps can be indexed",
-        ),
-        (
-            "self.items['a'] == 'b'",
-            "CEL rule indexes `self.items` (list(string)) with 'a' (string): a list takes an int index",
-        ),
-        (
-            "'a' in self.name",
-            "CEL rule tests `'a' in self.name`, but `self.name` (string) is neither a list nor a map; for a substring use `.contains(..)`",
-        ),
-        (
-            "!self.name",
-            "CEL rule applies `!` to `self.name` (string): no such overload; `!` takes bools",
-        ),
-        (
-            "self.replicas && true",
-            "CEL rule applies `&&` to `self.replicas` (int): no such overload; `&&` takes bools",
         ),
         (
             "self.items.all(x, x)",
@@ -256,28 +293,12 @@ fn check_should_report_what_the_apiserver_refuses() {
             "CEL rule reads undeclared `zzz` (the variables are `self`, `oldSelf`, `x`)",
         ),
         (
-            "self.name.matches('[a-')",
-            "CEL rule passes an invalid regular expression to `matches`: unclosed character class",
-        ),
-        (
             "[1, 'a'].size() > 0",
             "CEL rule mixes 1 (int) and 'a' (string) in a list literal: its elements must have one type",
         ),
         (
-            "sets.contains(self.name, ['a'])",
-            "CEL rule passes `self.name` (string) to `sets.contains`: no such overload; it takes a list",
-        ),
-        (
-            "self.timeout.getFullYear() > 1 && self.name.getHours() > 1",
-            "CEL rule calls `getHours` on `self.name` (string): no such overload; `getHours` applies to a timestamp or a duration",
-        ),
-        (
             "self.matrix[0].foo == 1",
             "CEL rule reads `.foo` of `self.matrix[0]` (list(int)), which has no fields",
-        ),
-        (
-            "-self.name == ''",
-            "CEL rule negates `self.name` (string): no such overload",
         ),
     ] {
         assert_eq!(errors_in(rule, &spec), [expected], "{rule}");
@@ -339,10 +360,11 @@ fn check_should_type_field_rules_and_message_expressions() {
 }
 
 /// The apiserver's `TestCostEstimation` cases whose schemas Rust fields can express: the cost
-/// without bounds and with the case's bound (`max_items`, `max_properties`, `max_length`).
+/// without bounds and with the case's bound (`max_items`, `max_properties`, `max_length`):
+/// iterations over lists and maps.
 #[test]
 fn cost_should_match_the_apiserver_estimates() {
-    let cases: Vec<(&str, syn::FieldsNamed, u64, syn::FieldsNamed, u64)> = vec![
+    assert_costs(vec![
         (
             // 1572863 numbers (1 byte and a comma each in 3 MiB) × (2 for the loop condition
             // `@not_strictly_false(@result)` + 1 for `@result && true`) + `self` + `@result`.
@@ -401,6 +423,13 @@ fn cost_should_match_the_apiserver_estimates() {
             syn::parse_quote!({ #[validate(max_properties = 25)] f: BTreeMap<String, Vec<f64>> }),
             77,
         ),
+    ]);
+}
+
+/// `TestCostEstimation`: string functions, indexes, nested iterations and regexes.
+#[test]
+fn cost_should_match_the_apiserver_estimates_of_strings_and_regexes() {
+    assert_costs(vec![
         (
             // A traversal of 3145726 characters (0.1 each) times one of 'test' (ceil 0.4).
             "self.contains('test')",
@@ -467,6 +496,13 @@ fn cost_should_match_the_apiserver_estimates() {
             syn::parse_quote!({ #[validate(max_length = 100)] f: String }),
             1,
         ),
+    ]);
+}
+
+/// `TestCostEstimation`: map keys, comparisons and the elements of lists and maps.
+#[test]
+fn cost_should_match_the_apiserver_estimates_of_elements() {
+    assert_costs(vec![
         (
             // Map keys have no size bound in the estimator (0): `x.contains(..)` costs nothing.
             "self.all(x, x.contains(self[x]))",
@@ -545,6 +581,14 @@ fn cost_should_match_the_apiserver_estimates() {
             syn::parse_quote!({ #[validate(max_items = 3000)] f: Vec<BTreeMap<String, f64>> }),
             4,
         ),
+    ]);
+}
+
+/// `TestCostEstimation`: items and values with a format (durations, dates, date-times) and
+/// int-or-strings.
+#[test]
+fn cost_should_match_the_apiserver_estimates_of_formatted_items() {
+    assert_costs(vec![
         (
             "self.all(x, true)",
             syn::parse_quote!({ #[validate(items(format = "duration"))] f: Vec<String> }),
@@ -601,6 +645,14 @@ fn cost_should_match_the_apiserver_estimates() {
             syn::parse_quote!({ #[validate(max_properties = 25, values(format = "date-time"))] f: BTreeMap<String, String> }),
             77,
         ),
+    ]);
+}
+
+/// `TestCostEstimation`: `find`, `join`, `isSorted`, `lowerAscii`, `oldSelf`, enums and
+/// `isQuantity`.
+#[test]
+fn cost_should_match_the_apiserver_estimates_of_library_functions() {
+    assert_costs(vec![
         (
             // (3145727 × 0.1 = 314573) × ('[0-9]+': 6 × 0.25 = 2), plus `self`.
             "self.find('[0-9]+') == ''",
@@ -662,7 +714,14 @@ fn cost_should_match_the_apiserver_estimates() {
             syn::parse_quote!({ #[validate(max_length = 20)] f: IntOrString }),
             9,
         ),
-    ];
+    ]);
+}
+
+/// A `TestCostEstimation` case: the rule, the field without bounds and its cost (`u64::MAX`:
+/// above the limit), the field with the case's bound and its cost.
+type CostCase = (&'static str, syn::FieldsNamed, u64, syn::FieldsNamed, u64);
+
+fn assert_costs(cases: Vec<CostCase>) {
     for (rule, unbounded, expected, bounded, expected_bounded) in cases {
         let (a, b) = (cost(rule, &field(unbounded)), cost(rule, &field(bounded)));
         if expected == u64::MAX {
@@ -741,75 +800,81 @@ fn cost_should_refuse_what_the_apiserver_refuses_as_too_expensive() {
     assert!(errors_in("self.items.all(x, x.name.matches('^[a-z]+$'))", &foreign).is_empty());
 }
 
-/// Expands every `#[kubeforge::custom_resource]` / `#[kubeforge::schema]` item of `source` and
-/// returns the errors of the expansions.
-fn expansion_errors(source: &str) -> Vec<String> {
-    let file = syn::parse_file(source).expect("the file parses");
-    let mut errors = Vec::new();
-    for item in file.items {
-        let (syn::Item::Struct(syn::ItemStruct { attrs, .. })
-        | syn::Item::Enum(syn::ItemEnum { attrs, .. })) = &item
-        else {
-            continue;
-        };
-        let Some(attr) = attrs.iter().find(|a| {
-            let path = a.path();
-            path.segments.last().is_some_and(|s| {
-                s.ident == "custom_resource" || (s.ident == "schema" && path.segments.len() == 2)
-            })
-        }) else {
-            continue;
-        };
-        let args = match &attr.meta {
-            syn::Meta::List(list) => list.tokens.clone(),
-            _ => proc_macro2::TokenStream::new(),
-        };
-        let is_kind = attr
-            .path()
-            .segments
-            .last()
-            .is_some_and(|s| s.ident == "custom_resource");
-        let mut item = item.clone();
-        if let syn::Item::Struct(syn::ItemStruct { attrs, .. })
-        | syn::Item::Enum(syn::ItemEnum { attrs, .. }) = &mut item
-        {
-            attrs.retain(|a| a != attr);
+/// The kinds of the integration tests and examples expanded by the whole pipeline: test code
+/// that needs `crate::pipeline`, in a module marked as such where it is written.
+#[cfg(test)]
+mod expansions {
+    /// Expands every `#[kubeforge::custom_resource]` / `#[kubeforge::schema]` item of `source` and
+    /// returns the errors of the expansions.
+    fn expansion_errors(source: &str) -> Vec<String> {
+        let file = syn::parse_file(source).expect("the file parses");
+        let mut errors = Vec::new();
+        for item in file.items {
+            let (syn::Item::Struct(syn::ItemStruct { attrs, .. })
+            | syn::Item::Enum(syn::ItemEnum { attrs, .. })) = &item
+            else {
+                continue;
+            };
+            let Some(attr) = attrs.iter().find(|a| {
+                let path = a.path();
+                path.segments.last().is_some_and(|s| {
+                    s.ident == "custom_resource"
+                        || (s.ident == "schema" && path.segments.len() == 2)
+                })
+            }) else {
+                continue;
+            };
+            let args = match &attr.meta {
+                syn::Meta::List(list) => list.tokens.clone(),
+                _ => proc_macro2::TokenStream::new(),
+            };
+            let is_kind = attr
+                .path()
+                .segments
+                .last()
+                .is_some_and(|s| s.ident == "custom_resource");
+            let mut item = item.clone();
+            if let syn::Item::Struct(syn::ItemStruct { attrs, .. })
+            | syn::Item::Enum(syn::ItemEnum { attrs, .. }) = &mut item
+            {
+                attrs.retain(|a| a != attr);
+            }
+            let tokens = quote::quote!(#item);
+            let out = if is_kind {
+                crate::pipeline::custom_resource(args, tokens)
+            } else {
+                crate::pipeline::schema(args, tokens)
+            };
+            let out = out.to_string();
+            if let Some(at) = out.find("compile_error") {
+                errors.push(out[at..].chars().take(400).collect());
+            }
         }
-        let tokens = quote::quote!(#item);
-        let out = if is_kind {
-            crate::pipeline::custom_resource(args, tokens)
-        } else {
-            crate::pipeline::schema(args, tokens)
-        };
-        let out = out.to_string();
-        if let Some(at) = out.find("compile_error") {
-            errors.push(out[at..].chars().take(400).collect());
-        }
+        errors
     }
-    errors
-}
 
-/// The rules the real apiserver accepts (the integration tests apply them) compile.
-#[test]
-fn check_should_accept_the_rules_of_the_integration_tests_and_examples() {
-    for (name, source) in [
-        ("cel.rs", include_str!("../../../tests/integration/cel.rs")),
-        ("crd.rs", include_str!("../../../tests/integration/crd.rs")),
-        (
-            "markers.rs",
-            include_str!("../../../tests/integration/markers.rs"),
-        ),
-        ("webapp.rs", include_str!("../../../examples/src/webapp.rs")),
-    ] {
-        assert_eq!(expansion_errors(source), Vec::<String>::new(), "{name}");
+    /// The rules the real apiserver accepts (the integration tests apply them) compile.
+    #[test]
+    fn check_should_accept_the_rules_of_the_integration_tests_and_examples() {
+        for (name, source) in [
+            ("cel.rs", include_str!("../../../tests/integration/cel.rs")),
+            ("crd.rs", include_str!("../../../tests/integration/crd.rs")),
+            (
+                "markers.rs",
+                include_str!("../../../tests/integration/markers.rs"),
+            ),
+            ("webapp.rs", include_str!("../../../examples/src/webapp.rs")),
+        ] {
+            assert_eq!(expansion_errors(source), Vec::<String>::new(), "{name}");
+        }
+        // The items were expanded and checked: a broken rule is found.
+        let broken = include_str!("../../../tests/integration/cel.rs")
+            .replace("self.sum() == 100", "self.sum() == '100'");
+        let errors = expansion_errors(&broken);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("compares `self.sum()` (int) with '100' (string)"),
+            "{errors:?}"
+        );
     }
-    // The items were expanded and checked: a broken rule is found.
-    let broken = include_str!("../../../tests/integration/cel.rs")
-        .replace("self.sum() == 100", "self.sum() == '100'");
-    let errors = expansion_errors(&broken);
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(
-        errors[0].contains("compares `self.sum()` (int) with '100' (string)"),
-        "{errors:?}"
-    );
 }

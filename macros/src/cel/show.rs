@@ -1,6 +1,6 @@
 //! CEL expressions written back as source, for error messages (`self.name`, `x + 1`).
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 
 use super::types::Ty;
 
@@ -73,23 +73,7 @@ fn list(items: &[IdedExpr], out: &mut String) {
 
 fn write(e: &IdedExpr, out: &mut String) {
     match &e.expr {
-        Expr::Literal(lit) => match lit {
-            LiteralValue::Boolean(b) => out.push_str(&b.inner().to_string()),
-            LiteralValue::Int(i) => out.push_str(&i.inner().to_string()),
-            LiteralValue::UInt(u) => out.push_str(&format!("{}u", u.inner())),
-            LiteralValue::Double(d) => out.push_str(&format!("{:?}", d.inner())),
-            LiteralValue::Null => out.push_str("null"),
-            LiteralValue::String(s) => {
-                out.push('\'');
-                out.push_str(&s.inner().replace('\'', "\\'"));
-                out.push('\'');
-            }
-            LiteralValue::Bytes(b) => {
-                out.push_str("b'");
-                out.push_str(&String::from_utf8_lossy(b.inner()));
-                out.push('\'');
-            }
-        },
+        Expr::Literal(lit) => literal(lit, out),
         Expr::Ident(name) => out.push_str(name),
         Expr::Select(s) => {
             if s.test {
@@ -102,55 +86,7 @@ fn write(e: &IdedExpr, out: &mut String) {
                 out.push(')');
             }
         }
-        Expr::Call(c) => {
-            if let (Some(op), [l, r]) = (binary(&c.func_name), c.args.as_slice()) {
-                operand(l, out);
-                out.push_str(&format!(" {op} "));
-                operand(r, out);
-                return;
-            }
-            match (c.func_name.as_str(), c.args.as_slice()) {
-                ("!_", [x]) => {
-                    out.push('!');
-                    operand(x, out);
-                }
-                ("-_", [x]) => {
-                    out.push('-');
-                    operand(x, out);
-                }
-                ("_?_:_", [cond, a, b]) => {
-                    operand(cond, out);
-                    out.push_str(" ? ");
-                    operand(a, out);
-                    out.push_str(" : ");
-                    operand(b, out);
-                }
-                ("_[_]" | "_[?_]", [x, i]) => {
-                    operand(x, out);
-                    out.push_str(if c.func_name == "_[_]" { "[" } else { "[?" });
-                    write(i, out);
-                    out.push(']');
-                }
-                ("_?._", [x, field]) => {
-                    operand(x, out);
-                    out.push_str(".?");
-                    match &field.expr {
-                        Expr::Literal(LiteralValue::String(f)) => out.push_str(f.inner()),
-                        _ => write(field, out),
-                    }
-                }
-                (name, args) => {
-                    if let Some(t) = &c.target {
-                        operand(t, out);
-                        out.push('.');
-                    }
-                    out.push_str(name);
-                    out.push('(');
-                    list(args, out);
-                    out.push(')');
-                }
-            }
-        }
+        Expr::Call(c) => call(c, out),
         Expr::List(l) => {
             out.push('[');
             list(&l.elements, out);
@@ -183,6 +119,76 @@ fn write(e: &IdedExpr, out: &mut String) {
             ));
         }
         Expr::Unspecified => out.push('…'),
+    }
+}
+
+fn literal(lit: &LiteralValue, out: &mut String) {
+    match lit {
+        LiteralValue::Boolean(b) => out.push_str(&b.inner().to_string()),
+        LiteralValue::Int(i) => out.push_str(&i.inner().to_string()),
+        LiteralValue::UInt(u) => out.push_str(&format!("{}u", u.inner())),
+        LiteralValue::Double(d) => out.push_str(&format!("{:?}", d.inner())),
+        LiteralValue::Null => out.push_str("null"),
+        LiteralValue::String(s) => {
+            out.push('\'');
+            out.push_str(&s.inner().replace('\'', "\\'"));
+            out.push('\'');
+        }
+        LiteralValue::Bytes(b) => {
+            out.push_str("b'");
+            out.push_str(&String::from_utf8_lossy(b.inner()));
+            out.push('\'');
+        }
+    }
+}
+
+fn call(c: &CallExpr, out: &mut String) {
+    if let (Some(op), [l, r]) = (binary(&c.func_name), c.args.as_slice()) {
+        operand(l, out);
+        out.push_str(&format!(" {op} "));
+        operand(r, out);
+        return;
+    }
+    match (c.func_name.as_str(), c.args.as_slice()) {
+        ("!_", [x]) => {
+            out.push('!');
+            operand(x, out);
+        }
+        ("-_", [x]) => {
+            out.push('-');
+            operand(x, out);
+        }
+        ("_?_:_", [cond, a, b]) => {
+            operand(cond, out);
+            out.push_str(" ? ");
+            operand(a, out);
+            out.push_str(" : ");
+            operand(b, out);
+        }
+        ("_[_]" | "_[?_]", [x, i]) => {
+            operand(x, out);
+            out.push_str(if c.func_name == "_[_]" { "[" } else { "[?" });
+            write(i, out);
+            out.push(']');
+        }
+        ("_?._", [x, field]) => {
+            operand(x, out);
+            out.push_str(".?");
+            match &field.expr {
+                Expr::Literal(LiteralValue::String(f)) => out.push_str(f.inner()),
+                _ => write(field, out),
+            }
+        }
+        (name, args) => {
+            if let Some(t) = &c.target {
+                operand(t, out);
+                out.push('.');
+            }
+            out.push_str(name);
+            out.push('(');
+            list(args, out);
+            out.push(')');
+        }
     }
 }
 
