@@ -143,6 +143,30 @@ pub fn owner_reference<P: Resource<DynamicType = ()>>(owner: &P) -> Option<Owner
         })
 }
 
+/// Gives `child` the controller owner reference to `owner` (replacing any earlier reference to
+/// it) and no `resourceVersion`, for a write by `what`; returns the child's name.
+fn owned_by<P, C>(child: &mut C, owner: &P, what: &str) -> Result<String, kube::Error>
+where
+    P: Resource<DynamicType = ()>,
+    C: Resource,
+{
+    let reference = owner_reference(owner).ok_or_else(|| {
+        kube::Error::Service(
+            format!(
+                "{what}: owner {} has no uid yet",
+                owner.meta().name.as_deref().unwrap_or("<unnamed>")
+            )
+            .into(),
+        )
+    })?;
+    let meta = child.meta_mut();
+    let references = meta.owner_references.get_or_insert_default();
+    references.retain(|r| r.uid != reference.uid);
+    references.push(reference);
+    meta.resource_version = None;
+    Ok(meta.name.clone().unwrap_or_default())
+}
+
 /// Server-side-applies `child` as field manager `manager`, with a controller owner reference to
 /// `owner` added, and returns the object the server stored. Conflicts with other managers are
 /// forced: the controller owns the fields it sets.
@@ -162,22 +186,8 @@ where
     P: Resource<DynamicType = ()>,
     C: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    let reference = owner_reference(owner).ok_or_else(|| {
-        kube::Error::Service(
-            format!(
-                "apply_owned: owner {} has no uid yet",
-                owner.meta().name.as_deref().unwrap_or("<unnamed>")
-            )
-            .into(),
-        )
-    })?;
-    let meta = child.meta_mut();
-    let references = meta.owner_references.get_or_insert_default();
-    references.retain(|r| r.uid != reference.uid);
-    references.push(reference);
-    meta.managed_fields = None;
-    meta.resource_version = None;
-    let name = meta.name.clone().unwrap_or_default();
+    let name = owned_by(&mut child, owner, "apply_owned")?;
+    child.meta_mut().managed_fields = None;
     api.patch(
         &name,
         &PatchParams::apply(manager).force(),
@@ -220,21 +230,7 @@ where
     P: Resource<DynamicType = ()>,
     C: Resource + Clone + Serialize + DeserializeOwned + Debug,
 {
-    let reference = owner_reference(owner).ok_or_else(|| {
-        kube::Error::Service(
-            format!(
-                "create_owned: owner {} has no uid yet",
-                owner.meta().name.as_deref().unwrap_or("<unnamed>")
-            )
-            .into(),
-        )
-    })?;
-    let meta = child.meta_mut();
-    let references = meta.owner_references.get_or_insert_default();
-    references.retain(|r| r.uid != reference.uid);
-    references.push(reference);
-    meta.resource_version = None;
-    let name = meta.name.clone().unwrap_or_default();
+    let name = owned_by(&mut child, owner, "create_owned")?;
     match api.create(&PostParams::default(), &child).await {
         Ok(created) => Ok((created, true)),
         Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {

@@ -1,12 +1,13 @@
 //! [`KeyIndex`]: what a [`RemoteStore`](super::RemoteStore) keeps in memory of each object — its
 //! key, `resourceVersion`, labels and owners' UIDs — in as few bytes as that takes.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::api::ObjectMeta;
 use kube::core::{Selector, SelectorExt};
 
+use super::interned::{Key, Strings};
 use crate::ObjectKey;
 
 /// The keys of a remote store's objects with what its reads need without I/O.
@@ -26,13 +27,7 @@ pub(super) struct KeyIndex {
 #[derive(Default)]
 struct Inner {
     objects: HashMap<Key, Entry>,
-    strings: HashSet<Arc<str>>,
-}
-
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Key {
-    namespace: Option<Arc<str>>,
-    name: Box<str>,
+    strings: Strings,
 }
 
 struct Entry {
@@ -41,42 +36,21 @@ struct Entry {
     owners: Box<[Arc<str>]>,
 }
 
-impl Key {
-    fn object_key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.namespace.as_deref().map(str::to_owned),
-            name: self.name.to_string(),
-        }
-    }
-}
-
 impl Inner {
-    fn intern(&mut self, value: &str) -> Arc<str> {
-        if let Some(shared) = self.strings.get(value) {
-            return Arc::clone(shared);
-        }
-        let shared: Arc<str> = Arc::from(value);
-        self.strings.insert(Arc::clone(&shared));
-        shared
+    fn lookup(&self, key: &ObjectKey) -> Option<Key> {
+        Key::lookup(&self.strings, key)
     }
 
-    /// The key of `key` if its namespace is known (else no object can have it).
-    fn lookup(&self, key: &ObjectKey) -> Option<Key> {
-        let namespace = match key.namespace.as_deref() {
-            Some(ns) => Some(Arc::clone(self.strings.get(ns)?)),
-            None => None,
-        };
-        Some(Key {
-            namespace,
-            name: key.name.as_str().into(),
-        })
+    fn intern(&mut self, value: &str) -> Arc<str> {
+        self.strings.intern(value)
     }
 
     fn entry(&mut self, meta: &ObjectMeta) -> (Key, Entry) {
-        let key = Key {
-            namespace: meta.namespace.as_deref().map(|ns| self.intern(ns)),
-            name: meta.name.as_deref().unwrap_or_default().into(),
-        };
+        let key = Key::new(
+            &mut self.strings,
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+        );
         let labels = meta
             .labels
             .iter()
@@ -99,7 +73,7 @@ impl Inner {
 
     /// Drops interned strings no object uses any more (after removals).
     fn sweep(&mut self) {
-        self.strings.retain(|s| Arc::strong_count(s) > 1);
+        self.strings.sweep();
     }
 }
 

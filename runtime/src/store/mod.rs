@@ -46,6 +46,7 @@
 
 mod backend;
 mod index;
+mod interned;
 #[cfg(feature = "memcached")]
 mod memcached;
 mod memory;

@@ -1,4 +1,4 @@
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -7,6 +7,7 @@ use kube::api::ObjectMeta;
 use kube::core::{PartialObjectMeta, Selector, SelectorExt};
 
 use super::LocalStore;
+use super::interned::{Key, Strings};
 use crate::ObjectKey;
 
 /// A [`LocalStore`] that keeps, of each object, only its key, its `resourceVersion` and its owner
@@ -57,13 +58,7 @@ pub struct SkeletonStore<C> {
 struct Inner {
     objects: HashMap<Key, Bones>,
     /// Interned namespaces, owner `apiVersion`s and owner kinds.
-    strings: HashSet<Arc<str>>,
-}
-
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct Key {
-    namespace: Option<Arc<str>>,
-    name: Box<str>,
+    strings: Strings,
 }
 
 struct Bones {
@@ -82,31 +77,20 @@ struct Owner {
 
 impl Inner {
     fn intern(&mut self, value: &str) -> Arc<str> {
-        if let Some(shared) = self.strings.get(value) {
-            return Arc::clone(shared);
-        }
-        let shared: Arc<str> = Arc::from(value);
-        self.strings.insert(Arc::clone(&shared));
-        shared
+        self.strings.intern(value)
     }
 
     /// The key of `key` if its namespace is known (else no object can have it).
     fn lookup(&self, key: &ObjectKey) -> Option<Key> {
-        let namespace = match key.namespace.as_deref() {
-            Some(ns) => Some(Arc::clone(self.strings.get(ns)?)),
-            None => None,
-        };
-        Some(Key {
-            namespace,
-            name: key.name.as_str().into(),
-        })
+        Key::lookup(&self.strings, key)
     }
 
     fn bones(&mut self, meta: &ObjectMeta) -> (Key, Bones) {
-        let key = Key {
-            namespace: meta.namespace.as_deref().map(|ns| self.intern(ns)),
-            name: meta.name.as_deref().unwrap_or_default().into(),
-        };
+        let key = Key::new(
+            &mut self.strings,
+            meta.namespace.as_deref(),
+            meta.name.as_deref(),
+        );
         let owners = meta
             .owner_references
             .iter()
