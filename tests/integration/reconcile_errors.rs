@@ -17,9 +17,10 @@ use kubeforge::manager::Manager;
 use kubeforge::retry::RetryError;
 use kubeforge::testing::{TestNamespace, apply_crds};
 use kubeforge::watcher::WatchContext;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::support::logs::Logs;
 use crate::support::widget::{Widget, widget, widget_crd};
 use crate::support::{configmap, eventually};
 
@@ -107,49 +108,16 @@ impl BoxedSettings {
     }
 }
 
-/// The log lines at `info` and above of this test's thread, one JSON object each.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    /// Captures this thread's log lines until the guard is dropped.
-    fn capture() -> (Logs, kubeforge::tracing::subscriber::DefaultGuard) {
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(kubeforge::tracing::Level::INFO)
-            .with_writer(move || writer.clone())
-            .finish();
-        (
-            logs,
-            kubeforge::tracing::subscriber::set_default(subscriber),
-        )
-    }
-
-    /// The `error` field of each failed reconcile of `controller`.
-    fn failures(&self, controller: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|line| {
-                line["fields"]["message"] == "reconcile failed; retrying with backoff"
-                    && line["span"]["controller"] == controller
-            })
-            .filter_map(|line| line["fields"]["error"].as_str().map(str::to_owned))
-            .collect()
-    }
+/// The `error` field of each failed reconcile of `controller` in `logs`.
+fn failures(logs: &Logs, controller: &str) -> Vec<String> {
+    logs.json()
+        .into_iter()
+        .filter(|line| {
+            line["fields"]["message"] == "reconcile failed; retrying with backoff"
+                && line["span"]["controller"] == controller
+        })
+        .filter_map(|line| line["fields"]["error"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text scrape.
@@ -189,10 +157,10 @@ async fn failing_until_the_settings_exist(
     eventually(
         "two failed reconciles",
         Duration::from_secs(30),
-        async || (logs.failures(controller).len() >= 2).then_some(()),
+        async || (failures(&logs, controller).len() >= 2).then_some(()),
     )
     .await;
-    let failures = logs.failures(controller);
+    let failures = failures(&logs, controller);
     assert_eq!(failures[0], expected_error, "{failures:?}");
     let seen = judged(controller);
     assert!(!seen.is_empty(), "the retry policy judged the failures");

@@ -1,5 +1,6 @@
 //! Small helpers and fixtures shared by the integration tests.
 
+pub mod logs;
 pub mod widget;
 
 use std::time::Duration;
