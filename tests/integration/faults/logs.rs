@@ -10,8 +10,8 @@
 //! The logs are captured in-process: a `#[tokio::test]` runs on a current-thread runtime, so a
 //! subscriber set as this thread's default sees everything the informer and its client log.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
