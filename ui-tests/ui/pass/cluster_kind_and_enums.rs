@@ -24,8 +24,14 @@ pub struct PlanSpec {
     pub ranges: Vec<Range>,
 }
 
-fn main() {
-    let plan = Plan::new("p", PlanSpec { tier: Tier::Free, ranges: vec![Range { min: -1, max: 0 }] });
+pub fn main() {
+    let plan = Plan::new(
+        "p",
+        PlanSpec {
+            tier: Tier::Free,
+            ranges: vec![Range { min: -1, max: 0 }],
+        },
+    );
     let report = plan.validate().unwrap_err().to_string();
     assert!(report.contains("spec.ranges[0].min"), "{report}");
 }

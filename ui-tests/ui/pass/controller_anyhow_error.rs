@@ -12,7 +12,11 @@ pub struct Copier;
 
 #[kubeforge::controller(for = ConfigMap, owns(Secret(metadata)), finalizer = "ui.kubeforge.dev/cleanup")]
 impl Copier {
-    async fn reconcile(&self, cm: Arc<ConfigMap>, ctx: &Context<ConfigMap>) -> anyhow::Result<Action> {
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &Context<ConfigMap>,
+    ) -> anyhow::Result<Action> {
         let size: u32 = cm
             .data
             .as_ref()
@@ -23,10 +27,19 @@ impl Copier {
         ctx.api::<ConfigMap>().get(&ctx.key().name).await?;
         Ok(Action::Done)
     }
-    async fn cleanup(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> anyhow::Result<Action> {
+    async fn cleanup(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> anyhow::Result<Action> {
         Err(anyhow::anyhow!("the registry is read-only"))
     }
-    fn error_policy(&self, _cm: &ConfigMap, error: &anyhow::Error, _ctx: &Context<ConfigMap>) -> ErrorPolicy {
+    fn error_policy(
+        &self,
+        _cm: &ConfigMap,
+        error: &anyhow::Error,
+        _ctx: &Context<ConfigMap>,
+    ) -> ErrorPolicy {
         if error.downcast_ref::<std::num::ParseIntError>().is_some() {
             ErrorPolicy::Terminal
         } else {
@@ -52,9 +65,10 @@ fn wire(manager: Manager) -> Manager {
     manager.controller(Copier).watcher(Audit)
 }
 
-fn main() {
+pub fn main() {
     let _ = wire;
-    let _: fn() -> <Copier as Reconciler<ConfigMap>>::Error = || anyhow::anyhow!("the alias's error");
+    let _: fn() -> <Copier as Reconciler<ConfigMap>>::Error =
+        || anyhow::anyhow!("the alias's error");
     let _: fn() -> <Audit as Watcher<Secret>>::Error = || anyhow::anyhow!("the alias's error");
     assert_eq!(<Copier as ControllerSpec>::NAME, "configmap");
     assert_eq!(<Audit as WatcherSpec>::NAME, "secret");

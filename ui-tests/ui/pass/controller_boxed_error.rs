@@ -45,7 +45,11 @@ pub struct Audit;
 
 #[kubeforge::controller(for = Secret, watcher)]
 impl Audit {
-    async fn add(&self, secret: Arc<Secret>, _ctx: &WatchContext) -> Result<(), kubeforge::BoxError> {
+    async fn add(
+        &self,
+        secret: Arc<Secret>,
+        _ctx: &WatchContext,
+    ) -> Result<(), kubeforge::BoxError> {
         if secret.data.is_none() {
             return Err(format!("{:?} is empty", secret.metadata.name).into());
         }
@@ -57,7 +61,7 @@ fn wire(manager: Manager) -> Manager {
     manager.controller(Copier).watcher(Audit)
 }
 
-fn main() {
+pub fn main() {
     let _ = wire;
     let _: fn() -> <Copier as Reconciler<ConfigMap>>::Error = || "boxed".into();
     let _: fn() -> <Audit as Watcher<Secret>>::Error = || "boxed".into();

@@ -24,10 +24,18 @@ use kubeforge::k8s_openapi::api::core::v1::{Pod, Secret};
     rbac(group = "", resources = ["services", "endpoints"], verbs = ["create", "delete"]),
     rbac(group = "apps", resources = ["deployments/scale"], verbs = ["update"], resource_names = ["web"]))]
 impl Copier {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
-    async fn cleanup(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn cleanup(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
     fn by_secret(secret: &Secret, _cache: &Cache) -> Vec<ObjectKey> {
@@ -43,17 +51,29 @@ pub struct Retrier;
 
 #[kubeforge::controller(for = ConfigMap, retry = Self::policy(), dequeue = same_action)]
 impl Retrier {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
     fn policy() -> kubeforge::retry::ExponentialRetry {
-        kubeforge::retry::ExponentialRetry::new(std::time::Duration::from_millis(100), std::time::Duration::from_secs(60), 5)
+        kubeforge::retry::ExponentialRetry::new(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(60),
+            5,
+        )
     }
 }
 
 mod policies {
     pub fn forever() -> kubeforge::retry::ExponentialRetry {
-        kubeforge::retry::ExponentialRetry::new(std::time::Duration::from_secs(1), std::time::Duration::from_secs(1), u32::MAX)
+        kubeforge::retry::ExponentialRetry::new(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(1),
+            u32::MAX,
+        )
     }
 }
 
@@ -61,7 +81,11 @@ pub struct Defaults;
 
 #[kubeforge::controller(for = ConfigMap, retry = exponential(), dequeue = all, name = "defaults")]
 impl Defaults {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
 }
@@ -70,29 +94,53 @@ pub struct ByPath;
 
 #[kubeforge::controller(for = ConfigMap, retry = policies::forever(), dequeue = none, name = "bypath")]
 impl ByPath {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
 }
 
-fn main() {
+pub fn main() {
     use kubeforge::controller::ControllerSpec;
     assert_eq!(<Copier as ControllerSpec>::NAME, "copier");
-    assert_eq!(<Copier as ControllerSpec>::FINALIZER, Some("ui.kubeforge.dev/cleanup"));
+    assert_eq!(
+        <Copier as ControllerSpec>::FINALIZER,
+        Some("ui.kubeforge.dev/cleanup")
+    );
     let rules = <Copier as ControllerSpec>::rbac().policy_rules();
-    assert!(rules.iter().any(|r| r.resources.as_ref().is_some_and(|rs| rs.contains(&"configmaps/finalizers".to_owned()))));
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_ref()
+            .is_some_and(|rs| rs.contains(&"configmaps/finalizers".to_owned()))
+    }));
     // `rbac(..)`: rules the wiring cannot see, merged with its own.
     let verbs = |resource: &str| {
         rules
             .iter()
             .filter(|r| r.resource_names.is_none())
-            .find(|r| r.resources.as_ref().is_some_and(|rs| rs.iter().any(|x| x == resource)))
+            .find(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|rs| rs.iter().any(|x| x == resource))
+            })
             .map(|r| r.verbs.join(" "))
     };
     assert_eq!(verbs("services").as_deref(), Some("create delete"));
     assert_eq!(verbs("endpoints").as_deref(), Some("create delete"));
-    let named = rules.iter().find(|r| r.resource_names.is_some()).expect("a rule with names");
-    assert_eq!(named.resource_names.as_deref(), Some(&["web".to_owned()][..]));
-    assert_eq!(named.resources.as_deref(), Some(&["deployments/scale".to_owned()][..]));
+    let named = rules
+        .iter()
+        .find(|r| r.resource_names.is_some())
+        .expect("a rule with names");
+    assert_eq!(
+        named.resource_names.as_deref(),
+        Some(&["web".to_owned()][..])
+    );
+    assert_eq!(
+        named.resources.as_deref(),
+        Some(&["deployments/scale".to_owned()][..])
+    );
     assert_eq!(named.api_groups.as_deref(), Some(&["apps".to_owned()][..]));
 }

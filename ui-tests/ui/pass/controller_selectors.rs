@@ -14,7 +14,11 @@ pub struct Selective;
     watches(Secret, map = Self::by_secret, labels = "watched=true", fields = "type=Opaque",
             predicates(annotations_changed)))]
 impl Selective {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, kubeforge::kube::Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, kubeforge::kube::Error> {
         Ok(Action::Done)
     }
     fn by_secret(secret: &Secret, _cache: &Cache) -> Vec<ObjectKey> {
@@ -22,10 +26,18 @@ impl Selective {
     }
 }
 
-fn main() {
+pub fn main() {
     use kubeforge::controller::ControllerSpec;
     // RBAC is derived as without selectors.
     let rules = <Selective as ControllerSpec>::rbac().policy_rules();
-    assert!(rules.iter().any(|r| r.resources.as_ref().is_some_and(|rs| rs.contains(&"secrets".to_owned()))));
-    assert!(rules.iter().any(|r| r.resources.as_ref().is_some_and(|rs| rs.contains(&"pods".to_owned()))));
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_ref()
+            .is_some_and(|rs| rs.contains(&"secrets".to_owned()))
+    }));
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_ref()
+            .is_some_and(|rs| rs.contains(&"pods".to_owned()))
+    }));
 }

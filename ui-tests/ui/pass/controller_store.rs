@@ -27,7 +27,11 @@ pub struct Copier;
     watches(ServiceAccount, map_async = Self::by_account, store = "redis"),
     name = "copier")]
 impl Copier {
-    async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, Error> {
         Ok(Action::Done)
     }
     fn by_secret(secret: &Secret, _cache: &Cache) -> Vec<ObjectKey> {
@@ -47,11 +51,15 @@ impl Audit {
     }
 }
 
-fn main() {
+pub fn main() {
     use kubeforge::controller::ControllerSpec;
     use kubeforge::watcher::WatcherSpec;
     assert_eq!(<Copier as ControllerSpec>::NAME, "copier");
     assert_eq!(<Audit as WatcherSpec>::NAME, "audit");
     let rules = <Copier as ControllerSpec>::rbac().policy_rules();
-    assert!(rules.iter().any(|r| r.resources.as_ref().is_some_and(|rs| rs.contains(&"deployments".to_owned()))));
+    assert!(rules.iter().any(|r| {
+        r.resources
+            .as_ref()
+            .is_some_and(|rs| rs.contains(&"deployments".to_owned()))
+    }));
 }

@@ -63,7 +63,7 @@ fn wire(manager: Manager) -> Manager {
     manager.watcher(Audit).watcher(Counter)
 }
 
-fn main() {
+pub fn main() {
     let _ = wire;
     assert_eq!(<Audit as WatcherSpec>::NAME, "audit");
     assert_eq!(<Counter as WatcherSpec>::NAME, "secret");

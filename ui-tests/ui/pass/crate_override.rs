@@ -1,7 +1,13 @@
 //! `crate = "..."`: generated code reaches kubeforge through another path.
 use ::kubeforge as kf;
 
-#[kf::custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Renamed", namespaced, crate = "kf")]
+#[kf::custom_resource(
+    group = "ui.kubeforge.dev",
+    version = "v1",
+    kind = "Renamed",
+    namespaced,
+    crate = "kf"
+)]
 #[derive(Clone, Debug)]
 pub struct RenamedSpec {
     #[validate(minimum = 1)]
@@ -15,10 +21,20 @@ pub struct Part {
     pub name: String,
 }
 
-fn main() {
+pub fn main() {
     use kf::crd::Validate;
-    assert!(Renamed::new("r", RenamedSpec { size: 0 }).validate().is_err());
-    assert!(Part { name: "four".into() }.validate().is_err());
+    assert!(
+        Renamed::new("r", RenamedSpec { size: 0 })
+            .validate()
+            .is_err()
+    );
+    assert!(
+        Part {
+            name: "four".into()
+        }
+        .validate()
+        .is_err()
+    );
     assert_eq!(controller::name(), "configmap");
 }
 
@@ -42,7 +58,11 @@ mod controller {
 
     #[kf::controller(for = ConfigMap, owns(Secret, super::Renamed(metadata)), crate = "kf")]
     impl Copier {
-        async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
+        async fn reconcile(
+            &self,
+            _cm: Arc<ConfigMap>,
+            _ctx: &Context<ConfigMap>,
+        ) -> Result<Action, Error> {
             Ok(Action::Done)
         }
     }

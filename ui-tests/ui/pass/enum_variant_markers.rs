@@ -51,13 +51,17 @@ pub struct TaskSpec {
     pub untagged: Untagged,
 }
 
-fn main() {
+pub fn main() {
     let task = Task::new(
         "t",
         TaskSpec {
-            external: External::GitRepo { url: "ftp://x".into() },
+            external: External::GitRepo {
+                url: "ftp://x".into(),
+            },
             internal: Internal::Sleep { seconds: 0 },
-            adjacent: Adjacent::Retry { back_off: vec![1, 2] },
+            adjacent: Adjacent::Retry {
+                back_off: vec![1, 2],
+            },
             untagged: Untagged::Named { name: "x".into() },
         },
     );
@@ -72,7 +76,10 @@ fn main() {
     }
     let schema = <Task as kubeforge::crd::CustomResource>::schema();
     let spec = &schema["properties"]["spec"]["properties"];
-    assert_eq!(spec["external"]["properties"]["gitRepo"]["properties"]["url"]["pattern"], "^https://");
+    assert_eq!(
+        spec["external"]["properties"]["gitRepo"]["properties"]["url"]["pattern"],
+        "^https://"
+    );
     assert_eq!(spec["internal"]["properties"]["seconds"]["minimum"], 1.0);
     assert_eq!(spec["untagged"]["properties"]["name"]["minLength"], 2);
 }

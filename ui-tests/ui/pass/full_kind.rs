@@ -42,8 +42,10 @@ pub struct ThingSpec {
     rule(cel = "type(self.port) == int ? self.port > 1024 : self.port.startsWith('http')"),
     rule(cel = "self.ratio > 0 && self.ratio * 2.0 <= 3.0 && self.max + 1 > 1"),
     rule(cel = "!has(self.memory) || quantity(self.memory).isLessThan(quantity('4Gi'))"),
-    rule(cel = "self.names.exists_one(n, n == 'main') || sets.intersects(self.names, ['a', 'b'])",
-        message_expression = "'%d names'.format([self.names.size()])"),
+    rule(
+        cel = "self.names.exists_one(n, n == 'main') || sets.intersects(self.names, ['a', 'b'])",
+        message_expression = "'%d names'.format([self.names.size()])"
+    )
 )]
 #[derive(Clone, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -53,7 +55,11 @@ pub struct Limits {
     pub max: i64,
     #[validate(format = "date-time")]
     pub deadline: Option<String>,
-    #[validate(max_properties = 8, values(max_length = 64), rule(cel = "self.all(k, k != '')"))]
+    #[validate(
+        max_properties = 8,
+        values(max_length = 64),
+        rule(cel = "self.all(k, k != '')")
+    )]
     pub labels: std::collections::BTreeMap<String, String>,
     #[validate(rule(cel = "self >= 0.0"))]
     pub ratio: f64,
@@ -62,11 +68,23 @@ pub struct Limits {
     pub memory: Option<String>,
 }
 
-fn main() {
-    let thing = Thing::new("a", ThingSpec { size: 3, limits: None });
+pub fn main() {
+    let thing = Thing::new(
+        "a",
+        ThingSpec {
+            size: 3,
+            limits: None,
+        },
+    );
     assert!(thing.validate().is_err());
     let crd = Thing::crd();
-    assert_eq!(crd.metadata.name.as_deref(), Some("thingies.ui.kubeforge.dev"));
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("thingies.ui.kubeforge.dev")
+    );
     assert_eq!(Thing::INFO.short_names, ["th", "thg"]);
-    assert_eq!(<Thing as kubeforge::kube::Resource>::api_version(&()), "ui.kubeforge.dev/v1beta1");
+    assert_eq!(
+        <Thing as kubeforge::kube::Resource>::api_version(&()),
+        "ui.kubeforge.dev/v1beta1"
+    );
 }

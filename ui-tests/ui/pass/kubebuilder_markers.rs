@@ -42,7 +42,7 @@ pub struct ThingSpec {
     pub note: String,
 }
 
-fn main() {
+pub fn main() {
     let schema = Thing::schema();
     let spec = &schema["properties"]["spec"];
     assert_eq!(schema.get("required"), None, "optional_spec");

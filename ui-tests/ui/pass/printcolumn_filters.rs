@@ -74,7 +74,7 @@ pub struct ThingSpec {
     pub hosts: Vec<String>,
 }
 
-fn main() {
+pub fn main() {
     let crd = Thing::crd();
     let columns = crd.spec.versions[0]
         .additional_printer_columns

@@ -75,7 +75,7 @@ impl QuietWatcher {
     }
 }
 
-fn main() {
+pub fn main() {
     let _ = Quiet::crd();
     let _ = <QuietController as ::kubeforge::controller::ControllerSpec>::rbac();
     let _ = <QuietWatcher as ::kubeforge::watcher::WatcherSpec>::rbac();

@@ -34,7 +34,12 @@ pub enum Mode {
     Safe,
 }
 
-#[kubeforge::custom_resource(group = "ui.kubeforge.dev", version = "v1", kind = "Named", namespaced)]
+#[kubeforge::custom_resource(
+    group = "ui.kubeforge.dev",
+    version = "v1",
+    kind = "Named",
+    namespaced
+)]
 #[derive(Clone, Debug)]
 pub struct NamedSpec {
     pub name: Name,
@@ -45,14 +50,16 @@ pub struct NamedSpec {
     pub mode: Mode,
 }
 
-fn main() {
+pub fn main() {
     let named = Named::new(
         "n",
         NamedSpec {
             name: Name("A".into()),
             short: Name("abcde".into()),
             tags: Tags(vec!["toolong".into()]),
-            pair: Pair { a: Some("x".into()) },
+            pair: Pair {
+                a: Some("x".into()),
+            },
             mode: Mode::Safe,
         },
     );
