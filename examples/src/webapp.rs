@@ -115,6 +115,82 @@ pub struct WebAppStatus {
     pub conditions: Conditions,
 }
 
+/// The ConfigMap (in the WebApp's namespace) listing the registries images may come from, under
+/// the key `allowed`, comma-separated; without it every registry is allowed.
+pub const REGISTRY_POLICY: &str = "webapp-registries";
+
+/// Images only from allowed registries: a rule the schema cannot express (it reads another
+/// object), served as a validating webhook. Implementing the trait is all the wiring; the
+/// operator's manager serves it and registers the webhook configuration itself.
+impl kubeforge::webhook::Validator for WebApp {
+    async fn validate_create(
+        &self,
+        ctx: &kubeforge::webhook::AdmissionContext,
+    ) -> kubeforge::webhook::Verdict {
+        use kubeforge::webhook::Verdict;
+        let Some(namespace) = ctx.namespace() else {
+            return Verdict::allow();
+        };
+        let policies: kubeforge::kube::Api<kubeforge::k8s_openapi::api::core::v1::ConfigMap> =
+            kubeforge::kube::Api::namespaced(ctx.client(), namespace);
+        let allowed = match policies.get_opt(REGISTRY_POLICY).await {
+            Ok(Some(policy)) => policy.data.unwrap_or_default().remove("allowed"),
+            Ok(None) => None,
+            Err(e) => return Verdict::deny(format!("cannot read {REGISTRY_POLICY}: {e}")),
+        };
+        let Some(allowed) = allowed else {
+            return Verdict::allow();
+        };
+        let registry = registry_of(&self.spec.image);
+        if allowed.split(',').map(str::trim).any(|r| r == registry) {
+            Verdict::allow()
+        } else {
+            Verdict::deny(format!(
+                "spec.image: registry {registry} is not allowed in this namespace (allowed: {allowed})"
+            ))
+        }
+    }
+
+    async fn validate_update(
+        &self,
+        old: &Self,
+        ctx: &kubeforge::webhook::AdmissionContext,
+    ) -> kubeforge::webhook::Verdict {
+        // Only a changed image is checked: a policy tightened later does not block other edits.
+        if old.spec.image == self.spec.image {
+            return kubeforge::webhook::Verdict::allow();
+        }
+        self.validate_create(ctx).await
+    }
+}
+
+/// The registry of an image reference (`docker.io` when it names none, as container runtimes
+/// read it).
+pub fn registry_of(image: &str) -> &str {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            first
+        }
+        _ => "docker.io",
+    }
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::registry_of;
+
+    #[test]
+    fn registries_should_be_read_as_container_runtimes_do() {
+        assert_eq!(
+            registry_of("registry.example.com/shop:1.4"),
+            "registry.example.com"
+        );
+        assert_eq!(registry_of("localhost:5000/shop"), "localhost:5000");
+        assert_eq!(registry_of("nginx:1.27"), "docker.io");
+        assert_eq!(registry_of("library/nginx"), "docker.io");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use kubeforge::crd::CustomResource;

@@ -366,3 +366,14 @@ impl ::kubeforge::__private::garde::Validate for WebApp {
     ::kubeforge::crd::Registration { crd : < WebApp as ::kubeforge::crd::CustomResource >
     ::crd, }
 }
+::kubeforge::__private::inventory::submit! {
+    ::kubeforge::webhook::Registration { webhooks : { fn __kubeforge_webhooks() ->
+    ::kubeforge::webhook::KindWebhooks { #[allow(unused_imports)] use
+    ::kubeforge::webhook::__private:: { NoDefaulter as _, NoValidator as _, ViaDefaulter
+    as _, ViaValidator as _, }; let probe = ::kubeforge::webhook::__private::Probe:: <
+    WebApp > ::new(); ::kubeforge::webhook::KindWebhooks { group : "apps.example.com",
+    version : "v1", kind : "WebApp", plural : "webapps", namespaced : true, hooks :
+    ::kubeforge::webhook::__private::hooks((&& probe).validator(), (&& probe)
+    .defaulter(),), settings : ::kubeforge::webhook::Settings { failure_policy : "Fail",
+    side_effects : "None", timeout_seconds : 10u8, }, } } __kubeforge_webhooks }, }
+}

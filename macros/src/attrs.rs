@@ -164,6 +164,50 @@ const DEPRECATED: Table<DeprecatedAttrs> = Table {
     keys: &[Key::new("warning", Value::Str(|d, v| d.warning = Some(v)))],
 };
 
+/// `webhooks(validate, default, failure_policy = .., side_effects = .., timeout_seconds = ..)`.
+#[derive(Default)]
+pub struct WebhooksAttrs {
+    /// `validate`: the kind implements `Validator` (checked at compile time).
+    pub validate: Option<Keyed<bool>>,
+    /// `default`: the kind implements `Defaulter`.
+    pub default: Option<Keyed<bool>>,
+    pub failure_policy: Option<LitStr>,
+    pub side_effects: Option<LitStr>,
+    pub timeout_seconds: Option<Keyed<u64>>,
+}
+
+const WEBHOOKS: Table<WebhooksAttrs> = Table {
+    what: "webhooks",
+    keys: &[
+        Key::new("validate", Value::Flag(|w, v| w.validate = Some(v))),
+        Key::new("default", Value::Flag(|w, v| w.default = Some(v))),
+        Key::new(
+            "failure_policy",
+            Value::Str(|w, v| w.failure_policy = Some(v)),
+        ),
+        Key::new("side_effects", Value::Str(|w, v| w.side_effects = Some(v))),
+        Key::new(
+            "timeout_seconds",
+            Value::Unsigned(|w, v| w.timeout_seconds = Some(v)),
+        ),
+    ],
+};
+
+/// `conversion(hub = path::to::StorageVersion)`.
+#[derive(Default)]
+pub struct ConversionAttrs {
+    pub hub: Option<Type>,
+}
+
+const CONVERSION: Table<ConversionAttrs> = Table {
+    what: "conversion",
+    keys: &[Key::required(
+        "hub",
+        Value::Type(|c, v| c.hub = Some(v)),
+        "`conversion` needs `hub = <the storage version's kind type>`",
+    )],
+};
+
 /// The keys of `#[custom_resource(...)]`. The required ones (`group`, `version`, `kind`, a scope)
 /// are checked by `model::kind`, which gives placeholders so that the root type is still emitted.
 #[derive(Default)]
@@ -190,6 +234,8 @@ pub struct KindAttrs {
     pub crate_path: Option<syn::Path>,
     pub one_ofs: Vec<OneOf>,
     pub optional_spec: Option<Keyed<bool>>,
+    pub webhooks: Option<Keyed<WebhooksAttrs>>,
+    pub conversion: Option<Keyed<ConversionAttrs>>,
 }
 
 const KIND: Table<KindAttrs> = Table {
@@ -255,6 +301,20 @@ const KIND: Table<KindAttrs> = Table {
         Key::new(
             "optional_spec",
             Value::Flag(|k, v| k.optional_spec = Some(v)),
+        ),
+        Key::new(
+            "conversion",
+            Value::Custom(|k, meta, e| {
+                k.conversion = Some(keys::nested(meta, &CONVERSION, e)?);
+                Ok(())
+            }),
+        ),
+        Key::new(
+            "webhooks",
+            Value::Custom(|k, meta, e| {
+                k.webhooks = Some(keys::nested(meta, &WEBHOOKS, e)?);
+                Ok(())
+            }),
         ),
     ],
 };

@@ -55,6 +55,7 @@ use proc_macro::TokenStream;
 /// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
 /// | `exactly_one_of = ["a", "b"]`, `at_most_one_of = [..]`, `at_least_one_of = [..]` | groups of sibling fields of the spec (JSON names, checked at compile time; each must be an `Option` or `#[serde(default)]`, not `required`), as CEL rules with the messages `exactly one of a, b must be set`, `at most one of a, b may be set`, `at least one of a, b must be set`; repeatable. Also on `#[kubeforge::schema(..)]` structs |
 /// | `optional_spec` | the CRD does not require `spec`; an object without it reads as `Spec::default()` (the spec type must implement `Default`) |
+/// | `webhooks(validate, default, failure_policy = "Fail", side_effects = "None", timeout_seconds = 10)` | admission webhooks (see `kubeforge::webhook`): implementing `Validator` / `Defaulter` for the kind wires them on its own; `validate` / `default` here make a missing impl a compile error at the key; `failure_policy` is `"Fail"` (default) or `"Ignore"`, `side_effects` `"None"` (default) or `"NoneOnDryRun"`, `timeout_seconds` 1–30 (default 10) |
 ///
 /// # `#[validate(...)]` — field markers
 ///

@@ -49,6 +49,73 @@ pub struct Kind {
     pub one_ofs: Vec<OneOf>,
     /// `optional_spec`: the CRD does not require `spec` (the spec type must be `Default`).
     pub optional_spec: Option<Span>,
+    /// `webhooks(..)`: the webhooks asked for explicitly, and their settings.
+    pub webhooks: Webhooks,
+    /// `conversion(hub = ..)`: the storage version this version converts to and from.
+    pub conversion_hub: Option<Type>,
+}
+
+/// `webhooks(..)`, defaults applied: the traits the kind must implement (with the span of the
+/// key, where a missing impl is reported) and the settings of its webhook configurations.
+pub struct Webhooks {
+    pub validate: Option<Span>,
+    pub default: Option<Span>,
+    pub failure_policy: String,
+    pub side_effects: String,
+    pub timeout_seconds: u8,
+}
+
+impl Webhooks {
+    fn from_attrs(
+        attrs: Option<crate::keys::Keyed<crate::attrs::WebhooksAttrs>>,
+        errors: &mut Errors,
+    ) -> Self {
+        let attrs = attrs.map(|a| a.value).unwrap_or_default();
+        let choice = |lit: Option<LitStr>, allowed: &[&str], default: &str, errors: &mut Errors| {
+            let Some(lit) = lit else {
+                return default.to_owned();
+            };
+            let value = lit.value();
+            if !allowed.contains(&value.as_str()) {
+                errors.at(
+                    lit.span(),
+                    format!(
+                        "expected one of {}",
+                        allowed
+                            .iter()
+                            .map(|a| format!("\"{a}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                );
+                return default.to_owned();
+            }
+            value
+        };
+        let timeout_seconds = match attrs.timeout_seconds {
+            Some(t) if (1..=30).contains(&t.value) => t.value as u8,
+            Some(t) => {
+                errors.at(
+                    t.key,
+                    "`timeout_seconds` must be between 1 and 30 (the apiserver's limits)",
+                );
+                10
+            }
+            None => 10,
+        };
+        Self {
+            validate: attrs.validate.filter(|v| v.value).map(|v| v.key),
+            default: attrs.default.filter(|v| v.value).map(|v| v.key),
+            failure_policy: choice(attrs.failure_policy, &["Fail", "Ignore"], "Fail", errors),
+            side_effects: choice(
+                attrs.side_effects,
+                &["None", "NoneOnDryRun"],
+                "None",
+                errors,
+            ),
+            timeout_seconds,
+        }
+    }
 }
 
 impl Kind {
@@ -278,6 +345,8 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
         crate_path: attrs.crate_path.unwrap_or_else(default_crate),
         one_ofs: attrs.one_ofs,
         optional_spec: attrs.optional_spec.filter(|o| o.value).map(|o| o.key),
+        webhooks: Webhooks::from_attrs(attrs.webhooks, errors),
+        conversion_hub: attrs.conversion.and_then(|c| c.value.hub),
     })
 }
 

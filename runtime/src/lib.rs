@@ -126,6 +126,7 @@ mod scope;
 pub mod store;
 mod text;
 pub mod watcher;
+pub mod webhook;
 mod writes;
 
 pub use error::ReconcileError;

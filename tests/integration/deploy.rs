@@ -65,7 +65,14 @@ async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
         };
         let mut params = PatchParams::apply("kubeforge-deploy-test").force();
         // The CRDs are shared with the other tests: checked by the apiserver, not stored.
-        params.dry_run = types.kind == "CustomResourceDefinition";
+        // So are the webhook configurations of the test kinds (they would send every test's
+        // objects of those kinds to a Service that does not exist).
+        params.dry_run = matches!(
+            types.kind.as_str(),
+            "CustomResourceDefinition"
+                | "ValidatingWebhookConfiguration"
+                | "MutatingWebhookConfiguration"
+        );
         api.patch(&object_name, &params, &Patch::Apply(&object))
             .await
             .unwrap_or_else(|e| panic!("{} {object_name}: {e}", types.kind));

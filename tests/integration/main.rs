@@ -13,6 +13,7 @@ mod client;
 mod config_audit;
 mod controller;
 mod controlplane;
+mod conversion;
 mod crd;
 mod deploy;
 mod docs;
@@ -32,6 +33,7 @@ mod static_site;
 mod stores;
 mod watcher;
 mod webapp;
+mod webhooks;
 
 /// What users spawn must be `Send` (checked at compile time).
 #[allow(dead_code)]

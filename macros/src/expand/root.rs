@@ -536,10 +536,128 @@ impl<'a> Root<'a> {
             root,
             ..
         } = self;
+        let webhooks = self.webhook_registration();
+        let conversion = self.conversion_registration();
         quote! {
+            #conversion
             #private::inventory::submit! {
                 #krate::crd::Registration {
                     crd: <#root as #krate::crd::CustomResource>::crd,
+                }
+            }
+            #webhooks
+        }
+    }
+
+    /// `conversion(hub = H)`: checks at compile time that `H` is the storage version of this
+    /// kind, and registers the conversion through `H: TryFrom<Self>` and `Self: TryFrom<H>`
+    /// (errors spanned at `H`).
+    fn conversion_registration(&self) -> TokenStream {
+        let Root {
+            krate,
+            private,
+            root,
+            kind,
+            ..
+        } = self;
+        let Some(hub) = &kind.conversion_hub else {
+            return TokenStream::new();
+        };
+        let span = syn::spanned::Spanned::span(hub);
+        let info = quote!(#krate::crd::CustomResource>::INFO);
+        let check = quote_spanned! {span=>
+            const _: () = #krate::webhook::__private::assert_versions_of_one_kind(
+                &<#root as #info,
+                &<#hub as #info,
+            );
+        };
+        let to_hub = quote_spanned!(span=> #krate::webhook::__private::to_hub::<#root, #hub>);
+        let from_hub = quote_spanned!(span=> #krate::webhook::__private::from_hub::<#root, #hub>);
+        quote! {
+            #check
+            #private::inventory::submit! {
+                #krate::webhook::ConversionRegistration {
+                    conversion: {
+                        fn __kubeforge_conversion() -> #krate::webhook::VersionConversion {
+                            #krate::webhook::VersionConversion {
+                                spoke: &<#root as #info,
+                                hub: &<#hub as #info,
+                                to_hub: #to_hub,
+                                from_hub: #from_hub,
+                            }
+                        }
+                        __kubeforge_conversion
+                    },
+                }
+            }
+        }
+    }
+
+    /// Registers the kind's webhooks: the trait impls found by autoref specialization (so the
+    /// impls alone wire them), `webhooks(validate, default)` checked to have their impl (the
+    /// error at the key), and the settings.
+    fn webhook_registration(&self) -> TokenStream {
+        let Root {
+            krate,
+            private,
+            root,
+            kind,
+            ..
+        } = self;
+        let (group, version, kind_name, plural) =
+            (&kind.group, &kind.version, &kind.kind, &kind.plural);
+        let namespaced = matches!(kind.scope, crate::model::Scope::Namespaced);
+        let hooks = &kind.webhooks;
+        let (failure_policy, side_effects, timeout) = (
+            &hooks.failure_policy,
+            &hooks.side_effects,
+            hooks.timeout_seconds,
+        );
+        let asserts = [
+            (hooks.validate, "assert_validator"),
+            (hooks.default, "assert_defaulter"),
+        ]
+        .into_iter()
+        .filter_map(|(span, assert)| {
+            // Spanned at the key: a missing impl is reported there.
+            let span = span?;
+            let assert = Ident::new(assert, span);
+            let root = Ident::new(&root.to_string(), span);
+            Some(quote_spanned! {span=>
+                const _: () = #krate::webhook::__private::#assert::<#root>();
+            })
+        });
+        quote! {
+            #(#asserts)*
+            #private::inventory::submit! {
+                #krate::webhook::Registration {
+                    webhooks: {
+                        fn __kubeforge_webhooks() -> #krate::webhook::KindWebhooks {
+                            #[allow(unused_imports)]
+                            use #krate::webhook::__private::{
+                                NoDefaulter as _, NoValidator as _, ViaDefaulter as _,
+                                ViaValidator as _,
+                            };
+                            let probe = #krate::webhook::__private::Probe::<#root>::new();
+                            #krate::webhook::KindWebhooks {
+                                group: #group,
+                                version: #version,
+                                kind: #kind_name,
+                                plural: #plural,
+                                namespaced: #namespaced,
+                                hooks: #krate::webhook::__private::hooks(
+                                    (&&probe).validator(),
+                                    (&&probe).defaulter(),
+                                ),
+                                settings: #krate::webhook::Settings {
+                                    failure_policy: #failure_policy,
+                                    side_effects: #side_effects,
+                                    timeout_seconds: #timeout,
+                                },
+                            }
+                        }
+                        __kubeforge_webhooks
+                    },
                 }
             }
         }

@@ -194,6 +194,9 @@ pub struct Options {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The webhook server (started when a kind has webhooks).
+    #[command(flatten)]
+    pub webhook: WebhookFlags,
     /// The memcached store backend (feature `memcached`).
     #[cfg(feature = "memcached")]
     #[command(flatten)]
@@ -202,6 +205,59 @@ pub struct Options {
     /// connection from it.
     #[arg(skip)]
     connected: std::sync::OnceLock<kube::Config>,
+}
+
+/// The flags of the webhook server, in controller-runtime's style (see [`crate::webhook`]).
+#[derive(Clone, Debug, clap::Args)]
+pub struct WebhookFlags {
+    /// Port of the webhook server (0: any free port).
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9443)]
+    pub webhook_port: u16,
+    /// Directory with tls.crt and tls.key (and ca.crt) to serve; without it the operator
+    /// creates a self-signed CA and certificate, kept in a Secret.
+    #[arg(long, env = "WEBHOOK_CERT_DIR")]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// The Service the apiserver calls, as NAMESPACE/NAME (what `crdgen --deploy` writes).
+    #[arg(long, env = "WEBHOOK_SERVICE", conflicts_with = "webhook_url")]
+    pub webhook_service: Option<String>,
+    /// The URL base the apiserver calls, `https://HOST[:PORT]` (default, outside a cluster:
+    /// `https://127.0.0.1:<port>`).
+    #[arg(long, env = "WEBHOOK_URL")]
+    pub webhook_url: Option<String>,
+    /// Name of the webhook configurations and of the certificate Secret (default: the binary's
+    /// name).
+    #[arg(long, env = "WEBHOOK_NAME")]
+    pub webhook_name: Option<String>,
+}
+
+impl WebhookFlags {
+    /// The manager's webhook options.
+    ///
+    /// # Errors
+    ///
+    /// `--webhook-service` is not `NAMESPACE/NAME`.
+    pub fn options(&self) -> Result<crate::webhook::WebhookOptions, StartError> {
+        let name = self.webhook_name.clone().unwrap_or_else(binary_name);
+        let mut options = crate::webhook::WebhookOptions::new(name).port(self.webhook_port);
+        if let Some(dir) = &self.webhook_cert_dir {
+            options = options.cert_dir(dir);
+        }
+        if let Some(service) = &self.webhook_service {
+            let Some((namespace, name)) = service
+                .split_once('/')
+                .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+            else {
+                return Err(StartError::Flag(format!(
+                    "--webhook-service: expected NAMESPACE/NAME, got {service:?}"
+                )));
+            };
+            options = options.service(namespace, name);
+        }
+        if let Some(url) = &self.webhook_url {
+            options = options.url(url);
+        }
+        Ok(options)
+    }
 }
 
 /// The flags of the memcached store backend: with `--memcached-servers`, kinds that ask for
@@ -330,6 +386,9 @@ pub enum StartError {
     /// The store backend settings are unusable.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    /// A flag's value is unusable.
+    #[error("{0}")]
+    Flag(String),
 }
 
 impl Options {
@@ -459,6 +518,7 @@ impl Options {
             crate::leader::LeaderElector::new(client, config.clone())?;
             manager = manager.leader_election(config);
         }
+        manager = manager.webhooks(self.webhook.options()?);
         #[cfg(feature = "memcached")]
         if let Some(backend) = self.memcached.backend()? {
             manager = manager.store_backend(backend);

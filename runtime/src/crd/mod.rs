@@ -48,6 +48,7 @@ mod cel;
 mod checks;
 mod condition;
 mod kind;
+mod migrate;
 mod paths;
 mod registry;
 mod structural;
@@ -55,6 +56,7 @@ mod validate;
 
 pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
+pub use migrate::{Migration, migrate_storage};
 pub use registry::{MergeError, Registration, crds, merge_crds, registered};
 pub use structural::structural_schema;
 

@@ -1,11 +1,15 @@
 //! `crdgen --deploy`: everything an operator needs in a cluster besides its CRDs — its
 //! ServiceAccount, the RBAC its wiring derives (cluster-wide, or namespaced when it watches one
 //! namespace), a Role for its leader-election Lease, and a Deployment with probes, the metrics
-//! port, resource requests and a restricted security context.
+//! port, resource requests and a restricted security context; when kinds have webhooks, the
+//! webhook configurations (service mode; the running operator injects the CA bundle), the Service
+//! in front of the webhook port and the RBAC the operator needs to manage both and its
+//! certificate Secret.
 
 use serde_json::{Value, json};
 
 use crate::rbac::{Rules, leader_election_role, registered_rules};
+use crate::webhook::{Configurations, Endpoint, KindConversions, KindWebhooks};
 
 /// What `crdgen --deploy` is told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,9 +27,24 @@ pub struct DeployOptions {
 
 const METRICS_PORT: u16 = 8080;
 const HEALTH_PORT: u16 = 8081;
+const WEBHOOK_PORT: u16 = 9443;
 
-/// The manifests, in the order to apply them.
+/// The manifests, in the order to apply them, for the kinds and webhooks linked into this binary.
 pub fn manifests(options: &DeployOptions) -> Vec<Value> {
+    manifests_for(
+        options,
+        &crate::webhook::registered(),
+        &crate::webhook::registered_conversions(),
+    )
+}
+
+/// The manifests for `webhooks` (the kinds that have admission webhooks) and `conversions` (the
+/// kinds whose versions convert through a webhook).
+pub fn manifests_for(
+    options: &DeployOptions,
+    webhooks: &[KindWebhooks],
+    conversions: &[KindConversions],
+) -> Vec<Value> {
     let DeployOptions {
         name,
         namespace,
@@ -85,21 +104,23 @@ pub fn manifests(options: &DeployOptions) -> Vec<Value> {
         }
     }
     // The Lease, in the operator's own namespace only.
-    let election = format!("{name}-leader-election");
-    let mut role =
-        serde_json::to_value(leader_election_role(&election, namespace)).unwrap_or(Value::Null);
-    role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-    role["kind"] = json!("Role");
-    role["metadata"]["labels"] = labels.clone();
-    out.push(role);
-    out.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": { "name": election, "namespace": namespace, "labels": labels },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election },
-        "subjects": subject,
-    }));
-    out.push(deployment(options, &labels, meta(Some(namespace))));
+    out.extend(lease_access(name, namespace, &labels, &subject));
+    let serves_webhooks = !webhooks.is_empty() || !conversions.is_empty();
+    if serves_webhooks {
+        out.extend(webhook_manifests(
+            options,
+            webhooks,
+            !conversions.is_empty(),
+            &labels,
+            &subject,
+        ));
+    }
+    out.push(deployment(
+        options,
+        &labels,
+        meta(Some(namespace)),
+        serves_webhooks,
+    ));
     out.push(json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -114,7 +135,117 @@ pub fn manifests(options: &DeployOptions) -> Vec<Value> {
     out
 }
 
-fn deployment(options: &DeployOptions, labels: &Value, meta: Value) -> Value {
+/// The Role and RoleBinding of the operator's leader-election Lease, in its own namespace.
+fn lease_access(name: &str, namespace: &str, labels: &Value, subject: &Value) -> [Value; 2] {
+    let election = format!("{name}-leader-election");
+    let mut role =
+        serde_json::to_value(leader_election_role(&election, namespace)).unwrap_or(Value::Null);
+    role["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+    role["kind"] = json!("Role");
+    role["metadata"]["labels"] = labels.clone();
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": { "name": election, "namespace": namespace, "labels": labels },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election },
+        "subjects": subject,
+    });
+    [role, binding]
+}
+
+/// The webhook Service, the RBAC for the certificate Secret and the configurations, and the
+/// configurations themselves.
+fn webhook_manifests(
+    options: &DeployOptions,
+    webhooks: &[KindWebhooks],
+    converts: bool,
+    labels: &Value,
+    subject: &Value,
+) -> Vec<Value> {
+    let DeployOptions {
+        name, namespace, ..
+    } = options;
+    let service = format!("{name}-webhook");
+    let access = format!("{name}-webhooks");
+    let rbac = |kind: &str, namespace: Option<&str>, rules: Value| {
+        let mut meta = json!({ "name": access, "labels": labels });
+        if let Some(ns) = namespace {
+            meta["namespace"] = json!(ns);
+        }
+        let binding = format!("{kind}Binding");
+        [
+            json!({ "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta, "rules": rules }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding, "metadata": meta,
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": access },
+                "subjects": subject,
+            }),
+        ]
+    };
+    let mut out = Vec::new();
+    // The self-signed certificate's Secret, in the operator's namespace.
+    out.extend(rbac(
+        "Role",
+        Some(namespace),
+        json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update"] }]),
+    ));
+    // The managed configurations (server-side apply creates them: create and patch), and the
+    // conversion stanza of the CRDs whose versions convert.
+    let mut cluster = vec![json!({
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+        "verbs": ["get", "create", "patch"],
+    })];
+    if converts {
+        cluster.push(json!({
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "verbs": ["get", "patch"],
+        }));
+    }
+    out.extend(rbac("ClusterRole", None, Value::Array(cluster)));
+    out.push(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": service, "namespace": namespace, "labels": labels },
+        "spec": {
+            "selector": { "app.kubernetes.io/name": name },
+            "ports": [{ "name": "webhook", "port": 443, "targetPort": "webhook" }],
+        },
+    }));
+    let configurations = Configurations {
+        name: name.clone(),
+        endpoint: Endpoint::Service {
+            namespace: namespace.clone(),
+            name: service,
+            port: 443,
+        },
+        namespace_selector: options.watch_namespace.as_ref().map(|ns| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some([("kubernetes.io/metadata.name".to_owned(), ns.clone())].into()),
+                ..Default::default()
+            }
+        }),
+        ca_bundle: None,
+    };
+    let typed = |value: Value, kind: &str| {
+        let mut value = value;
+        value["apiVersion"] = json!("admissionregistration.k8s.io/v1");
+        value["kind"] = json!(kind);
+        value
+    };
+    if let Some(validating) = configurations.validating(webhooks) {
+        let value = serde_json::to_value(validating).unwrap_or(Value::Null);
+        out.push(typed(value, "ValidatingWebhookConfiguration"));
+    }
+    if let Some(mutating) = configurations.mutating(webhooks) {
+        let value = serde_json::to_value(mutating).unwrap_or(Value::Null);
+        out.push(typed(value, "MutatingWebhookConfiguration"));
+    }
+    out
+}
+
+fn deployment(options: &DeployOptions, labels: &Value, meta: Value, webhooks: bool) -> Value {
     let mut args = vec![
         "--leader-elect".to_owned(),
         format!("--metrics-bind-address=:{METRICS_PORT}"),
@@ -122,6 +253,19 @@ fn deployment(options: &DeployOptions, labels: &Value, meta: Value) -> Value {
     ];
     if let Some(watched) = &options.watch_namespace {
         args.push(format!("--namespace={watched}"));
+    }
+    let mut ports = vec![
+        json!({ "name": "metrics", "containerPort": METRICS_PORT }),
+        json!({ "name": "health", "containerPort": HEALTH_PORT }),
+    ];
+    if webhooks {
+        args.push(format!("--webhook-port={WEBHOOK_PORT}"));
+        args.push(format!(
+            "--webhook-service={}/{}-webhook",
+            options.namespace, options.name
+        ));
+        args.push(format!("--webhook-name={}", options.name));
+        ports.push(json!({ "name": "webhook", "containerPort": WEBHOOK_PORT }));
     }
     let probe = |path: &str, period: u32| {
         json!({
@@ -159,10 +303,7 @@ fn deployment(options: &DeployOptions, labels: &Value, meta: Value) -> Value {
                             { "name": "POD_NAME", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } },
                             { "name": "LOG_FORMAT", "value": "json" },
                         ],
-                        "ports": [
-                            { "name": "metrics", "containerPort": METRICS_PORT },
-                            { "name": "health", "containerPort": HEALTH_PORT },
-                        ],
+                        "ports": ports,
                         "livenessProbe": probe("/healthz", 20),
                         "readinessProbe": probe("/readyz", 10),
                         "resources": {
@@ -259,6 +400,80 @@ mod tests {
                 .as_array()
                 .is_some_and(|a| a.contains(&json!("--namespace=shop")))),
             "{args:?}"
+        );
+    }
+
+    struct Allow;
+    impl crate::webhook::__private::Hook for Allow {
+        fn review(
+            &self,
+            _: &[u8],
+            _: kube::Client,
+        ) -> futures::future::BoxFuture<'static, crate::webhook::__private::Reviewed> {
+            unreachable!("not called")
+        }
+    }
+
+    #[test]
+    fn deploy_with_webhooks_should_add_the_service_configurations_rbac_and_flags() {
+        let hook: std::sync::Arc<dyn crate::webhook::__private::Hook> = std::sync::Arc::new(Allow);
+        let kind = KindWebhooks {
+            group: "shop.example.com",
+            version: "v1",
+            kind: "Cart",
+            plural: "carts",
+            namespaced: true,
+            hooks: crate::webhook::__private::hooks(Some(std::sync::Arc::clone(&hook)), Some(hook)),
+            settings: crate::webhook::Settings::default(),
+        };
+        let all = manifests_for(&options(Some("shop")), &[kind], &[]);
+        let names = kinds(&all);
+        for expected in [
+            "Service/shop-operator-webhook",
+            "Role/shop-operator-webhooks",
+            "ClusterRole/shop-operator-webhooks",
+            "ValidatingWebhookConfiguration/shop-operator",
+            "MutatingWebhookConfiguration/shop-operator",
+        ] {
+            assert!(
+                names.contains(&expected.to_owned()),
+                "{expected} in {names:?}"
+            );
+        }
+        let validating = all
+            .iter()
+            .find(|m| m["kind"] == "ValidatingWebhookConfiguration")
+            .unwrap();
+        let webhook = &validating["webhooks"][0];
+        assert_eq!(webhook["name"], "validate-v1.carts.shop.example.com");
+        assert_eq!(
+            webhook["clientConfig"]["service"],
+            json!({ "namespace": "shop-system", "name": "shop-operator-webhook", "path": "/validate/shop.example.com/v1/carts", "port": 443 })
+        );
+        assert_eq!(
+            webhook["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "shop"
+        );
+        let deployment = all.iter().find(|m| m["kind"] == "Deployment").unwrap();
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args = container["args"].as_array().unwrap();
+        assert!(
+            args.contains(&json!(
+                "--webhook-service=shop-system/shop-operator-webhook"
+            )),
+            "{args:?}"
+        );
+        assert!(
+            container["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "webhook")
+        );
+        assert!(
+            !kinds(&manifests_for(&options(None), &[], &[]))
+                .iter()
+                .any(|k| k.contains("webhook"))
         );
     }
 }

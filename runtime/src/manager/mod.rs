@@ -81,6 +81,10 @@ pub struct Manager {
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
     /// Runs the controllers that follow their CRD (see [`Manager::controller_following_crd`]).
     dynamic: Option<DynamicMultiRunner>,
+    webhooks: Option<crate::webhook::WebhookOptions>,
+    /// `(group, kind)` of the primary kinds of the controllers and watchers: the kinds whose
+    /// webhooks the manager serves by default.
+    primary_kinds: Vec<(String, String)>,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -101,7 +105,7 @@ pub enum ManagerError {
     Bind {
         /// The address.
         addr: SocketAddr,
-        /// `metrics` or `health probes`.
+        /// `metrics`, `health probes` or `webhooks`.
         what: &'static str,
         /// The I/O error.
         #[source]
@@ -239,7 +243,15 @@ impl Manager {
             readiness: Vec::new(),
             listening: None,
             dynamic: None,
+            webhooks: None,
+            primary_kinds: Vec::new(),
         }
+    }
+
+    /// Records `K` as a kind the manager reconciles or watches (its webhooks are served).
+    fn primary<K: Resource<DynamicType = ()>>(&mut self) {
+        self.primary_kinds
+            .push((K::group(&()).into_owned(), K::kind(&()).into_owned()));
     }
 
     /// Builds a runnable from the manager's final wiring when the manager runs.
@@ -290,6 +302,7 @@ impl Manager {
         controller: C,
         customize: impl FnOnce(Controller<C::Kind>) -> Controller<C::Kind> + Send + 'static,
     ) -> Self {
+        self.primary::<C::Kind>();
         self.wire_later(move |wiring, metrics| {
             let wired = customize(C::controller(wiring)).default_metrics(metrics);
             controller_runnable(wired, controller)
@@ -304,6 +317,7 @@ impl Manager {
     /// `list` and `watch` on `customresourcedefinitions` (`apiextensions.k8s.io`).
     #[must_use]
     pub fn controller_following_crd<C: ControllerSpec>(mut self, controller: C) -> Self {
+        self.primary::<C::Kind>();
         let crd = format!(
             "{}.{}",
             <C::Kind as Resource>::plural(&()),
@@ -396,6 +410,13 @@ impl Manager {
         self
     }
 
+    /// Serve the webhooks of the registered kinds (see [`crate::webhook`]) on every replica.
+    #[must_use]
+    pub fn webhooks(mut self, options: crate::webhook::WebhookOptions) -> Self {
+        self.webhooks = Some(options);
+        self
+    }
+
     /// Run the controllers only while this replica holds the Lease (see [`crate::leader`]).
     #[must_use]
     pub fn leader_election(mut self, config: LeaderElectionConfig) -> Self {
@@ -453,6 +474,7 @@ impl Manager {
         K: Kind,
         R: Reconciler<K>,
     {
+        self.primary::<K>();
         let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
         let controller = controller.default_metrics(&metrics);
         self.runnables
@@ -464,6 +486,7 @@ impl Manager {
     /// is wired when the manager runs, to the manager's [`Wiring`].
     #[must_use]
     pub fn watcher<W: WatcherSpec>(mut self, watcher: W) -> Self {
+        self.primary::<W::Kind>();
         self.wire_later(move |wiring, _metrics| watcher_runnable(W::watcher(wiring), watcher));
         self
     }
@@ -476,6 +499,7 @@ impl Manager {
         K: Kind,
         W: Watcher<K>,
     {
+        self.primary::<K>();
         self.runnables.push(watcher_runnable(watcher, handlers));
         self
     }
@@ -530,6 +554,7 @@ impl Manager {
             }
             None => None,
         };
+        self.start_webhooks().await?;
         let tree = self.runner_tree(elector);
         let servers = self.start_servers(&tree).await?;
         let result = servers
@@ -595,6 +620,48 @@ impl Manager {
 }
 
 impl Manager {
+    /// Binds the webhook server (when configured and some kind has webhooks) and adds it to the
+    /// runnables of every replica.
+    async fn start_webhooks(&mut self) -> Result<(), ManagerError> {
+        let Some(options) = self.webhooks.take() else {
+            let kinds: Vec<_> = crate::webhook::registered()
+                .into_iter()
+                .filter(|k| {
+                    self.primary_kinds
+                        .iter()
+                        .any(|(g, kind)| g == k.group && kind == k.kind)
+                })
+                .collect();
+            if !kinds.is_empty() {
+                tracing::warn!(
+                    kinds = ?kinds.iter().map(|k| k.kind).collect::<Vec<_>>(),
+                    "kinds have webhooks but the manager serves none (set Manager::webhooks)"
+                );
+            }
+            return Ok(());
+        };
+        let started = crate::webhook::start(
+            &options,
+            &self.primary_kinds,
+            &self.client,
+            self.metrics.registry(),
+            self.wiring.namespace.as_deref(),
+        )
+        .await
+        .map_err(|source| ManagerError::Bind {
+            addr: options.bind,
+            what: "webhooks",
+            source,
+        })?;
+        if let Some(started) = started {
+            if let Some(listening) = &self.listening {
+                let _ = listening.send(("webhook", started.local));
+            }
+            self.runnables.push(started.runnable);
+        }
+        Ok(())
+    }
+
     /// Binds the metrics and health servers, which serve `tree`'s metrics and readiness checks
     /// besides the manager's; returns them as runnables of the manager.
     async fn start_servers(

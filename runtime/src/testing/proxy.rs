@@ -63,6 +63,19 @@ impl Drop for FaultProxy {
 }
 
 impl FaultProxy {
+    /// Starts a proxy on `127.0.0.1` in front of any TCP server at `upstream` (e.g. a webhook
+    /// server the apiserver calls); [`FaultProxy::config`] then points at the proxy over https.
+    ///
+    /// # Errors
+    ///
+    /// No local port can be bound.
+    pub async fn tcp(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        let uri: http::Uri = format!("https://{upstream}")
+            .parse()
+            .map_err(std::io::Error::other)?;
+        Self::start(kube::Config::new(uri)).await
+    }
+
     /// Starts a proxy on `127.0.0.1` in front of `config`'s cluster URL (host and port), and
     /// returns it with [`FaultProxy::config`]: `config` pointed at the proxy.
     ///

@@ -1,0 +1,230 @@
+//! The `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` of the registered
+//! kinds: built from the wiring (what `crdgen` prints), and kept applied with the current CA
+//! bundle by the running manager (managed configurations).
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use super::KindWebhooks;
+
+/// Where the apiserver reaches the webhook server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Service in the cluster (what a deployed operator uses): namespace, name, port.
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+        /// The Service's port (443 by default).
+        port: i32,
+    },
+    /// A URL base, `https://host:port` (local development: the operator runs outside the
+    /// cluster, the apiserver calls it on loopback).
+    Url(String),
+}
+
+/// What the configurations are built from besides the registered kinds.
+#[derive(Clone, Debug)]
+pub struct Configurations {
+    /// The configurations' name (the operator's name).
+    pub name: String,
+    /// Where the apiserver calls.
+    pub endpoint: Endpoint,
+    /// Only objects in namespaces matching this (a namespaced operator: its namespace).
+    pub namespace_selector: Option<LabelSelector>,
+    /// The PEM CA bundle the apiserver trusts (`None`: injected later by the running manager).
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+impl Configurations {
+    pub(crate) fn client_config(&self, path: String) -> WebhookClientConfig {
+        let ca_bundle = self.ca_bundle.clone().map(ByteString);
+        match &self.endpoint {
+            Endpoint::Service {
+                namespace,
+                name,
+                port,
+            } => WebhookClientConfig {
+                ca_bundle,
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path),
+                    port: Some(*port),
+                }),
+                url: None,
+            },
+            Endpoint::Url(base) => WebhookClientConfig {
+                ca_bundle,
+                service: None,
+                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+            },
+        }
+    }
+
+    fn metadata(&self) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(self.name.clone()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_owned(),
+                    "kubeforge".to_owned(),
+                )]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// The validating configuration (`None` when no kind validates).
+    #[must_use]
+    pub fn validating(&self, kinds: &[KindWebhooks]) -> Option<ValidatingWebhookConfiguration> {
+        let webhooks: Vec<ValidatingWebhook> = kinds
+            .iter()
+            .filter(|k| k.hooks.validate.is_some())
+            .map(|k| ValidatingWebhook {
+                admission_review_versions: vec!["v1".to_owned()],
+                client_config: self.client_config(k.validate_path()),
+                failure_policy: Some(k.settings.failure_policy.to_owned()),
+                match_policy: Some("Equivalent".to_owned()),
+                name: k.webhook_name("validate"),
+                namespace_selector: self.namespace_selector.clone(),
+                rules: Some(vec![k.rule(&["CREATE", "UPDATE", "DELETE"])]),
+                side_effects: k.settings.side_effects.to_owned(),
+                timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
+                ..ValidatingWebhook::default()
+            })
+            .collect();
+        (!webhooks.is_empty()).then(|| ValidatingWebhookConfiguration {
+            metadata: self.metadata(),
+            webhooks: Some(webhooks),
+        })
+    }
+
+    /// The mutating configuration (`None` when no kind defaults).
+    #[must_use]
+    pub fn mutating(&self, kinds: &[KindWebhooks]) -> Option<MutatingWebhookConfiguration> {
+        let webhooks: Vec<MutatingWebhook> = kinds
+            .iter()
+            .filter(|k| k.hooks.default.is_some())
+            .map(|k| MutatingWebhook {
+                admission_review_versions: vec!["v1".to_owned()],
+                client_config: self.client_config(k.mutate_path()),
+                failure_policy: Some(k.settings.failure_policy.to_owned()),
+                match_policy: Some("Equivalent".to_owned()),
+                name: k.webhook_name("default"),
+                namespace_selector: self.namespace_selector.clone(),
+                // Another mutating webhook may change the object after ours: call ours again.
+                reinvocation_policy: Some("IfNeeded".to_owned()),
+                rules: Some(vec![k.rule(&["CREATE", "UPDATE"])]),
+                side_effects: k.settings.side_effects.to_owned(),
+                timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
+                ..MutatingWebhook::default()
+            })
+            .collect();
+        (!webhooks.is_empty()).then(|| MutatingWebhookConfiguration {
+            metadata: self.metadata(),
+            webhooks: Some(webhooks),
+        })
+    }
+
+    /// Applies both configurations (server-side apply, field manager `kubeforge-webhooks`):
+    /// every replica applies the same content, so they agree whoever applies last.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver refused or could not be reached.
+    pub async fn apply(&self, client: &kube::Client, kinds: &[KindWebhooks]) -> kube::Result<()> {
+        let params = PatchParams::apply("kubeforge-webhooks").force();
+        if let Some(config) = self.validating(kinds) {
+            let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+            api.patch(&self.name, &params, &Patch::Apply(typed(config)))
+                .await?;
+        }
+        if let Some(config) = self.mutating(kinds) {
+            let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+            api.patch(&self.name, &params, &Patch::Apply(typed(config)))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Configurations {
+    /// The `spec.conversion` of the CRD of `conversions`' kind: a webhook at its path.
+    #[must_use]
+    pub fn crd_conversion(&self, conversions: &super::KindConversions) -> serde_json::Value {
+        let client_config =
+            serde_json::to_value(self.client_config(conversions.path())).unwrap_or_default();
+        serde_json::json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": client_config,
+            },
+        })
+    }
+
+    /// Points the CRD of each of `conversions` at its conversion webhook (a merge patch of
+    /// `spec.conversion`, so whoever applies the CRD keeps the rest).
+    ///
+    /// # Errors
+    ///
+    /// The apiserver refused or could not be reached.
+    pub async fn apply_conversions(
+        &self,
+        client: &kube::Client,
+        conversions: &[super::KindConversions],
+    ) -> kube::Result<()> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
+        for kind in conversions {
+            let name = format!("{}.{}", kind.hub.plural, kind.hub.group);
+            let patch = serde_json::json!({ "spec": { "conversion": self.crd_conversion(kind) } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// `obj` with its `apiVersion` and `kind` (server-side apply needs them).
+fn typed<K: kube::Resource<DynamicType = ()> + serde::Serialize>(obj: K) -> serde_json::Value {
+    let mut value = serde_json::to_value(&obj).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".to_owned(), K::api_version(&()).into());
+        map.insert("kind".to_owned(), K::kind(&()).into());
+    }
+    value
+}
+
+impl KindWebhooks {
+    fn rule(&self, operations: &[&str]) -> RuleWithOperations {
+        RuleWithOperations {
+            api_groups: Some(vec![self.group.to_owned()]),
+            api_versions: Some(vec![self.version.to_owned()]),
+            operations: Some(operations.iter().map(|&o| o.to_owned()).collect()),
+            resources: Some(vec![self.plural.to_owned()]),
+            scope: Some(
+                if self.namespaced {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                }
+                .to_owned(),
+            ),
+        }
+    }
+
+    /// `validate-v1.webapps.demo.example.com`: the name the apiserver quotes in denials.
+    pub(crate) fn webhook_name(&self, what: &str) -> String {
+        format!("{what}-{}.{}.{}", self.version, self.plural, self.group)
+    }
+}

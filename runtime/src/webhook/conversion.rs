@@ -1,0 +1,235 @@
+//! Conversion between the versions of a kind, served as the CRD's conversion webhook: hub and
+//! spoke through the storage version. A version that is not the storage version names it with
+//! `#[custom_resource(.., conversion(hub = path::to::StorageVersion))]` and converts to and from it
+//! with plain Rust (`From`/`TryFrom` both ways); the framework keeps `metadata` as received and sets
+//! `apiVersion`.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+
+use kube::core::Status;
+use kube::core::conversion::{ConversionRequest, ConversionResponse, ConversionReview};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::crd::KindInfo;
+
+/// Converts one object (a whole object, as JSON) between a version and its hub.
+pub type Convert = fn(Value) -> Result<Value, String>;
+
+/// One version's conversion to and from the hub (the storage version) of its kind.
+#[derive(Clone, Copy, Debug)]
+pub struct VersionConversion {
+    /// The version's kind options (group, kind, plural, version).
+    pub spoke: &'static KindInfo,
+    /// The hub's.
+    pub hub: &'static KindInfo,
+    /// Version → hub.
+    pub to_hub: Convert,
+    /// Hub → version.
+    pub from_hub: Convert,
+}
+
+/// One version's conversion; submitted by the code `#[custom_resource(.., conversion(hub = ..))]`
+/// generates.
+#[derive(Debug)]
+pub struct ConversionRegistration {
+    /// The conversion.
+    pub conversion: fn() -> VersionConversion,
+}
+
+inventory::collect!(ConversionRegistration);
+
+/// The conversions of one kind: its hub and every spoke.
+#[derive(Clone, Debug)]
+pub struct KindConversions {
+    /// The hub (storage version)'s kind options.
+    pub hub: &'static KindInfo,
+    /// Spoke version → its conversion.
+    pub spokes: BTreeMap<&'static str, VersionConversion>,
+}
+
+impl KindConversions {
+    /// `/convert/<group>/<plural>`.
+    #[must_use]
+    pub fn path(&self) -> String {
+        format!("/convert/{}/{}", self.hub.group, self.hub.plural)
+    }
+
+    /// Converts `object` to `desired` (`group/version`): through the hub unless it is one of
+    /// them; `metadata` as received (the apiserver refuses other changes than labels and
+    /// annotations), annotations and labels as the conversion left them.
+    ///
+    /// # Errors
+    ///
+    /// A version this kind does not have, or the user's conversion failed (its message).
+    pub fn convert(&self, object: Value, desired: &str) -> Result<Value, String> {
+        let group = self.hub.group;
+        let version_of = |api_version: &str| -> Result<String, String> {
+            match api_version.split_once('/') {
+                Some((g, v)) if g == group => Ok(v.to_owned()),
+                _ => Err(format!("{api_version} is not a version of {group}")),
+            }
+        };
+        let from = version_of(object["apiVersion"].as_str().unwrap_or_default())?;
+        let to = version_of(desired)?;
+        if from == to {
+            return Ok(object);
+        }
+        let metadata = object.get("metadata").cloned();
+        let spoke = |version: &str| {
+            self.spokes.get(version).ok_or_else(|| {
+                format!(
+                    "{}.{group} has no conversion for version {version}",
+                    self.hub.kind
+                )
+            })
+        };
+        let hub = if from == self.hub.version {
+            object
+        } else {
+            (spoke(&from)?.to_hub)(object)?
+        };
+        let mut converted = if to == self.hub.version {
+            hub
+        } else {
+            (spoke(&to)?.from_hub)(hub)?
+        };
+        if let (Some(map), Some(mut metadata)) = (converted.as_object_mut(), metadata) {
+            for key in ["annotations", "labels"] {
+                match map.get("metadata").and_then(|m| m.get(key)) {
+                    Some(value) => metadata[key] = value.clone(),
+                    None => {
+                        if let Some(m) = metadata.as_object_mut() {
+                            m.remove(key);
+                        }
+                    }
+                }
+            }
+            map.insert("metadata".to_owned(), metadata);
+            map.insert("apiVersion".to_owned(), Value::String(desired.to_owned()));
+        }
+        Ok(converted)
+    }
+
+    /// Answers a `ConversionReview` (every object, or a failure naming the first that failed).
+    pub(crate) fn review(&self, body: &[u8]) -> ConversionReview {
+        let request = match serde_json::from_slice::<ConversionReview>(body)
+            .map_err(|e| e.to_string())
+            .and_then(|r| ConversionRequest::try_from(r).map_err(|e| e.to_string()))
+        {
+            Ok(request) => request,
+            Err(e) => {
+                return ConversionResponse::invalid(Status::failure(
+                    &format!("kubeforge: cannot read the ConversionReview: {e}"),
+                    "InvalidRequest",
+                ))
+                .into_review();
+            }
+        };
+        let desired = request.desired_api_version.clone();
+        let objects = request.objects.clone();
+        let response = ConversionResponse::for_request(request);
+        let mut converted = Vec::with_capacity(objects.len());
+        for object in objects {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned();
+            match self.convert(object, &desired) {
+                Ok(object) => converted.push(object),
+                Err(e) => {
+                    tracing::warn!(object = %name, %desired, error = %e, "conversion failed");
+                    let message = format!("converting {name} to {desired}: {e}");
+                    return response
+                        .failure(Status::failure(&message, "Conversion"))
+                        .into_review();
+                }
+            }
+        }
+        response.success(converted).into_review()
+    }
+}
+
+/// The conversions of every kind linked into this binary, by `(group, kind)`.
+#[must_use]
+pub fn registered_conversions() -> Vec<KindConversions> {
+    let mut kinds: BTreeMap<(&str, &str), KindConversions> = BTreeMap::new();
+    for registration in inventory::iter::<ConversionRegistration> {
+        let conversion = (registration.conversion)();
+        kinds
+            .entry((conversion.hub.group, conversion.hub.kind))
+            .or_insert_with(|| KindConversions {
+                hub: conversion.hub,
+                spokes: BTreeMap::new(),
+            })
+            .spokes
+            .insert(conversion.spoke.version, conversion);
+    }
+    kinds.into_values().collect()
+}
+
+/// Spoke `S` → hub `H` through `H: TryFrom<S>` (`From` gives it).
+///
+/// # Errors
+///
+/// The object is not an `S`, or the conversion failed.
+pub fn to_hub<S, H>(object: Value) -> Result<Value, String>
+where
+    S: DeserializeOwned,
+    H: Serialize + TryFrom<S>,
+    <H as TryFrom<S>>::Error: Display,
+{
+    let spoke: S = serde_json::from_value(object).map_err(|e| format!("not readable: {e}"))?;
+    let hub = H::try_from(spoke).map_err(|e| e.to_string())?;
+    serde_json::to_value(hub).map_err(|e| e.to_string())
+}
+
+/// Hub `H` → spoke `S` through `S: TryFrom<H>`.
+///
+/// # Errors
+///
+/// The object is not an `H`, or the conversion failed.
+pub fn from_hub<S, H>(object: Value) -> Result<Value, String>
+where
+    H: DeserializeOwned,
+    S: Serialize + TryFrom<H>,
+    <S as TryFrom<H>>::Error: Display,
+{
+    let hub: H = serde_json::from_value(object).map_err(|e| format!("not readable: {e}"))?;
+    let spoke = S::try_from(hub).map_err(|e| e.to_string())?;
+    serde_json::to_value(spoke).map_err(|e| e.to_string())
+}
+
+/// Fails to compile (a constant-evaluation error with this message) unless `spoke` and `hub` are
+/// two versions of one kind and `hub` is its storage version.
+pub const fn assert_versions_of_one_kind(spoke: &KindInfo, hub: &KindInfo) {
+    assert!(
+        same(spoke.group, hub.group) && same(spoke.kind, hub.kind),
+        "`conversion(hub = ..)` must name another version of the same kind (same group and kind)"
+    );
+    assert!(
+        !same(spoke.version, hub.version),
+        "`conversion(hub = ..)` names this very version"
+    );
+    assert!(
+        hub.storage,
+        "the hub of `conversion(hub = ..)` must be the storage version (`storage = false` on the others)"
+    );
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}

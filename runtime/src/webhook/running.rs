@@ -1,0 +1,414 @@
+//! The webhook server as a part of the manager: binds at start, then on every replica gets its
+//! certificate, serves, keeps the configurations applied with the current CA bundle, and answers
+//! the `webhook` readiness check.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::certs::{CertSource, SelfSigned, ServingCerts};
+use super::config::{Configurations, Endpoint};
+use super::server::{Handler, Route, Server, WebhookMetrics, probe};
+use super::{
+    KindConversions, KindWebhooks, WebhookEndpoint, WebhookOptions, registered,
+    registered_conversions,
+};
+use crate::BoxError;
+use crate::health::{Check, check};
+use crate::runner::Runnable;
+
+/// What `start` found to serve: the runnable and its readiness check.
+pub(crate) struct Started {
+    pub(crate) local: SocketAddr,
+    pub(crate) runnable: Arc<dyn Runnable>,
+}
+
+/// Binds the webhook server of the registered kinds (`None` when no kind has a webhook).
+///
+/// # Errors
+///
+/// The address cannot be bound.
+pub(crate) async fn start(
+    options: &WebhookOptions,
+    primary: &[(String, String)],
+    client: &Client,
+    registry: &prometheus::Registry,
+    namespace: Option<&str>,
+) -> std::io::Result<Option<Started>> {
+    let kinds: Vec<KindWebhooks> = registered()
+        .into_iter()
+        .filter(|k| options.serves(k.group, k.kind, primary))
+        .collect();
+    let conversions: Vec<KindConversions> = registered_conversions()
+        .into_iter()
+        .filter(|c| options.serves(c.hub.group, c.hub.kind, primary))
+        .collect();
+    if kinds.is_empty() && conversions.is_empty() {
+        tracing::debug!("no served kind has a webhook; the webhook server is not started");
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(options.bind).await?;
+    let local = listener.local_addr()?;
+    let plan = Plan::new(options, client, namespace, local);
+    let routes = routes(&kinds, &conversions);
+    tracing::info!(%local, endpoint = ?plan.configurations.endpoint, webhooks = routes.len(), "serving webhooks");
+    let server = Server {
+        routes,
+        client: client.clone(),
+        metrics: WebhookMetrics::new(registry),
+    };
+    let serving = Arc::new(WebhookRunnable {
+        state: Arc::new(OnceLock::new()),
+        run: Mutex::new(Some((
+            listener,
+            server,
+            plan,
+            Served { kinds, conversions },
+            client.clone(),
+        ))),
+    });
+    Ok(Some(Started {
+        local,
+        runnable: serving,
+    }))
+}
+
+fn routes(kinds: &[KindWebhooks], conversions: &[KindConversions]) -> HashMap<String, Route> {
+    let mut routes = HashMap::new();
+    for kind in conversions {
+        routes.insert(
+            kind.path(),
+            Route {
+                handler: Handler::Conversion(Arc::new(kind.clone())),
+                // The apiserver waits 30 s for a conversion.
+                timeout: Duration::from_secs(25),
+                kind: kind.hub.kind.to_owned(),
+            },
+        );
+    }
+    for kind in kinds {
+        // Answer a second before the apiserver gives up.
+        let timeout = Duration::from_secs(u64::from(kind.settings.timeout_seconds.max(2)) - 1);
+        let hooks = [
+            (kind.validate_path(), &kind.hooks.validate),
+            (kind.mutate_path(), &kind.hooks.default),
+        ];
+        for (path, hook) in hooks {
+            if let Some(hook) = hook {
+                routes.insert(
+                    path,
+                    Route {
+                        handler: Handler::Admission(Arc::clone(hook)),
+                        timeout,
+                        kind: kind.kind.to_owned(),
+                    },
+                );
+            }
+        }
+    }
+    routes
+}
+
+/// Where the certificate comes from, where the apiserver calls, and what the readiness check
+/// dials.
+struct Plan {
+    source: CertSource,
+    configurations: Configurations,
+    manage: bool,
+    /// The address and TLS server name the readiness check dials.
+    probe: (SocketAddr, String),
+}
+
+impl Plan {
+    fn new(
+        options: &WebhookOptions,
+        client: &Client,
+        namespace: Option<&str>,
+        local: SocketAddr,
+    ) -> Self {
+        let loopback = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port());
+        let (endpoint, names, ips, probe) = match &options.endpoint {
+            Some(WebhookEndpoint::Service(ns, name)) => {
+                let host = format!("{name}.{ns}.svc");
+                let names = vec![host.clone(), format!("{host}.cluster.local")];
+                let endpoint = Endpoint::Service {
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    port: 443,
+                };
+                (endpoint, names, Vec::new(), (loopback, host))
+            }
+            Some(WebhookEndpoint::Url(base)) => url_plan(base, local),
+            None => url_plan("https://127.0.0.1", local),
+        };
+        let secret_namespace = match (&options.secret, &options.endpoint) {
+            (Some((ns, _)), _) => ns.clone(),
+            (None, Some(WebhookEndpoint::Service(ns, _))) => ns.clone(),
+            (None, _) => client.default_namespace().to_owned(),
+        };
+        let secret_name = options.secret.as_ref().map_or_else(
+            || format!("{}-webhook-cert", options.name),
+            |(_, n)| n.clone(),
+        );
+        let source = match &options.cert_dir {
+            Some(dir) => CertSource::Dir {
+                path: dir.clone(),
+                poll: options.check_interval.unwrap_or(Duration::from_secs(10)),
+            },
+            None => {
+                let mut self_signed = SelfSigned::new(secret_namespace, secret_name)
+                    .dns_names(names)
+                    .ip_addresses(ips);
+                if let Some(validity) = options.validity {
+                    self_signed = self_signed.validity(validity);
+                }
+                if let Some(interval) = options.check_interval {
+                    self_signed = self_signed.check_interval(interval);
+                }
+                CertSource::SelfSigned(self_signed)
+            }
+        };
+        let namespace_selector = options.namespace_selector.clone().or_else(|| {
+            namespace.map(|ns| LabelSelector {
+                match_labels: Some(
+                    [("kubernetes.io/metadata.name".to_owned(), ns.to_owned())].into(),
+                ),
+                ..LabelSelector::default()
+            })
+        });
+        Self {
+            source,
+            configurations: Configurations {
+                name: options.name.clone(),
+                endpoint,
+                namespace_selector,
+                ca_bundle: None,
+            },
+            manage: options.manage_configurations,
+            probe,
+        }
+    }
+}
+
+/// The endpoint, certificate names and probe target of a URL base (`https://host[:port]`;
+/// without a port, the bound one).
+fn url_plan(
+    base: &str,
+    local: SocketAddr,
+) -> (Endpoint, Vec<String>, Vec<IpAddr>, (SocketAddr, String)) {
+    let rest = base.trim_end_matches('/');
+    let authority = rest.strip_prefix("https://").unwrap_or(rest);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || authority.starts_with('[') => {
+            match port.parse::<u16>() {
+                Ok(port) => (host.to_owned(), port),
+                Err(_) => (authority.to_owned(), local.port()),
+            }
+        }
+        _ => (authority.to_owned(), local.port()),
+    };
+    let bare = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let url = format!("https://{host}:{port}");
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => (
+            Endpoint::Url(url),
+            vec!["localhost".to_owned()],
+            vec![ip],
+            (SocketAddr::new(ip, port), bare),
+        ),
+        Err(_) => {
+            let probe = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port());
+            (
+                Endpoint::Url(url),
+                vec![bare.clone()],
+                Vec::new(),
+                (probe, bare),
+            )
+        }
+    }
+}
+
+/// What one server serves.
+struct Served {
+    kinds: Vec<KindWebhooks>,
+    conversions: Vec<KindConversions>,
+}
+
+type Parts = (TcpListener, Server, Plan, Served, Client);
+
+/// The certificate and probe target once serving.
+struct Serving {
+    certs: ServingCerts,
+    probe: (SocketAddr, String),
+}
+
+struct WebhookRunnable {
+    state: Arc<OnceLock<Serving>>,
+    run: Mutex<Option<Parts>>,
+}
+
+impl Runnable for WebhookRunnable {
+    fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+        let parts = self.run.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let state = Arc::clone(&self.state);
+        async move {
+            let Some((listener, server, plan, served, client)) = parts else {
+                return Err("the webhook server can only be run once".into());
+            };
+            let Some(certs) = certificate(&plan.source, &client, &shutdown).await else {
+                return Ok(());
+            };
+            let tls = tokio_rustls::TlsAcceptor::from(certs.server_config());
+            let _ = state.set(Serving {
+                certs: certs.clone(),
+                probe: plan.probe.clone(),
+            });
+            let keep_fresh = certs.clone().run(shutdown.clone());
+            let configure = keep_configured(plan, served, client, certs, shutdown.clone());
+            let serve = Arc::new(server).serve(listener, tls, shutdown.clone());
+            let (fresh, (), ()) = tokio::join!(keep_fresh, configure, serve);
+            fresh.map_err(BoxError::from)
+        }
+        .boxed()
+    }
+
+    fn health_checks(&self) -> Vec<(String, Check)> {
+        let state = Arc::clone(&self.state);
+        vec![(
+            "webhook".to_owned(),
+            check(move || {
+                let state = Arc::clone(&state);
+                async move {
+                    let Some(serving) = state.get() else {
+                        return Err("no serving certificate yet".to_owned());
+                    };
+                    let bundle = serving.certs.ca_bundle().borrow().clone();
+                    let (addr, name) = &serving.probe;
+                    match bundle {
+                        Some(ca) => probe(*addr, name, &ca).await,
+                        None => tokio::net::TcpStream::connect(addr)
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| format!("connect {addr}: {e}")),
+                    }
+                }
+            }),
+        )]
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+}
+
+/// Gets the serving certificate, retrying (transient API errors at start-up) until `shutdown`.
+async fn certificate(
+    source: &CertSource,
+    client: &Client,
+    shutdown: &CancellationToken,
+) -> Option<ServingCerts> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match ServingCerts::start(source.clone(), Some(client.clone())).await {
+            Ok(certs) => return Some(certs),
+            Err(error) => {
+                tracing::error!(%error, retry_in = ?delay, "webhook certificate unavailable");
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.cancelled() => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Applies the configurations with the current CA bundle, again whenever it changes; retries
+/// failures with backoff.
+async fn keep_configured(
+    plan: Plan,
+    served: Served,
+    client: Client,
+    certs: ServingCerts,
+    shutdown: CancellationToken,
+) {
+    if !plan.manage {
+        return;
+    }
+    let mut bundle = certs.ca_bundle();
+    let mut configurations = plan.configurations;
+    loop {
+        configurations.ca_bundle = bundle.borrow_and_update().clone();
+        let mut delay = Duration::from_millis(200);
+        loop {
+            let applied = async {
+                configurations.apply(&client, &served.kinds).await?;
+                configurations
+                    .apply_conversions(&client, &served.conversions)
+                    .await
+            };
+            match applied.await {
+                Ok(()) => {
+                    tracing::info!(name = %configurations.name, "webhook configurations applied");
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, retry_in = ?delay, "applying the webhook configurations failed");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = shutdown.cancelled() => return,
+            }
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+        tokio::select! {
+            changed = bundle.changed() => if changed.is_err() { return },
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_plans_should_take_the_bound_port_unless_one_is_given() {
+        let local: SocketAddr = "0.0.0.0:4321".parse().unwrap();
+        let (endpoint, names, ips, probe) = url_plan("https://127.0.0.1", local);
+        assert_eq!(endpoint, Endpoint::Url("https://127.0.0.1:4321".into()));
+        assert_eq!(
+            (names, ips),
+            (
+                vec!["localhost".to_owned()],
+                vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]
+            )
+        );
+        assert_eq!(probe.0, "127.0.0.1:4321".parse().unwrap());
+        let (endpoint, names, _, probe) = url_plan("https://webhooks.example.com:8443/", local);
+        assert_eq!(
+            endpoint,
+            Endpoint::Url("https://webhooks.example.com:8443".into())
+        );
+        assert_eq!(names, vec!["webhooks.example.com".to_owned()]);
+        assert_eq!(
+            probe,
+            (
+                "127.0.0.1:4321".parse().unwrap(),
+                "webhooks.example.com".to_owned()
+            )
+        );
+    }
+}
