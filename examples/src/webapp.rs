@@ -115,6 +115,67 @@ pub struct WebAppStatus {
     pub conditions: Conditions,
 }
 
+/// `WebApp` v2, a changed shape served next to v1 (the storage version): `replicas` is called
+/// `instances`, `minReplicas` and `targetPort` are gone, and a `tier` is new. The conversions
+/// both ways are generated (`conversion(hub = .., generate)`): what one version cannot hold is
+/// kept in an annotation and comes back, and a generated test checks round trips of arbitrary
+/// objects in `cargo test`.
+pub mod v2 {
+    use std::collections::BTreeMap;
+
+    use super::{EnvVar, Exposure, WebAppStatus};
+
+    /// The desired state of a web application (v2).
+    #[kubeforge::custom_resource(
+        group = "apps.kubeforge.dev",
+        version = "v2",
+        kind = "WebApp",
+        namespaced,
+        status = WebAppStatus,
+        shortname = "wa",
+        category = "all",
+        storage = false,
+        conversion(hub = super::WebApp, generate),
+        printcolumn(name = "Image", json_path = ".spec.image", type = "string"),
+        printcolumn(name = "Instances", json_path = ".spec.instances", type = "integer"),
+        printcolumn(name = "Tier", json_path = ".spec.tier", type = "string"),
+    )]
+    #[derive(Clone, Debug, PartialEq)]
+    #[serde(rename_all = "camelCase")]
+    pub struct WebAppSpec {
+        /// Container image.
+        #[validate(min_length = 1, pattern = r"^[a-z0-9][a-z0-9._/:@-]*$")]
+        pub image: String,
+        /// Number of pods (`replicas` in v1).
+        #[convert(from = "replicas")]
+        #[validate(minimum = 0, maximum = 100)]
+        pub instances: i32,
+        /// The port the container listens on.
+        #[serde(default = "super::default_port")]
+        #[validate(minimum = 1, maximum = 65535)]
+        pub port: i32,
+        /// Environment variables of the container.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[validate(max_items = 64, list_type = "map", list_map_keys = ["name"])]
+        pub env: Vec<EnvVar>,
+        /// How the application is exposed.
+        #[serde(default)]
+        pub exposure: Exposure,
+        /// Extra labels for the pods.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        #[validate(max_properties = 16)]
+        pub pod_labels: BTreeMap<String, String>,
+        /// Service tier (new in v2).
+        #[serde(default = "standard")]
+        #[validate(enum = ["standard", "premium"])]
+        pub tier: String,
+    }
+
+    fn standard() -> String {
+        "standard".to_owned()
+    }
+}
+
 /// The ConfigMap (in the WebApp's namespace) listing the registries images may come from, under
 /// the key `allowed`, comma-separated; without it every registry is allowed.
 pub const REGISTRY_POLICY: &str = "webapp-registries";
@@ -198,11 +259,13 @@ mod tests {
 
     use super::*;
 
-    /// Golden test: the committed CRD (`examples/crds/`) is what the code generates. After an
-    /// intended change, regenerate it with `cargo run --bin crdgen -- --out examples/crds`.
+    /// Golden test: the committed CRD (`examples/crds/`, both versions merged) is what the code
+    /// generates. After an intended change, regenerate it with
+    /// `cargo run --bin crdgen -- --out examples/crds`.
     #[test]
     fn webapp_crd_should_match_the_committed_yaml() {
-        let yaml = kubeforge::crdgen::to_yaml(&WebApp::crd()).unwrap();
+        let merged = kubeforge::crd::merge_crds([WebApp::crd(), v2::WebApp::crd()]).unwrap();
+        let yaml = kubeforge::crdgen::to_yaml(&merged[0]).unwrap();
         let golden = include_str!("../crds/webapps.apps.kubeforge.dev.yaml");
         let diff = kubeforge::crdgen::diff("webapps.apps.kubeforge.dev.yaml", golden, &yaml);
         assert!(diff.is_empty(), "the generated CRD changed:\n{diff}");

@@ -193,19 +193,24 @@ const WEBHOOKS: Table<WebhooksAttrs> = Table {
     ],
 };
 
-/// `conversion(hub = path::to::StorageVersion)`.
+/// `conversion(hub = path::to::StorageVersion, generate)`.
 #[derive(Default)]
 pub struct ConversionAttrs {
     pub hub: Option<Type>,
+    /// `generate`: the conversions are written by the macro (fields added, removed, renamed).
+    pub generate: bool,
 }
 
 const CONVERSION: Table<ConversionAttrs> = Table {
     what: "conversion",
-    keys: &[Key::required(
-        "hub",
-        Value::Type(|c, v| c.hub = Some(v)),
-        "`conversion` needs `hub = <the storage version's kind type>`",
-    )],
+    keys: &[
+        Key::required(
+            "hub",
+            Value::Type(|c, v| c.hub = Some(v)),
+            "`conversion` needs `hub = <the storage version's kind type>`",
+        ),
+        Key::new("generate", Value::Flag(|c, v| c.generate = v.value)),
+    ],
 };
 
 /// The keys of `#[custom_resource(...)]`. The required ones (`group`, `version`, `kind`, a scope)

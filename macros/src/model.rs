@@ -51,8 +51,16 @@ pub struct Kind {
     pub optional_spec: Option<Span>,
     /// `webhooks(..)`: the webhooks asked for explicitly, and their settings.
     pub webhooks: Webhooks,
-    /// `conversion(hub = ..)`: the storage version this version converts to and from.
-    pub conversion_hub: Option<Type>,
+    /// `conversion(hub = .., generate)`: the storage version this version converts to and from.
+    pub conversion: Option<Conversion>,
+}
+
+/// `conversion(hub = .., generate)` and the spec's `#[convert(from = "..")]` renames.
+pub struct Conversion {
+    pub hub: Type,
+    pub generate: bool,
+    /// `(JSON name here, JSON name in the hub)`, filled in by the pipeline from the fields.
+    pub renames: Vec<(String, String)>,
 }
 
 /// `webhooks(..)`, defaults applied: the traits the kind must implement (with the span of the
@@ -346,7 +354,14 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
         one_ofs: attrs.one_ofs,
         optional_spec: attrs.optional_spec.filter(|o| o.value).map(|o| o.key),
         webhooks: Webhooks::from_attrs(attrs.webhooks, errors),
-        conversion_hub: attrs.conversion.and_then(|c| c.value.hub),
+        conversion: attrs.conversion.and_then(|c| {
+            let generate = c.value.generate;
+            c.value.hub.map(|hub| Conversion {
+                hub,
+                generate,
+                renames: Vec::new(),
+            })
+        }),
     })
 }
 

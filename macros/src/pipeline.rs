@@ -100,11 +100,13 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     check_own_derives(&mut spec.attrs, &mut errors, "custom_resource");
     check_generics(&spec.generics, &mut errors);
+    let convert_from = take_convert_attrs(&mut spec, &mut errors);
     let fields = struct_fields(&mut spec, &mut errors);
     for field in &fields {
         validate::field(field, &mut errors);
     }
-    let kind = model::kind(attrs, &mut errors);
+    let mut kind = model::kind(attrs, &mut errors);
+    conversion_renames(kind.as_mut(), convert_from, &fields, &mut errors);
     if let Some(kind) = &kind {
         validate::kind(kind, &mut errors);
         validate::root_name(kind, &spec.ident, &mut errors);
@@ -123,6 +125,66 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
     };
     let spec_tokens = expand::schema_struct(&mut spec, &fields, user_rules, &container, &krate);
     expand_kind(spec_tokens, kind.as_ref(), &spec, errors)
+}
+
+/// Takes `#[convert(from = "..")]` off the spec's fields: `(field, the hub's name)`.
+fn take_convert_attrs(
+    spec: &mut ItemStruct,
+    errors: &mut Errors,
+) -> Vec<(syn::Ident, syn::LitStr)> {
+    let mut out = Vec::new();
+    for field in spec.fields.iter_mut() {
+        let Some(ident) = field.ident.clone() else {
+            continue;
+        };
+        field.attrs.retain(|attr| {
+            if !attr.path().is_ident("convert") {
+                return true;
+            }
+            let parsed = attr.parse_nested_meta(|meta| {
+                if meta.path.is_ident("from") {
+                    out.push((ident.clone(), meta.value()?.parse::<syn::LitStr>()?));
+                    Ok(())
+                } else {
+                    Err(meta.error("expected `#[convert(from = \"the hub's field name\")]`"))
+                }
+            });
+            if let Err(e) = parsed {
+                errors.push(e);
+            }
+            false
+        });
+    }
+    out
+}
+
+/// Records the renames of `#[convert(from = "..")]` in the kind's conversion (by JSON names);
+/// an error where there is no `conversion(hub = .., generate)` to use them.
+fn conversion_renames(
+    kind: Option<&mut model::Kind>,
+    convert_from: Vec<(syn::Ident, syn::LitStr)>,
+    fields: &[fields::Field],
+    errors: &mut Errors,
+) {
+    let generated = kind
+        .and_then(|k| k.conversion.as_mut())
+        .filter(|c| c.generate);
+    let Some(conversion) = generated else {
+        for (_, lit) in convert_from {
+            errors.at(
+                lit.span(),
+                "`#[convert(from = ..)]` needs `conversion(hub = .., generate)` on the kind",
+            );
+        }
+        return;
+    };
+    for (ident, lit) in convert_from {
+        if let Some(field) = fields.iter().find(|f| f.ident == ident) {
+            conversion
+                .renames
+                .push((field.json_name.clone(), lit.value()));
+        }
+    }
 }
 
 /// The fields of a struct with named fields (markers taken off), with serde's container keys.

@@ -601,3 +601,96 @@ async fn replicas_should_share_the_certificate_and_pick_up_a_renewal_without_fai
     first.stop().await;
     second.stop().await;
 }
+
+#[tokio::test]
+async fn the_webapp_example_should_deny_foreign_registries_and_serve_its_v2() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kubeforge_examples::webapp::{WebApp, v2};
+    let ns = TestNamespace::new().await.unwrap();
+    let client = ns.client();
+    let webapps = kubeforge::crd::crds()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.spec.group == "apps.kubeforge.dev");
+    apply_crds(&client, webapps, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let running = Running::start_with(&ns, 0, None, |o| o.serve::<WebApp>()).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = "webapps.apps.kubeforge.dev";
+    eventually(
+        "the WebApp CRD to convert through the webhook",
+        Duration::from_secs(60),
+        async || {
+            let conversion = crds.get(crd).await.ok()?.spec.conversion?;
+            conversion.webhook?.client_config?.ca_bundle.map(|_| ())
+        },
+    )
+    .await;
+
+    // v2, a changed shape: `instances` is v1's `replicas`, `tier` only v2 has.
+    let created: v2::WebApp = eventually("a v2 create", Duration::from_secs(30), async || {
+        let app: v2::WebApp = serde_json::from_value(json!({
+            "apiVersion": "apps.kubeforge.dev/v2", "kind": "WebApp",
+            "metadata": { "name": "shop" },
+            "spec": { "image": "registry.example.com/shop:1", "instances": 2, "tier": "premium" },
+        }))
+        .unwrap();
+        ns.api::<v2::WebApp>()
+            .create(&PostParams::default(), &app)
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(created.spec.tier, "premium");
+    let as_v1 = ns.api::<WebApp>().get("shop").await.unwrap();
+    assert_eq!(as_v1.spec.replicas, 2);
+    let mut edited = as_v1.clone();
+    edited.spec.replicas = 3;
+    ns.api::<WebApp>()
+        .replace("shop", &PostParams::default(), &edited)
+        .await
+        .unwrap();
+    let again = ns.api::<v2::WebApp>().get("shop").await.unwrap();
+    assert_eq!(
+        (again.spec.instances, again.spec.tier.as_str()),
+        (3, "premium"),
+        "nothing lost through v1"
+    );
+
+    // The registry policy: a WebApp from another registry is denied with the rule's message.
+    ns.api::<ConfigMap>()
+        .create(
+            &PostParams::default(),
+            &configmap("webapp-registries", &[("allowed", "registry.example.com")]),
+        )
+        .await
+        .unwrap();
+    let mut foreign = as_v1.clone();
+    foreign.metadata = kube::api::ObjectMeta {
+        name: Some("miner".into()),
+        ..Default::default()
+    };
+    foreign.spec.image = "evil.example/miner:1".into();
+    match ns
+        .api::<WebApp>()
+        .create(&PostParams::default(), &foreign)
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message
+                .contains("spec.image: registry evil.example is not allowed in this namespace"),
+            "{s:?}"
+        ),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    running.stop().await;
+    // The shared CRD converts nothing once this test's server is gone.
+    crds.patch(
+        crd,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } })),
+    )
+    .await
+    .unwrap();
+}

@@ -45,6 +45,8 @@ mod admission;
 pub mod certs;
 mod config;
 mod conversion;
+mod generated;
+mod roundtrip;
 mod running;
 mod server;
 
@@ -56,6 +58,8 @@ pub mod __private {
     pub use super::admission::__private::*;
     pub use super::admission::{Hook, Reviewed};
     pub use super::conversion::{assert_versions_of_one_kind, from_hub, to_hub};
+    pub use super::generated::convert_json;
+    pub use super::roundtrip::{Side, check_round_trips, normalize};
 }
 pub use config::{Configurations, Endpoint};
 pub use conversion::{

@@ -1,0 +1,208 @@
+//! Conversions `#[custom_resource(.., conversion(hub = .., generate))]` writes for versions that
+//! differ only by fields added (with a default), removed, or renamed (`#[convert(from = "..")]` on
+//! a field of the version names the hub's field). They work on the JSON of the object: the
+//! renames are applied to `spec`, the result is read as the target version (fields it does not
+//! know are dropped by serde, fields it adds take their defaults) and written again; whatever of
+//! `spec` and `status` the target could not hold is kept in the annotation
+//! `conversion.kubeforge.dev/<source version>` (JSON: pointer → value) and put back when the object
+//! is converted to that version again, so a round trip loses nothing.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// The annotation prefix of fields kept for another version.
+pub const KEPT: &str = "conversion.kubeforge.dev/";
+
+/// Converts `object` (of version `from`) to type `T` (version `to`), renaming spec fields by
+/// `renames` (`(name here, name there)` pairs, applied from left to right).
+///
+/// # Errors
+///
+/// The object cannot be read as `T` (a field changed type, say: such versions need hand-written
+/// conversions).
+pub fn convert_json<T: Serialize + DeserializeOwned>(
+    mut object: Value,
+    from: &str,
+    to: &str,
+    renames: &[(&str, &str)],
+) -> Result<Value, String> {
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        for (here, there) in renames {
+            if let Some(value) = spec.remove(*here) {
+                spec.insert((*there).to_owned(), value);
+            }
+        }
+    }
+    restore(&mut object, to);
+    let api_version = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit_once('/'))
+        .map(|(group, _)| format!("{group}/{to}"));
+    if let (Some(api_version), Some(map)) = (api_version, object.as_object_mut()) {
+        map.insert("apiVersion".to_owned(), Value::String(api_version));
+    }
+    let typed: T = serde_json::from_value(object.clone())
+        .map_err(|e| format!("cannot read the object as version {to}: {e}"))?;
+    let mut out = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+    let mut kept = Map::new();
+    for part in ["spec", "status"] {
+        if let Some(source) = object.get(part) {
+            lost(source, out.get(part), &format!("/{part}"), &mut kept);
+        }
+    }
+    if !kept.is_empty() {
+        let annotations = &mut out["metadata"]["annotations"];
+        if !annotations.is_object() {
+            *annotations = Value::Object(Map::new());
+        }
+        annotations[format!("{KEPT}{from}")] = Value::String(Value::Object(kept).to_string());
+    }
+    Ok(out)
+}
+
+/// Puts back what `version` could not hold when the object left it, and removes the annotation.
+fn restore(object: &mut Value, version: &str) {
+    let key = format!("{KEPT}{version}");
+    let Some(saved) = object["metadata"]["annotations"]
+        .as_object_mut()
+        .and_then(|a| a.remove(&key))
+    else {
+        return;
+    };
+    if object["metadata"]["annotations"]
+        .as_object()
+        .is_some_and(Map::is_empty)
+        && let Some(metadata) = object["metadata"].as_object_mut()
+    {
+        metadata.remove("annotations");
+    }
+    let Some(saved) = saved
+        .as_str()
+        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
+    else {
+        return;
+    };
+    for (pointer, value) in saved {
+        insert_absent(object, &pointer, value);
+    }
+}
+
+/// Sets `value` at `pointer` (`/spec/a/b`) unless something is there already, creating the
+/// objects on the way.
+fn insert_absent(root: &mut Value, pointer: &str, value: Value) {
+    let mut node = root;
+    let mut parts = pointer.trim_start_matches('/').split('/').peekable();
+    while let Some(part) = parts.next() {
+        let part = part.replace("~1", "/").replace("~0", "~");
+        if !node.is_object() {
+            if !node.is_null() {
+                return;
+            }
+            *node = Value::Object(Map::new());
+        }
+        let Some(map) = node.as_object_mut() else {
+            return;
+        };
+        if parts.peek().is_none() {
+            map.entry(part).or_insert(value);
+            return;
+        }
+        node = map.entry(part).or_insert(Value::Null);
+    }
+}
+
+/// Records in `kept` (by JSON pointer) the parts of `source` that `out` does not have.
+fn lost(source: &Value, out: Option<&Value>, path: &str, kept: &mut Map<String, Value>) {
+    match (source, out) {
+        (Value::Object(source), Some(Value::Object(out))) => {
+            for (key, value) in source {
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                lost(value, out.get(key), &format!("{path}/{escaped}"), kept);
+            }
+        }
+        (Value::Null, _) => {}
+        (_, None) => {
+            kept.insert(path.to_owned(), source.clone());
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    #[derive(Serialize, Deserialize)]
+    struct Old {
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        metadata: Value,
+        spec: OldSpec,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct OldSpec {
+        image: String,
+        replicas: i32,
+        legacy: Option<String>,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct New {
+        #[serde(rename = "apiVersion")]
+        api_version: String,
+        metadata: Value,
+        spec: NewSpec,
+    }
+    #[derive(Serialize, Deserialize)]
+    struct NewSpec {
+        image: String,
+        instances: i32,
+        #[serde(default = "standard")]
+        tier: String,
+    }
+    fn standard() -> String {
+        "standard".into()
+    }
+
+    #[test]
+    fn renamed_added_and_removed_fields_should_survive_a_round_trip() {
+        let old = json!({
+            "apiVersion": "g/v1", "metadata": { "name": "a" },
+            "spec": { "image": "i", "replicas": 2, "legacy": "x" },
+        });
+        // v1 → v2: `replicas` is `instances` there; `legacy` kept; `tier` defaulted.
+        let new =
+            convert_json::<New>(old.clone(), "v1", "v2", &[("replicas", "instances")]).unwrap();
+        assert_eq!(new["apiVersion"], "g/v2");
+        assert_eq!(
+            new["spec"],
+            json!({ "image": "i", "instances": 2, "tier": "standard" })
+        );
+        let kept = new["metadata"]["annotations"]["conversion.kubeforge.dev/v1"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(kept).unwrap(),
+            json!({ "/spec/legacy": "x" })
+        );
+        // A client sets v2's tier; back to v1 and to v2 again: nothing lost either way.
+        let mut edited = new.clone();
+        edited["spec"]["tier"] = json!("gold");
+        let back = convert_json::<Old>(edited, "v2", "v1", &[("instances", "replicas")]).unwrap();
+        assert_eq!(back["spec"], old["spec"]);
+        let again = convert_json::<New>(back, "v1", "v2", &[("replicas", "instances")]).unwrap();
+        assert_eq!(again["spec"]["tier"], "gold");
+        assert_eq!(again["spec"]["instances"], 2);
+        assert_eq!(
+            again["metadata"]["annotations"]["conversion.kubeforge.dev/v1"],
+            new["metadata"]["annotations"]["conversion.kubeforge.dev/v1"]
+        );
+        assert!(
+            again["metadata"]["annotations"]
+                .get("conversion.kubeforge.dev/v2")
+                .is_none()
+        );
+    }
+}
