@@ -138,6 +138,7 @@ fn gadget(name: &str, image: &str) -> serde_json::Value {
 /// A manager serving the webhooks for `ns` only, its health server and webhook addresses; the
 /// apiserver calls `url` when given (a proxy), else the server itself.
 struct Running {
+    metrics: std::sync::Arc<kubeforge::metrics::Metrics>,
     shutdown: CancellationToken,
     health: SocketAddr,
     webhook: SocketAddr,
@@ -178,6 +179,7 @@ impl Running {
             .health_probe_bind_address("127.0.0.1:0".parse().unwrap())
             .webhooks(options);
         let mut listening = manager.on_listening();
+        let metrics = std::sync::Arc::clone(manager.metrics());
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         let task = tokio::spawn(async move {
@@ -193,6 +195,7 @@ impl Running {
             }
         }
         let running = Running {
+            metrics,
             shutdown,
             health: health.unwrap(),
             webhook: webhook.unwrap(),
@@ -342,6 +345,18 @@ async fn the_validator_should_deny_with_its_message_and_allow_with_its_warnings(
     let stored = ns.api::<Gadget>().get("good").await.unwrap();
     assert_eq!(stored.spec.image, "registry.example.com/app:latest");
     assert_eq!(stored.spec.replicas, Some(1));
+
+    // controller-runtime's webhook metrics, and the rejection by kind and operation.
+    let text = running.metrics.render(None);
+    let validate = "/validate/webhook-test.kubeforge.dev/v1/gadgets";
+    for expected in [
+        format!(r#"controller_runtime_webhook_requests_total{{code="200",webhook="{validate}"}} 2"#),
+        format!(r#"kubeforge_webhook_rejections_total{{kind="Gadget",operation="CREATE",webhook="{validate}"}} 1"#),
+        format!(r#"controller_runtime_webhook_latency_seconds_count{{webhook="{validate}"}} 2"#),
+        r#"controller_runtime_webhook_requests_in_flight{webhook="/mutate/webhook-test.kubeforge.dev/v1/gadgets"} 0"#.to_owned(),
+    ] {
+        assert!(text.contains(&expected), "{expected} in\n{text}");
+    }
     running.stop().await;
 }
 
