@@ -238,6 +238,10 @@ async fn versions_of_different_shapes_should_convert_both_ways_lose_nothing_and_
     // In the same test: one manager at a time may own the CRD's conversion webhook.
     a_storage_version_change_should_rewrite_the_stored_objects(&ns).await;
     running.stop().await;
+    // A local manager (URL mode) turns the conversion it served off when it stops.
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    let conversion = crds.get(CRD).await.unwrap().spec.conversion.unwrap();
+    assert_eq!(conversion.strategy, "None");
 }
 
 async fn a_storage_version_change_should_rewrite_the_stored_objects(ns: &TestNamespace) {

@@ -195,6 +195,48 @@ impl Configurations {
     }
 }
 
+impl Configurations {
+    /// Deletes both configurations and turns the conversion of `conversions`' CRDs off (what
+    /// [`Configurations::apply`] and [`Configurations::apply_conversions`] did); missing objects
+    /// are not an error.
+    ///
+    /// # Errors
+    ///
+    /// The apiserver refused or could not be reached.
+    pub async fn remove(
+        &self,
+        client: &kube::Client,
+        kinds: &[KindWebhooks],
+        conversions: &[super::KindConversions],
+    ) -> kube::Result<()> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let gone = |r: kube::Result<()>| match r {
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            other => other,
+        };
+        let params = kube::api::DeleteParams::default();
+        if self.validating(kinds).is_some() {
+            let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+            gone(api.delete(&self.name, &params).await.map(|_| ()))?;
+        }
+        if self.mutating(kinds).is_some() {
+            let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+            gone(api.delete(&self.name, &params).await.map(|_| ()))?;
+        }
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        let off = serde_json::json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
+        for kind in conversions {
+            let name = format!("{}.{}", kind.hub.plural, kind.hub.group);
+            gone(
+                crds.patch(&name, &PatchParams::default(), &Patch::Merge(&off))
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// `obj` with its `apiVersion` and `kind` (server-side apply needs them).
 fn typed<K: kube::Resource<DynamicType = ()> + serde::Serialize>(obj: K) -> serde_json::Value {
     let mut value = serde_json::to_value(&obj).unwrap_or_default();

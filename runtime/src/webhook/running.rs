@@ -346,16 +346,41 @@ async fn keep_configured(
     if !plan.manage {
         return;
     }
+    let configurations =
+        apply_until_shutdown(plan.configurations, &served, &client, &certs, &shutdown).await;
+    // Local development (URL mode): the server goes away with the process, so do its
+    // configurations (a `Fail` webhook left pointing at nothing would refuse every object of
+    // the kind). In a cluster the other replicas and the next rollout keep serving them.
+    if matches!(configurations.endpoint, Endpoint::Url(_)) {
+        let removing = configurations.remove(&client, &served.kinds, &served.conversions);
+        match tokio::time::timeout(Duration::from_secs(5), removing).await {
+            Ok(Ok(())) => {
+                tracing::info!(name = %configurations.name, "webhook configurations removed")
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "removing the webhook configurations failed"),
+            Err(_) => tracing::warn!("removing the webhook configurations timed out"),
+        }
+    }
+}
+
+/// Applies the configurations with the current CA bundle, again whenever it changes, until
+/// `shutdown`; returns them.
+async fn apply_until_shutdown(
+    mut configurations: Configurations,
+    served: &Served,
+    client: &Client,
+    certs: &ServingCerts,
+    shutdown: &CancellationToken,
+) -> Configurations {
     let mut bundle = certs.ca_bundle();
-    let mut configurations = plan.configurations;
     loop {
         configurations.ca_bundle = bundle.borrow_and_update().clone();
         let mut delay = Duration::from_millis(200);
         loop {
             let applied = async {
-                configurations.apply(&client, &served.kinds).await?;
+                configurations.apply(client, &served.kinds).await?;
                 configurations
-                    .apply_conversions(&client, &served.conversions)
+                    .apply_conversions(client, &served.conversions)
                     .await
             };
             match applied.await {
@@ -369,13 +394,13 @@ async fn keep_configured(
             }
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => return configurations,
             }
             delay = (delay * 2).min(Duration::from_secs(30));
         }
         tokio::select! {
-            changed = bundle.changed() => if changed.is_err() { return },
-            () = shutdown.cancelled() => return,
+            changed = bundle.changed() => if changed.is_err() { return configurations },
+            () = shutdown.cancelled() => return configurations,
         }
     }
 }
