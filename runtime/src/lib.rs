@@ -79,6 +79,9 @@
 //! - [`watcher`]: event handlers (add / update / delete / sync) instead of a reconciler, through
 //!   [`dispatch`] (per-object-ordered concurrent dispatch) and the retry processor.
 //! - [`runner`]: `MultiRunner` (the manager's), `SingletonRunner`, `DynamicMultiRunner`.
+//! - [`webhook`]: admission webhooks (`Validator`, `Defaulter`) and conversion between the
+//!   versions of a kind, served by the manager over HTTPS with certificates it manages itself;
+//!   [`crd::migrate_storage`] for a storage-version change.
 //!
 //! ## Macros
 //!
