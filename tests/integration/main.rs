@@ -33,6 +33,7 @@ mod static_site;
 mod stores;
 mod watcher;
 mod webapp;
+mod webhook_certs;
 mod webhooks;
 
 /// What users spawn must be `Send` (checked at compile time).
