@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,6 +145,17 @@ func main() {
 			return
 		}
 		fmt.Printf("synced %.6f\n", time.Since(start).Seconds())
+		// BENCH_REPORT_HEAP (the memory scenario only): the live heap after a collection, every
+		// second, as the Rust drivers' counting allocator reports theirs.
+		if os.Getenv("BENCH_REPORT_HEAP") != "" {
+			for {
+				time.Sleep(time.Second)
+				runtime.GC()
+				var stats runtime.MemStats
+				runtime.ReadMemStats(&stats)
+				fmt.Printf("heap %d\n", stats.HeapAlloc)
+			}
+		}
 	}()
 	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

@@ -99,3 +99,19 @@ pub fn configmap(bench: &Bench) -> k8s_openapi::api::core::v1::ConfigMap {
         ..Default::default()
     }
 }
+
+/// With `BENCH_REPORT_HEAP=1` (the harness sets it in the memory scenario only), prints
+/// `heap <live bytes>` every second, as `live` counts them (the drivers' counting allocator):
+/// the live heap, which resident memory hides behind what the allocator keeps after the initial
+/// list.
+pub fn report_heap(live: fn() -> usize) {
+    if std::env::var_os("BENCH_REPORT_HEAP").is_none() {
+        return;
+    }
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            println!("heap {}", live());
+        }
+    });
+}

@@ -134,6 +134,8 @@ fn uses_memcached(name: &str) -> bool {
 struct Driver {
     child: Child,
     sync_seconds: f64,
+    /// The last `heap <bytes>` line the driver printed (with `BENCH_REPORT_HEAP`).
+    heap: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 impl Drop for Driver {
@@ -328,6 +330,7 @@ impl Harness {
         ns: &str,
         concurrency: usize,
         keep_managed_fields: bool,
+        report_heap: bool,
     ) -> Driver {
         let mut command = Command::new(path);
         command
@@ -360,16 +363,29 @@ impl Harness {
             server.restart().await.expect("memcached restarts");
             command.arg("--memcached-servers").arg(server.addr());
         }
+        if report_heap {
+            command.env("BENCH_REPORT_HEAP", "1");
+        }
         let mut child = command.spawn().expect("driver starts");
         let stdout = child.stdout.take().expect("piped stdout");
-        // The driver prints `synced <seconds>` once its cache is synced; give it two minutes.
+        // The driver prints `synced <seconds>` once its cache is synced (give it two minutes),
+        // then, with BENCH_REPORT_HEAP, `heap <bytes>` every second.
         let (tx, rx) = std::sync::mpsc::channel();
+        let heap = Arc::new(std::sync::Mutex::new(None));
+        let last_heap = Arc::clone(&heap);
         std::thread::spawn(move || {
             let mut reader = std::io::BufReader::new(stdout);
             let mut line = String::new();
             let _ = std::io::BufRead::read_line(&mut reader, &mut line);
             let _ = tx.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+            for line in std::io::BufRead::lines(reader).map_while(Result::ok) {
+                if let Some(bytes) = line
+                    .strip_prefix("heap ")
+                    .and_then(|b| b.trim().parse().ok())
+                {
+                    *last_heap.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes);
+                }
+            }
         });
         let line = rx
             .recv_timeout(Duration::from_secs(120))
@@ -387,6 +403,7 @@ impl Harness {
         Driver {
             child,
             sync_seconds,
+            heap,
         }
     }
 
@@ -567,7 +584,7 @@ async fn main() {
             order.rotate_left(repeat % drivers.len().max(1));
             for (driver, path) in &order {
                 let ns = h.namespace("run").await;
-                let process = h.start(driver, path, &ns, concurrency, false).await;
+                let process = h.start(driver, path, &ns, concurrency, false, false).await;
                 let pid = process.child.id();
                 let informer = Arc::new(Informer::new(
                     Api::<Bench>::namespaced(h.admin.clone(), &ns),
@@ -744,7 +761,7 @@ async fn main() {
             // managedFields kept the difference lands in memcached, not in the driver.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h.start(driver, path, &ns, 4, keep).await;
+                    let process = h.start(driver, path, &ns, 4, keep, true).await;
                     let label = if keep {
                         "memory and sync, managedFields kept"
                     } else {
@@ -778,6 +795,19 @@ async fn main() {
                         "MiB",
                         driver,
                         anon_rss_mib(process.child.id()),
+                    );
+                    // The live heap once the start-up reconciles are done (the driver idle):
+                    // what the process holds, without what the allocator keeps.
+                    wait_idle(process.child.id()).await;
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
+                    record(
+                        &mut results,
+                        &scenario,
+                        "live heap when idle",
+                        "MiB",
+                        driver,
+                        heap.map_or(f64::NAN, |b| b as f64 / 1024.0 / 1024.0),
                     );
                     h.record_memcached(&mut results, &scenario, driver).await;
                     drop(process);

@@ -16,6 +16,10 @@ use kube::{Api, Resource, ResourceExt};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 use serde::de::DeserializeOwned;
 
+/// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
+#[global_allocator]
+static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
 struct Ctx {
     client: kube::Client,
     /// Per-key failure counts, for the same 5 ms .. 1000 s backoff as the other drivers.
@@ -83,6 +87,7 @@ async fn main() {
                 && !synced.swap(true, std::sync::atomic::Ordering::Relaxed)
             {
                 println!("synced {:.6}", start.elapsed().as_secs_f64());
+                kubeforge_bench::report_heap(|| ALLOC.allocated());
             }
         })
         .reflect(writer)

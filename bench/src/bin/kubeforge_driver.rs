@@ -12,6 +12,10 @@ use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
 use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
 
+/// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
+#[global_allocator]
+static ALLOC: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
 /// The Bench controller. The reconciler never reads the ConfigMaps it applies, so it watches
 /// them without caching them (`uncached`: keys, versions and owner references only), as
 /// kube-runtime's `owns` does.
@@ -188,6 +192,7 @@ async fn main() {
     tokio::spawn(async move {
         cache.wait_for_sync().await;
         println!("synced {:.6}", start.elapsed().as_secs_f64());
+        kubeforge_bench::report_heap(|| ALLOC.allocated());
     });
     kubeforge::cli::or_exit(manager.run().await);
 }
