@@ -50,6 +50,7 @@ mod condition;
 mod kind;
 mod migrate;
 mod paths;
+pub(crate) use paths::eq as const_str_eq;
 mod registry;
 mod structural;
 mod validate;

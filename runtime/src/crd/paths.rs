@@ -129,7 +129,8 @@ pub const fn field_shape(
     if open { Some(JsonShape::Other) } else { None }
 }
 
-const fn eq(a: &str, b: &str) -> bool {
+/// `a == b` in a `const` context (also the compile-time checks of `conversion(hub = ..)`).
+pub(crate) const fn eq(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     if a.len() != b.len() {
         return false;

@@ -626,11 +626,7 @@ impl Manager {
         let Some(options) = self.webhooks.take() else {
             let kinds: Vec<_> = crate::webhook::registered()
                 .into_iter()
-                .filter(|k| {
-                    self.primary_kinds
-                        .iter()
-                        .any(|(g, kind)| g == k.group && kind == k.kind)
-                })
+                .filter(|k| crate::webhook::listed(&self.primary_kinds, k.group, k.kind))
                 .collect();
             if !kinds.is_empty() {
                 tracing::warn!(

@@ -326,20 +326,22 @@ fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Result<Decoded<K>, Unreada
         response: AdmissionResponse::invalid("kubeforge: the AdmissionReview has no request"),
         operation: None,
     })?;
+    // Each object serialized once: the new one's JSON is also what a defaulter's patch is
+    // computed from.
     let raw = request
         .object
         .as_ref()
         .and_then(|o| serde_json::to_value(o).ok());
-    let typed = |o: &Option<DynamicObject>| -> Result<Option<K>, String> {
-        o.as_ref()
-            .map(|o| {
-                serde_json::to_value(o)
-                    .and_then(serde_json::from_value::<K>)
-                    .map_err(|e| e.to_string())
-            })
+    let old_raw = request
+        .old_object
+        .as_ref()
+        .and_then(|o| serde_json::to_value(o).ok());
+    let typed = |o: &Option<serde_json::Value>| -> Result<Option<K>, String> {
+        o.clone()
+            .map(|o| serde_json::from_value::<K>(o).map_err(|e| e.to_string()))
             .transpose()
     };
-    let (object, old) = match (typed(&request.object), typed(&request.old_object)) {
+    let (object, old) = match (typed(&raw), typed(&old_raw)) {
         (Ok(object), Ok(old)) => (object, old),
         (Err(e), _) | (_, Err(e)) => return Ok(Err((request, e))),
     };
@@ -349,6 +351,18 @@ fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Result<Decoded<K>, Unreada
         old,
         raw,
     }))
+}
+
+/// `request` answered with `verdict` at once (an object the hook cannot read).
+fn answered(
+    request: &AdmissionRequest<DynamicObject>,
+    verdict: Verdict,
+) -> BoxFuture<'static, Reviewed> {
+    let reviewed = Reviewed {
+        response: verdict.respond(AdmissionResponse::from(request)),
+        operation: Some(request.operation.clone()),
+    };
+    async move { reviewed }.boxed()
 }
 
 /// Validating webhook of `K`.
@@ -362,16 +376,11 @@ where
         let decoded = match decode::<K>(body) {
             Ok(Ok(decoded)) => decoded,
             Ok(Err((request, why))) => {
-                let response = AdmissionResponse::from(&request);
                 let verdict = Verdict::deny_with_code(
                     422,
                     format!("kubeforge: the object cannot be read: {why}"),
                 );
-                let reviewed = Reviewed {
-                    response: verdict.respond(response),
-                    operation: Some(request.operation),
-                };
-                return async move { reviewed }.boxed();
+                return answered(&request, verdict);
             }
             Err(reviewed) => return async move { reviewed }.boxed(),
         };
@@ -413,11 +422,7 @@ where
             Ok(Err((request, why))) => {
                 let verdict =
                     Verdict::allow().warn(format!("kubeforge: defaults not applied: {why}"));
-                let reviewed = Reviewed {
-                    response: verdict.respond(AdmissionResponse::from(&request)),
-                    operation: Some(request.operation),
-                };
-                return async move { reviewed }.boxed();
+                return answered(&request, verdict);
             }
             Err(reviewed) => return async move { reviewed }.boxed(),
         };

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::crd::KindInfo;
+use crate::crd::const_str_eq as same;
 
 /// Converts one object (a whole object, as JSON) between a version and its hub.
 pub type Convert = fn(Value) -> Result<Value, String>;
@@ -128,8 +129,9 @@ impl KindConversions {
                 .into_review();
             }
         };
+        let mut request = request;
         let desired = request.desired_api_version.clone();
-        let objects = request.objects.clone();
+        let objects = std::mem::take(&mut request.objects);
         let response = ConversionResponse::for_request(request);
         let mut converted = Vec::with_capacity(objects.len());
         for object in objects {
@@ -217,19 +219,4 @@ pub const fn assert_versions_of_one_kind(spoke: &KindInfo, hub: &KindInfo) {
         hub.storage,
         "the hub of `conversion(hub = ..)` must be the storage version (`storage = false` on the others)"
     );
-}
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }

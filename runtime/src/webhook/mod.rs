@@ -122,6 +122,11 @@ impl Default for Settings {
     }
 }
 
+/// Whether `(group, kind)` is in `kinds`.
+pub(crate) fn listed(kinds: &[(String, String)], group: &str, kind: &str) -> bool {
+    kinds.iter().any(|(g, k)| g == group && k == kind)
+}
+
 /// One kind version's webhooks; submitted by the code `#[custom_resource]` generates.
 #[derive(Debug)]
 pub struct Registration {
@@ -220,12 +225,7 @@ impl WebhookOptions {
 
     /// Whether the webhooks of `group`/`kind` are served, given the manager's primary kinds.
     pub(crate) fn serves(&self, group: &str, kind: &str, primary: &[(String, String)]) -> bool {
-        self.all_registered
-            || self
-                .kinds
-                .iter()
-                .chain(primary)
-                .any(|(g, k)| g == group && k == kind)
+        self.all_registered || listed(&self.kinds, group, kind) || listed(primary, group, kind)
     }
 
     /// The port (0: any free port, reported by `Manager::on_listening` as `webhook`).
