@@ -97,9 +97,16 @@ async fn secret_mirror_should_follow_source_and_namespace_labels() {
         async || copies_are([Some("v1"), Some("v1"), None]).await,
     )
     .await;
-    let mirror = mirrors.get(&name).await.unwrap();
-    let status = mirror.status.unwrap();
-    assert_eq!((status.copies, status.conditions.is_true(READY)), (2, true));
+    // The status is patched after the copies are written: wait for it rather than read it once.
+    eventually(
+        "the mirror's status to count two copies and be Ready",
+        Duration::from_secs(60),
+        async || {
+            let status = mirrors.get(&name).await.ok()?.status?;
+            (status.copies == 2 && status.conditions.is_true(READY)).then_some(())
+        },
+    )
+    .await;
     let copy_owner = Api::<Secret>::namespaced(client.clone(), &targets[0])
         .get("shared")
         .await
