@@ -96,7 +96,7 @@ pub(super) fn transparent_paths(
     quote!(#fields #elements)
 }
 
-fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+pub(super) fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut tree| {

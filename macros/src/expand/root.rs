@@ -566,13 +566,24 @@ impl<'a> Root<'a> {
             return TokenStream::new();
         };
         let hub = &conversion.hub;
-        let span = syn::spanned::Spanned::span(hub);
+        // The kind's name (the last step of a path): stable Rust cannot span a whole path.
+        let span = match hub {
+            syn::Type::Path(path) => path.path.segments.last().map(|s| s.ident.span()),
+            _ => None,
+        }
+        .unwrap_or_else(|| syn::spanned::Spanned::span(hub));
         let info = quote!(#krate::crd::CustomResource>::INFO);
+        // Spanned at the hub: a failed check points at it, not at the whole attribute.
+        let p = super::paths::respan(quote!(#krate::webhook::__private), span);
+        let (spoke_info, hub_info) = (quote!(&<#root as #info), quote!(&<#hub as #info));
         let check = quote_spanned! {span=>
-            const _: () = #krate::webhook::__private::assert_versions_of_one_kind(
-                &<#root as #info,
-                &<#hub as #info,
-            );
+            const _: () = #p::assert_hub_of_the_same_kind::<
+                #p::Holds<{ #p::same_kind(#spoke_info, #hub_info) }>,
+            >();
+            const _: () = #p::assert_hub_of_another_version::<
+                #p::Holds<{ #p::another_version(#spoke_info, #hub_info) }>,
+            >();
+            const _: () = #p::assert_hub_stored::<#p::Holds<{ (#hub_info).storage }>>();
         };
         let functions = self.conversion_functions(conversion);
         let test = quote::format_ident!(
@@ -641,7 +652,12 @@ impl<'a> Root<'a> {
             ..
         } = self;
         let hub = &conversion.hub;
-        let span = syn::spanned::Spanned::span(hub);
+        // The kind's name (the last step of a path): stable Rust cannot span a whole path.
+        let span = match hub {
+            syn::Type::Path(path) => path.path.segments.last().map(|s| s.ident.span()),
+            _ => None,
+        }
+        .unwrap_or_else(|| syn::spanned::Spanned::span(hub));
         let info = quote!(#krate::crd::CustomResource>::INFO);
         if conversion.generate {
             let (here, there): (Vec<_>, Vec<_>) = conversion.renames.iter().cloned().unzip();

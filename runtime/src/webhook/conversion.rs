@@ -204,19 +204,48 @@ where
     serde_json::to_value(spoke).map_err(|e| e.to_string())
 }
 
-/// Fails to compile (a constant-evaluation error with this message) unless `spoke` and `hub` are
-/// two versions of one kind and `hub` is its storage version.
-pub const fn assert_versions_of_one_kind(spoke: &KindInfo, hub: &KindInfo) {
-    assert!(
-        same(spoke.group, hub.group) && same(spoke.kind, hub.kind),
-        "`conversion(hub = ..)` must name another version of the same kind (same group and kind)"
-    );
-    assert!(
-        !same(spoke.version, hub.version),
-        "`conversion(hub = ..)` names this very version"
-    );
-    assert!(
-        hub.storage,
-        "the hub of `conversion(hub = ..)` must be the storage version (`storage = false` on the others)"
-    );
+/// A condition on the kinds of `conversion(hub = ..)`, evaluated at compile time: the checks
+/// below are implemented for `Holds<true>` only, so a failed one is a type error carrying its
+/// message (no constant-evaluation panic, whose report depends on the toolchain's sources).
+pub struct Holds<const OK: bool>;
+
+/// Implemented when the spoke and the hub are versions of one kind.
+#[diagnostic::on_unimplemented(
+    message = "`conversion(hub = ..)` must name another version of the same kind (same group and kind)",
+    label = "not a version of this kind"
+)]
+pub trait HubOfTheSameKind {}
+impl HubOfTheSameKind for Holds<true> {}
+
+/// Implemented when the hub is another version than the spoke.
+#[diagnostic::on_unimplemented(
+    message = "`conversion(hub = ..)` names this very version",
+    label = "this kind's own version"
+)]
+pub trait HubOfAnotherVersion {}
+impl HubOfAnotherVersion for Holds<true> {}
+
+/// Implemented when the hub is the kind's storage version.
+#[diagnostic::on_unimplemented(
+    message = "the hub of `conversion(hub = ..)` must be the storage version (`storage = false` on the others)",
+    label = "not the storage version"
+)]
+pub trait HubStored {}
+impl HubStored for Holds<true> {}
+
+/// Compiles only if `spoke` and `hub` (`Holds<same_kind(..)>`) are versions of one kind.
+pub const fn assert_hub_of_the_same_kind<T: HubOfTheSameKind>() {}
+/// Compiles only if the hub is another version (`Holds<another_version(..)>`).
+pub const fn assert_hub_of_another_version<T: HubOfAnotherVersion>() {}
+/// Compiles only if the hub is the storage version (`Holds<stored(..)>`).
+pub const fn assert_hub_stored<T: HubStored>() {}
+
+/// Whether `spoke` and `hub` are versions of one kind (same group and kind).
+pub const fn same_kind(spoke: &KindInfo, hub: &KindInfo) -> bool {
+    same(spoke.group, hub.group) && same(spoke.kind, hub.kind)
+}
+
+/// Whether `hub` is another version than `spoke`.
+pub const fn another_version(spoke: &KindInfo, hub: &KindInfo) -> bool {
+    !same(spoke.version, hub.version)
 }

@@ -57,7 +57,10 @@ pub use admission::{AdmissionContext, Defaulter, Hooks, Validator, Verdict};
 pub mod __private {
     pub use super::admission::__private::*;
     pub use super::admission::{Hook, Reviewed};
-    pub use super::conversion::{assert_versions_of_one_kind, from_hub, to_hub};
+    pub use super::conversion::{
+        Holds, another_version, assert_hub_of_another_version, assert_hub_of_the_same_kind,
+        assert_hub_stored, from_hub, same_kind, to_hub,
+    };
     pub use super::generated::convert_json;
     pub use super::roundtrip::{Side, check_round_trips, normalize};
 }
