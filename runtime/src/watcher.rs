@@ -428,7 +428,7 @@ impl<W> Handler<W> {
         if !held(&new) {
             let api = self.api_for(new.as_ref());
             let Some(with) =
-                crate::controller::finalizer::add(&api, &ctx.wiring, new.as_ref(), finalizer)
+                crate::controller::finalizer::add(&api, &ctx.wiring, new.as_ref(), finalizer, None)
                     .await?
             else {
                 return Ok(()); // gone meanwhile

@@ -511,7 +511,13 @@ async fn count_to(limit: i64, read_your_writes: Option<Duration>) -> u32 {
         ns.api::<Widget>(),
         InformerConfig::default(),
     )
-    .config(ControllerConfig::default().read_your_writes(read_your_writes));
+    // Each reconcile is queued by the watch event of the previous one's write (not skipped as
+    // its own), so it runs right after that write: what read-your-writes is for.
+    .config(
+        ControllerConfig::default()
+            .read_your_writes(read_your_writes)
+            .skip_own_writes(false),
+    );
     let shutdown = CancellationToken::new();
     tokio::spawn(controller.run(
         StatusCounter {

@@ -24,6 +24,7 @@ mod leader;
 mod manager;
 mod markers;
 mod memcached_backend;
+mod own_writes;
 mod printcolumns;
 mod reconcile_errors;
 mod retries;

@@ -18,7 +18,7 @@ use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
-use super::handlers::{Sink, Source, owner_keys, source, source_async};
+use super::handlers::{OwnEvents, Sink, Source, owner_keys, source, source_async};
 use super::predicate::MetadataPredicates;
 use super::progress::Progress;
 use super::retries::{Retries, RetryConfig};
@@ -329,7 +329,7 @@ where
             }
         }));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
-        let (queue, retries, _tasks) = plumbing(&name, &config, sources, &shutdown);
+        let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
 
         let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
@@ -487,8 +487,9 @@ pub enum ControllerError {
 /// The work queue, the retries, and the tasks that feed them: the sources and the retry
 /// processor (retries go through the processor, not the queue's rate limiter).
 fn plumbing(
-    name: &str,
+    name: &Arc<str>,
     config: &ControllerConfig,
+    wiring: &Wiring,
     sources: Vec<Source>,
     shutdown: &CancellationToken,
 ) -> (WorkQueue<ObjectKey>, Arc<Retries>, AbortOnDrop) {
@@ -504,10 +505,16 @@ fn plumbing(
         },
         queue.clone(),
     ));
+    let own = config.skip_own_writes.then(|| OwnEvents {
+        writes: Arc::clone(wiring.writes().own()),
+        controller: Arc::clone(name),
+        metrics: Arc::clone(&config.metrics),
+    });
     let mut tasks = AbortOnDrop(Vec::new());
     let sink = Sink {
         queue: queue.clone(),
         retries: Arc::clone(&retries),
+        own,
     };
     for source in sources {
         tasks

@@ -19,6 +19,7 @@ pub struct ControllerConfig {
     pub(super) sync_timeout: Option<Duration>,
     pub(super) finalizer: Option<String>,
     pub(super) read_your_writes: Option<Duration>,
+    pub(super) skip_own_writes: bool,
     pub(super) retry: Arc<dyn RetryPolicy>,
     pub(super) dequeue: Arc<dyn DequeuePolicy>,
     pub(super) retry_rate_limit: Option<Arc<TokenBucket>>,
@@ -37,6 +38,7 @@ impl Debug for ControllerConfig {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("finalizer", &self.finalizer)
             .field("read_your_writes", &self.read_your_writes)
+            .field("skip_own_writes", &self.skip_own_writes)
             .finish_non_exhaustive()
     }
 }
@@ -51,6 +53,7 @@ impl Default for ControllerConfig {
             sync_timeout: Some(SYNC_TIMEOUT),
             finalizer: None,
             read_your_writes: Some(Duration::from_secs(2)),
+            skip_own_writes: true,
             retry: Arc::new(default_retry()),
             dequeue: Arc::new(DequeueAll),
             retry_rate_limit: Some(Arc::new(TokenBucket::default())),
@@ -122,6 +125,33 @@ impl ControllerConfig {
     #[must_use]
     pub fn read_your_writes(mut self, wait: Option<Duration>) -> Self {
         self.read_your_writes = wait;
+        self
+    }
+
+    /// Do not queue a key again for a watch event that carries nothing but a write its own
+    /// reconcile made (default `true`). A reconcile's status patch, finalizer, or apply of a
+    /// child otherwise comes back as an event and costs one more reconcile that finds nothing to
+    /// do. An event is skipped only when all of these hold:
+    ///
+    /// - it is an update or creation an informer received from its **watch** — never an event
+    ///   of a (re)list, which can fold other clients' changes into one update, never a
+    ///   deletion or a resync;
+    /// - its new version is **exactly** the resourceVersion (and uid) a write of this
+    ///   controller returned, recorded through the [`Context`](super::Context) write helpers,
+    ///   [`Context::record_write`](super::Context::record_write) or the finalizer;
+    /// - the key it would queue is the key whose reconcile made that write (an event of a child
+    ///   still queues its other owners; a write to another object of the kind still queues it);
+    /// - for the controller's own kind, the object's `generation` did not change (an update of
+    ///   the spec is reconciled even when this controller made it).
+    ///
+    /// Every other client's write is its own watch event, delivered before or after ours and
+    /// queued as usual, so nothing another client does is skipped. A watch event that arrives
+    /// before the write's response is recorded is not recognised and costs the extra reconcile,
+    /// as with the switch off. Skipped events are counted in
+    /// `kubeforge_controller_own_writes_skipped_total`.
+    #[must_use]
+    pub fn skip_own_writes(mut self, skip: bool) -> Self {
+        self.skip_own_writes = skip;
         self
     }
 

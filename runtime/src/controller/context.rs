@@ -55,9 +55,14 @@ impl<K> Context<K> {
     }
 
     /// Records a write this reconcile made without the helpers below (see
-    /// [`Wiring::record_write`]).
+    /// [`Wiring::record_write`]); its watch event is then known as this reconcile's own (see
+    /// [`ControllerConfig::skip_own_writes`](super::ControllerConfig::skip_own_writes)).
     pub fn record_write<C: Resource + 'static>(&self, written: &C) {
-        self.wiring.record_write(written);
+        let writer = crate::writes::Writer {
+            controller: Arc::clone(&self.controller),
+            key: self.key.clone(),
+        };
+        self.wiring.record_write_by(written, writer);
     }
 
     /// The key being reconciled.
@@ -135,6 +140,7 @@ impl<K> Context<K> {
         let api = self.api::<K>();
         let params = PatchParams::default();
         let meta = self.object.meta();
+        let _flight = self.wiring.flight(self.key.clone());
         let written = match meta.uid.as_deref() {
             Some(uid) => {
                 let guarded =
@@ -146,7 +152,7 @@ impl<K> Context<K> {
             }
             None => api.patch_status(&self.key.name, &params, patch).await?,
         };
-        self.wiring.record_write(&written);
+        self.record_write(&written);
         Ok(written)
     }
 
@@ -164,6 +170,7 @@ impl<K> Context<K> {
     {
         let api = self.api::<K>();
         let params = kube::api::PostParams::default();
+        let _flight = self.wiring.flight(self.key.clone());
         let written = match (&obj.meta().uid, &self.object.meta().uid) {
             (None, Some(uid)) => {
                 let mut with_uid = obj.clone();
@@ -173,7 +180,7 @@ impl<K> Context<K> {
             }
             _ => api.replace_status(&self.key.name, &params, obj).await?,
         };
-        self.wiring.record_write(&written);
+        self.record_write(&written);
         Ok(written)
     }
 
@@ -195,8 +202,9 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let _flight = self.flight_to(&child);
         let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
-        self.wiring.record_write(&written);
+        self.record_write(&written);
         Ok(written)
     }
 
@@ -218,11 +226,33 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let _flight = self.flight_to(&child);
         let (stored, created) = crate::client::create_owned(&self.api::<C>(), owner, child).await?;
         if created {
-            self.wiring.record_write(&stored);
+            self.record_write(&stored);
         }
         Ok((stored, created))
+    }
+
+    /// Opens a flight to `child`, about to be written in the namespace of the object being
+    /// reconciled (see [`crate::writes::OwnWrites`]).
+    fn flight_to<C>(&self, child: &C) -> crate::writes::Flight
+    where
+        C: Resource,
+        C::Scope: Scoped,
+    {
+        let meta = child.meta();
+        let namespace = if <C::Scope as Scoped>::NAMESPACED {
+            meta.namespace
+                .clone()
+                .or_else(|| self.key.namespace.clone())
+        } else {
+            None
+        };
+        self.wiring.flight(ObjectKey {
+            namespace,
+            name: meta.name.clone().unwrap_or_default(),
+        })
     }
 
     /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces

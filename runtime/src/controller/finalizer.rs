@@ -19,6 +19,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{Kind, Wiring};
+use crate::writes::Writer;
 
 /// Why adding or removing a controller's finalizer failed (the key is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +161,7 @@ pub(crate) async fn add<K: Kind>(
     wiring: &Wiring,
     obj: &K,
     finalizer: &str,
+    writer: Option<Writer>,
 ) -> Result<Option<Arc<K>>, FinalizerError> {
     let meta = obj.meta();
     let name = meta.name.clone().unwrap_or_default();
@@ -170,7 +172,7 @@ pub(crate) async fn add<K: Kind>(
     };
     let uid = meta.uid.as_deref().unwrap_or_default();
     let patch = add_patch(uid, meta.finalizers.as_ref(), finalizer);
-    match patch_metadata(api, wiring, obj, patch).await {
+    match patch_metadata(api, wiring, obj, patch, writer).await {
         Ok(with_finalizer) => Ok(Some(Arc::new(with_finalizer))),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(error(e)),
@@ -198,7 +200,7 @@ pub(crate) async fn remove<K: Kind>(
     let Some(patch) = remove_patch(uid, list, finalizer) else {
         return Ok(());
     };
-    match patch_metadata(api, wiring, obj, patch).await {
+    match patch_metadata(api, wiring, obj, patch, None).await {
         Ok(_) => Ok(()),
         // Already gone: the finalizer was the last thing holding it.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
@@ -215,12 +217,13 @@ pub(crate) async fn remove<K: Kind>(
 
 /// Sends the JSON patch `patch` of `obj`'s metadata through the metadata API (its answer decodes
 /// whatever the object's body) and returns `obj` with the new metadata, recorded for
-/// read-your-writes.
+/// read-your-writes (as `writer`'s own, if given).
 async fn patch_metadata<K: Kind>(
     api: &Api<K>,
     wiring: &Wiring,
     obj: &K,
     patch: Value,
+    writer: Option<Writer>,
 ) -> Result<K, kube::Error> {
     let name = obj.meta().name.as_deref().unwrap_or_default();
     let patch: json_patch::Patch =
@@ -230,7 +233,10 @@ async fn patch_metadata<K: Kind>(
         .await?;
     let mut patched = obj.clone();
     *patched.meta_mut() = updated.metadata;
-    wiring.record_write(&patched);
+    match writer {
+        Some(writer) => wiring.record_write_by(&patched, writer),
+        None => wiring.record_write(&patched),
+    }
     Ok(patched)
 }
 

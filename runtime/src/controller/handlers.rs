@@ -1,6 +1,8 @@
 //! Event → key: what a watch event of each source puts into the work queue.
 
+use futures::StreamExt;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use kube::Resource;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +15,9 @@ use crate::queue::WorkQueue;
 use crate::retry::{NewEvent, ResourceAction};
 use crate::scope::Scoped;
 
+use super::ControllerMetrics;
 use super::retries::Retries;
+use crate::writes::OwnWrites;
 
 /// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
 /// reference marked `controller: true` if `controller_only`).
@@ -63,12 +67,90 @@ where
 pub(super) struct Sink {
     pub(super) queue: WorkQueue<ObjectKey>,
     pub(super) retries: Arc<Retries>,
+    /// Recognises the events of the controller's own writes (`None`: every event counts).
+    pub(super) own: Option<OwnEvents>,
+}
+
+/// What [`ControllerConfig::skip_own_writes`](super::ControllerConfig::skip_own_writes) needs:
+/// the record of the process's own writes, and whose they are.
+#[derive(Clone)]
+pub(super) struct OwnEvents {
+    pub(super) writes: Arc<OwnWrites>,
+    pub(super) controller: Arc<str>,
+    pub(super) metrics: Arc<dyn ControllerMetrics>,
+}
+
+/// Whose write an event carries.
+enum Whose {
+    /// Not a write of this controller's reconciles (or not only one).
+    Other,
+    /// A write of the reconcile of this key.
+    Reconcile(ObjectKey),
+    /// Watched while a write to the object was in flight: known once it has landed.
+    Landing(BoxFuture<'static, Option<ObjectKey>>),
+}
+
+/// How long an event waits for the answer of a write in flight to its object before it is
+/// queued as someone else's (the write's request is bounded by the client's timeouts; this only
+/// bounds what the event can be held back).
+const LANDING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl OwnEvents {
+    /// Whose write `event` carries (for the controller's own kind, `primary`: only an update
+    /// that kept the generation can be a reconcile's own).
+    fn whose<T: Resource>(&self, event: &Event<T>, primary: bool) -> Whose {
+        let Event::Applied { old, new } = event else {
+            return Whose::Other;
+        };
+        if primary
+            && old
+                .as_ref()
+                .is_none_or(|old| old.meta().generation != new.meta().generation)
+        {
+            return Whose::Other;
+        }
+        let meta = new.meta();
+        let (Some(rv), Some(uid)) = (meta.resource_version.clone(), meta.uid.clone()) else {
+            return Whose::Other;
+        };
+        if let Some(writer) = self.writes.take(&rv, &uid, &self.controller) {
+            return Whose::Reconcile(writer);
+        }
+        let key = ObjectKey::of(new.as_ref());
+        if !self.writes.in_flight(&key) {
+            return Whose::Other;
+        }
+        let (writes, controller) = (Arc::clone(&self.writes), Arc::clone(&self.controller));
+        Whose::Landing(Box::pin(async move {
+            writes
+                .take_when_landed(&key, &rv, &uid, &controller, LANDING_WAIT)
+                .await
+        }))
+    }
+
+    fn skipped(&self, key: &ObjectKey) {
+        tracing::trace!(controller = %self.controller, %key, "skipping the watch event of this key's own write");
+        self.metrics.own_write_skipped(&self.controller);
+    }
 }
 
 impl Sink {
     fn add(&self, key: ObjectKey, event: NewEvent) {
         if self.retries.on_event(&key, event) {
             self.queue.add(key);
+        }
+    }
+
+    /// Adds `keys` but the one whose reconcile wrote what the event carries.
+    fn add_but(&self, keys: Vec<ObjectKey>, writer: Option<&ObjectKey>, event: NewEvent) {
+        for key in keys {
+            if writer == Some(&key)
+                && let Some(own) = &self.own
+            {
+                own.skipped(&key);
+                continue;
+            }
+            self.add(key, event);
         }
     }
 }
@@ -107,9 +189,12 @@ where
     };
     Box::new(move |sink, shutdown| {
         Box::pin(async move {
+            // Events watched while a write to their object was in flight, until it lands.
+            let mut landing = FuturesUnordered::new();
             loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => break,
+                    Some(()) = landing.next(), if !landing.is_empty() => continue,
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
@@ -118,12 +203,24 @@ where
                 } else {
                     related
                 };
+                let whose = match &sink.own {
+                    Some(own) => own.whose(&event, primary),
+                    None => Whose::Other,
+                };
                 let keys = tokio::select! {
                     () = shutdown.cancelled() => break,
                     keys = map(event) => keys,
                 };
-                for key in keys {
-                    sink.add(key, new_event);
+                match whose {
+                    Whose::Other => sink.add_but(keys, None, new_event),
+                    Whose::Reconcile(writer) => sink.add_but(keys, Some(&writer), new_event),
+                    Whose::Landing(writer) => {
+                        let sink = sink.clone();
+                        landing.push(async move {
+                            let writer = writer.await;
+                            sink.add_but(keys, writer.as_ref(), new_event);
+                        });
+                    }
                 }
             }
         })

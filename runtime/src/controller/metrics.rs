@@ -40,6 +40,9 @@ pub trait ControllerMetrics: Send + Sync {
     fn panicked(&self, _controller: &str) {}
     /// A reconcile failed with a terminal error (not retried).
     fn terminal_error(&self, _controller: &str) {}
+    /// A watch event was not queued: it carried only this controller's own write (see
+    /// [`ControllerConfig::skip_own_writes`](super::ControllerConfig::skip_own_writes)).
+    fn own_write_skipped(&self, _controller: &str) {}
     /// The number of workers currently reconciling changed by `delta`.
     fn active_workers(&self, _controller: &str, _delta: i64) {}
     /// The controller started with this many workers.

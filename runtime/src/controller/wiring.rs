@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use kube::{Client, Resource};
 
+use crate::ObjectKey;
 use crate::cache::Cache;
 use crate::informer::InformerConfig;
 use crate::leader::{Gate, fenced};
-use crate::writes::WriteTracker;
+use crate::writes::{Flight, WriteTracker, Writer};
 
 use super::ControllerMetrics;
 
@@ -110,6 +111,18 @@ impl Wiring {
     /// [`Context`](super::Context) write helpers call this for you.
     pub fn record_write<K: Resource + 'static>(&self, obj: &K) {
         self.writes.record(&self.cache, obj);
+    }
+
+    /// Like [`Wiring::record_write`], for a write the reconcile of `writer` made: its watch
+    /// event is then known as that reconcile's own.
+    pub(crate) fn record_write_by<K: Resource + 'static>(&self, obj: &K, writer: Writer) {
+        self.writes.record_by(&self.cache, obj, Some(writer));
+    }
+
+    /// Opens a flight to `key` before a reconcile's write to it is sent (see
+    /// [`crate::writes::OwnWrites`]); drop it once the answer is recorded.
+    pub(crate) fn flight(&self, key: ObjectKey) -> Flight {
+        self.writes.own().flight(key)
     }
 }
 

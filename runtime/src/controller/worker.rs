@@ -261,7 +261,12 @@ where
         f: &str,
         started: Instant,
     ) -> Option<Arc<K>> {
-        match finalizer::add(&self.api_for(obj), &self.wiring, obj, f).await {
+        let writer = crate::writes::Writer {
+            controller: Arc::clone(&self.name),
+            key: key.clone(),
+        };
+        let _flight = self.wiring.flight(key.clone());
+        match finalizer::add(&self.api_for(obj), &self.wiring, obj, f, Some(writer)).await {
             Ok(Some(updated)) => Some(updated),
             Ok(None) => {
                 tracing::debug!(

@@ -78,8 +78,15 @@ pub use backoff::WatchBackoff;
 /// Told about each change an informer applies to its store, after the store has it and before
 /// subscribers hear of it (the read-your-own-writes tracker, [`crate::writes`], listens here).
 pub(crate) trait ApplyHook: Send + Sync {
-    /// `key` of kind `kind` is now cached at `resource_version` (`None`: deleted).
-    fn applied(&self, kind: std::any::TypeId, key: &ObjectKey, resource_version: Option<&str>);
+    /// A watch event (not a list) left `key` of kind `kind` cached at `resource_version`
+    /// (`None`: deleted); `uid`: the object's, when known.
+    fn applied(
+        &self,
+        kind: std::any::TypeId,
+        key: &ObjectKey,
+        resource_version: Option<&str>,
+        uid: Option<&str>,
+    );
     /// A complete list replaced the store of kind `kind`.
     fn relisted(&self, kind: std::any::TypeId);
 }
@@ -468,9 +475,9 @@ where
         self
     }
 
-    fn observed(&self, key: &ObjectKey, resource_version: Option<&str>) {
+    fn observed(&self, key: &ObjectKey, resource_version: Option<&str>, uid: Option<&str>) {
         if let Some(hook) = &self.hook {
-            hook.applied(std::any::TypeId::of::<K>(), key, resource_version);
+            hook.applied(std::any::TypeId::of::<K>(), key, resource_version, uid);
         }
     }
 
@@ -730,6 +737,7 @@ where
                 self.observed(
                     &ObjectKey::of(new.as_ref()),
                     new.meta().resource_version.as_deref(),
+                    new.meta().uid.as_deref(),
                 );
                 self.stats.events.fetch_add(1, Ordering::Relaxed);
                 self.publish(Event::Applied { old, new });
@@ -816,7 +824,11 @@ where
             }
             None => None,
         };
-        self.observed(&key, invalid.metadata.resource_version.as_deref());
+        self.observed(
+            &key,
+            invalid.metadata.resource_version.as_deref(),
+            invalid.metadata.uid.as_deref(),
+        );
         if let Some((old, new)) = announce {
             self.publish(Event::Applied { old, new });
         }
@@ -833,7 +845,7 @@ where
             .stored(self.store.delete(&key), "delete")
             .await
             .flatten();
-        self.observed(&key, None);
+        self.observed(&key, None, None);
         self.stats.events.fetch_add(1, Ordering::Relaxed);
         // The last state the watch sent, or else the last one we could decode.
         let gone = obj.ok().map(|o| self.prepare(o)).or(cached);

@@ -77,6 +77,7 @@ struct ReconcileSeries {
     reconcile_errors: IntCounterVec,
     terminal_errors: IntCounterVec,
     reconcile_panics: IntCounterVec,
+    own_writes_skipped: IntCounterVec,
     reconcile_time: HistogramVec,
     max_concurrent: IntGaugeVec,
     active_workers: IntGaugeVec,
@@ -183,6 +184,12 @@ impl ReconcileSeries {
                 r,
                 "controller_runtime_reconcile_panics_total",
                 "Total number of reconciliation panics per controller",
+                c,
+            ),
+            own_writes_skipped: counter(
+                r,
+                "kubeforge_controller_own_writes_skipped_total",
+                "Watch events not queued because they carried only the controller's own write",
                 c,
             ),
             reconcile_time: histogram(
@@ -448,6 +455,12 @@ impl ControllerMetrics for Metrics {
             .with_label_values(&[controller])
             .inc();
     }
+    fn own_write_skipped(&self, controller: &str) {
+        self.reconcile
+            .own_writes_skipped
+            .with_label_values(&[controller])
+            .inc();
+    }
     fn active_workers(&self, controller: &str, delta: i64) {
         self.reconcile
             .active_workers
@@ -466,6 +479,7 @@ impl ControllerMetrics for Metrics {
             &self.reconcile.reconcile_errors,
             &self.reconcile.terminal_errors,
             &self.reconcile.reconcile_panics,
+            &self.reconcile.own_writes_skipped,
         ] {
             counter.with_label_values(&[controller]);
         }

@@ -4,10 +4,18 @@
 //! The tracker is a [`ApplyHook`] of every informer of a [`Wiring`](crate::controller::Wiring)'s
 //! cache: informers report each version they apply, [`WriteTracker::record`] remembers our own
 //! writes, and the controller's worker waits in [`WriteTracker::caught_up`] before a reconcile.
+//!
+//! The tracker also knows which watch events are nothing but our own writes ([`own`]): the
+//! controller's event sources ask it before they queue the writer's key again (see
+//! [`ControllerConfig::skip_own_writes`](crate::controller::ControllerConfig::skip_own_writes)).
+
+mod own;
+
+pub(crate) use own::{Flight, OwnWrites, Writer};
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Resource;
@@ -27,6 +35,7 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 pub(crate) struct WriteTracker {
     pending: Mutex<Pending>,
     seen: Notify,
+    own: Arc<OwnWrites>,
 }
 
 #[derive(Debug, Default)]
@@ -57,17 +66,38 @@ impl WriteTracker {
     /// Records that this process wrote `obj` (as returned by the apiserver): until an informer of
     /// `cache` has applied that version, [`WriteTracker::caught_up`] waits for it.
     pub(crate) fn record<K: Resource + 'static>(&self, cache: &Cache, obj: &K) {
+        self.record_by(cache, obj, None);
+    }
+
+    /// Like [`WriteTracker::record`], knowing who wrote: the watch event of exactly this version
+    /// is then recognised as the writer's own ([`WriteTracker::take_own`]).
+    pub(crate) fn record_by<K: Resource + 'static>(
+        &self,
+        cache: &Cache,
+        obj: &K,
+        writer: Option<Writer>,
+    ) {
         let Some(rv) = &obj.meta().resource_version else {
             return;
         };
         let kind = TypeId::of::<K>();
         let key = ObjectKey::of(obj);
+        let own = writer.zip(obj.meta().uid.as_deref());
+        if let Some((writer, uid)) = &own {
+            // Before the stores are read (as the write below): an event applied from now on
+            // marks it.
+            self.own.wrote(&key, rv, uid, writer);
+        }
         // Record first, then look at the stores: an informer applies an event to its store
         // before it reports it to the tracker, so a watch event that raced ahead of this write's
         // response is either visible in a store now or reported after the record — never lost,
         // and never left behind as a stale entry.
         self.wrote(kind, key.clone(), rv.clone());
         let seen = cache.caches_version(kind, &key, |cached| same_or_newer(cached, rv));
+        if seen == Some(true) && own.is_some() {
+            // Cached already, and not from a watch event: nothing will match it.
+            self.own.forget_unwatched(rv);
+        }
         if seen != Some(false) {
             // Already delivered, or no informer of this kind will ever deliver it: settle the
             // record as the informer would have (waking anyone waiting for this key).
@@ -75,10 +105,30 @@ impl WriteTracker {
         }
     }
 
+    /// The writes whose watch events are recognised as their writer's own.
+    pub(crate) fn own(&self) -> &Arc<OwnWrites> {
+        &self.own
+    }
+
     /// Writes remembered and not yet observed.
     #[cfg(test)]
     pub(crate) fn pending_len(&self) -> usize {
         self.lock().writes.len()
+    }
+
+    /// The informer of `kind` applied `key` at `resource_version` (`None`: deleted) from its
+    /// watch; `uid`: the object's.
+    fn watched(
+        &self,
+        kind: TypeId,
+        key: &ObjectKey,
+        resource_version: Option<&str>,
+        uid: Option<&str>,
+    ) {
+        if let (Some(rv), Some(uid)) = (resource_version, uid) {
+            self.own.watched(key, rv, uid);
+        }
+        self.observed(kind, key, resource_version);
     }
 
     /// The informer of `kind` applied `key` at `resource_version` (`None`: deleted).
@@ -144,8 +194,14 @@ impl WriteTracker {
 }
 
 impl ApplyHook for WriteTracker {
-    fn applied(&self, kind: TypeId, key: &ObjectKey, resource_version: Option<&str>) {
-        self.observed(kind, key, resource_version);
+    fn applied(
+        &self,
+        kind: TypeId,
+        key: &ObjectKey,
+        resource_version: Option<&str>,
+        uid: Option<&str>,
+    ) {
+        self.watched(kind, key, resource_version, uid);
     }
 
     /// A relist replaced the informer's content: whatever it holds is the newest state, so
