@@ -18,6 +18,8 @@ mod keys;
 mod markers;
 mod model;
 mod pipeline;
+#[cfg(test)]
+mod timing;
 mod validate;
 
 use proc_macro::TokenStream;

@@ -817,6 +817,7 @@ async fn main() {
         h.drop_namespace(&ns).await;
     }
 
+    cost_curves(&mut results, &h.args.sync_sizes);
     if h.args.owned_metadata_only {
         results = results
             .into_iter()
@@ -826,6 +827,90 @@ async fn main() {
             .collect();
     }
     report(&results, h.args.out.as_ref());
+}
+
+/// How cost grows with the number of cached objects: for each driver, a least-squares line
+/// through the memory-and-sync results of every size (two sizes or more) — resident memory and
+/// live heap per object (bytes) and sync time per 1,000 objects.
+fn cost_curves(results: &mut Results, sizes: &[usize]) {
+    if sizes.len() < 2 {
+        return;
+    }
+    let mut fits = Vec::new();
+    for label in ["memory and sync", "memory and sync, managedFields kept"] {
+        let curve = format!("cost curve: {label} ({} objects)", join_sizes(sizes));
+        for (metric, unit, per, scale) in [
+            (
+                "rss after sync",
+                "bytes/object",
+                "rss per object",
+                1024.0 * 1024.0,
+            ),
+            (
+                "live heap when idle",
+                "bytes/object",
+                "live heap per object",
+                1024.0 * 1024.0,
+            ),
+            (
+                "sync time",
+                "s/1000 objects",
+                "sync time per 1,000 objects",
+                1000.0,
+            ),
+        ] {
+            let mut by_driver: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for &size in sizes {
+                let key = (
+                    format!("{label} ({size} objects)"),
+                    metric.to_owned(),
+                    unit_of(metric),
+                );
+                for (driver, values) in results.get(&key).into_iter().flatten() {
+                    let y = median(values);
+                    if y.is_finite() {
+                        by_driver
+                            .entry(driver.clone())
+                            .or_default()
+                            .push((size as f64, y));
+                    }
+                }
+            }
+            for (driver, points) in by_driver {
+                if let Some(slope) = slope(&points) {
+                    fits.push((curve.clone(), per, unit, driver, slope * scale));
+                }
+            }
+        }
+    }
+    for (curve, metric, unit, driver, value) in fits {
+        record(results, &curve, metric, unit, &driver, value);
+    }
+}
+
+/// The unit the memory-and-sync scenario records `metric` in.
+fn unit_of(metric: &str) -> String {
+    if metric == "sync time" { "s" } else { "MiB" }.to_owned()
+}
+
+fn join_sizes(sizes: &[usize]) -> String {
+    sizes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The slope of the least-squares line through `points` (none for fewer than two distinct x).
+fn slope(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    let (mx, my) = (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (points.len() >= 2 && sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// Lower is better for every metric except throughput.

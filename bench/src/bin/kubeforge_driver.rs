@@ -157,6 +157,8 @@ async fn main() {
         .namespace(Some(args.namespace.clone()))
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
     let workers = args.concurrency;
+    // A/B switch for the own-write skip (ControllerConfig::skip_own_writes, on by default).
+    let skip_own = std::env::var_os("BENCH_KUBEFORGE_COUNT_OWN_WRITES").is_none();
     let memcached = !args.memcached_servers.is_empty();
     let manager = if memcached {
         let config =
@@ -172,19 +174,19 @@ async fn main() {
         manager.add_watcher(watcher, BenchWatcher)
     } else if memcached && args.owned_metadata_only {
         manager.controller_customized(BenchControllerMemcachedOwnedMetadata, move |wired| {
-            wired.configure(|config| config.concurrency(workers))
+            wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
         })
     } else if memcached {
         manager.controller_customized(BenchControllerMemcached, move |wired| {
-            wired.configure(|config| config.concurrency(workers))
+            wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
         })
     } else if args.owned_metadata_only {
         manager.controller_customized(BenchControllerOwnedMetadata, move |wired| {
-            wired.configure(|config| config.concurrency(workers))
+            wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
         })
     } else {
         manager.controller_customized(BenchController, move |wired| {
-            wired.configure(|config| config.concurrency(workers))
+            wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
         })
     };
     let cache = manager.cache().clone();
