@@ -58,11 +58,8 @@ impl<K> Context<K> {
     /// [`Wiring::record_write`]); its watch event is then known as this reconcile's own (see
     /// [`ControllerConfig::skip_own_writes`](super::ControllerConfig::skip_own_writes)).
     pub fn record_write<C: Resource + 'static>(&self, written: &C) {
-        let writer = crate::writes::Writer {
-            controller: Arc::clone(&self.controller),
-            key: self.key.clone(),
-        };
-        self.wiring.record_write_by(written, writer);
+        let writer = crate::writes::Writer::new(&self.controller, &self.key);
+        self.wiring.record_write_by(written, Some(writer));
     }
 
     /// The key being reconciled.

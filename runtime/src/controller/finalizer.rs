@@ -226,6 +226,10 @@ async fn patch_metadata<K: Kind>(
     writer: Option<Writer>,
 ) -> Result<K, kube::Error> {
     let name = obj.meta().name.as_deref().unwrap_or_default();
+    // A reconcile's own write: versions watched before its answer may be it.
+    let _flight = writer
+        .as_ref()
+        .map(|_| wiring.flight(crate::ObjectKey::of(obj)));
     let patch: json_patch::Patch =
         serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
     let updated = api
@@ -233,10 +237,7 @@ async fn patch_metadata<K: Kind>(
         .await?;
     let mut patched = obj.clone();
     *patched.meta_mut() = updated.metadata;
-    match writer {
-        Some(writer) => wiring.record_write_by(&patched, writer),
-        None => wiring.record_write(&patched),
-    }
+    wiring.record_write_by(&patched, writer);
     Ok(patched)
 }
 

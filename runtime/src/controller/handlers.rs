@@ -110,16 +110,17 @@ impl OwnEvents {
             return Whose::Other;
         }
         let meta = new.meta();
-        let (Some(rv), Some(uid)) = (meta.resource_version.clone(), meta.uid.clone()) else {
+        let (Some(rv), Some(uid)) = (meta.resource_version.as_deref(), meta.uid.as_deref()) else {
             return Whose::Other;
         };
-        if let Some(writer) = self.writes.take(&rv, &uid, &self.controller) {
+        if let Some(writer) = self.writes.take(rv, uid, &self.controller) {
             return Whose::Reconcile(writer);
         }
         let key = ObjectKey::of(new.as_ref());
         if !self.writes.in_flight(&key) {
             return Whose::Other;
         }
+        let (rv, uid) = (rv.to_owned(), uid.to_owned());
         let (writes, controller) = (Arc::clone(&self.writes), Arc::clone(&self.controller));
         Whose::Landing(Box::pin(async move {
             writes

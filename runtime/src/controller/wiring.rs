@@ -113,10 +113,10 @@ impl Wiring {
         self.writes.record(&self.cache, obj);
     }
 
-    /// Like [`Wiring::record_write`], for a write the reconcile of `writer` made: its watch
-    /// event is then known as that reconcile's own.
-    pub(crate) fn record_write_by<K: Resource + 'static>(&self, obj: &K, writer: Writer) {
-        self.writes.record_by(&self.cache, obj, Some(writer));
+    /// Like [`Wiring::record_write`], for a write the reconcile of `writer` (if known) made:
+    /// its watch event is then known as that reconcile's own.
+    pub(crate) fn record_write_by<K: Resource + 'static>(&self, obj: &K, writer: Option<Writer>) {
+        self.writes.record_by(&self.cache, obj, writer);
     }
 
     /// Opens a flight to `key` before a reconcile's write to it is sent (see

@@ -261,11 +261,7 @@ where
         f: &str,
         started: Instant,
     ) -> Option<Arc<K>> {
-        let writer = crate::writes::Writer {
-            controller: Arc::clone(&self.name),
-            key: key.clone(),
-        };
-        let _flight = self.wiring.flight(key.clone());
+        let writer = crate::writes::Writer::new(&self.name, key);
         match finalizer::add(&self.api_for(obj), &self.wiring, obj, f, Some(writer)).await {
             Ok(Some(updated)) => Some(updated),
             Ok(None) => {

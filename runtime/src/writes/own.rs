@@ -32,6 +32,15 @@ pub(crate) struct Writer {
     pub(crate) key: ObjectKey,
 }
 
+impl Writer {
+    pub(crate) fn new(controller: &Arc<str>, key: &ObjectKey) -> Self {
+        Self {
+            controller: Arc::clone(controller),
+            key: key.clone(),
+        }
+    }
+}
+
 /// Our recorded writes and the writes in flight.
 #[derive(Debug, Default)]
 pub(crate) struct OwnWrites {
@@ -166,8 +175,7 @@ impl OwnWrites {
 
     /// Whether a write to `key` is in flight.
     pub(crate) fn in_flight(&self, key: &ObjectKey) -> bool {
-        let state = self.lock();
-        !state.flights.is_empty() && state.flights.contains_key(key)
+        self.lock().flights.contains_key(key)
     }
 
     /// Like [`OwnWrites::take`], for a version watched while a write to its object (`key`) was
@@ -209,10 +217,7 @@ mod tests {
     use super::*;
 
     fn writer(controller: &str, key: &ObjectKey) -> Writer {
-        Writer {
-            controller: Arc::from(controller),
-            key: key.clone(),
-        }
+        Writer::new(&Arc::from(controller), key)
     }
 
     #[tokio::test(start_paused = true)]
