@@ -42,4 +42,13 @@ while i < len(lines):
             continue
     i += 1
 
+# Tests that reported "has been running for over 60 seconds" and never finished (the run was
+# stopped by the time guard, or hangs): name them, they are the likely cause.
+started = {m.group(1) for l in lines if (m := re.match(r"^test (\S+) has been running for over", l))}
+finished = {m.group(1) for l in lines if (m := re.match(r"^test (\S+) \.\.\. ", l))}
+unfinished = sorted(started - finished)
+if unfinished:
+    out.append("tests still running when the log ends:")
+    out.extend("    " + name for name in unfinished)
+
 print("\n".join(out) if out else "(no failing test's output found in the log)")

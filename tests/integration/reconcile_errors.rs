@@ -168,13 +168,22 @@ async fn failing_until_the_settings_exist(
         seen.iter().all(|j| j.api_code == Some(404)),
         "the apiserver's error is in the chain the policy sees: {seen:?}"
     );
-    let scrape = metrics.render(None);
+    // A failure is logged before it is counted and its retry scheduled: wait for the counts.
     let errors =
         format!("controller_runtime_reconcile_errors_total{{controller=\"{controller}\"}}");
-    assert!(sample(&scrape, &errors).unwrap_or(0.0) >= 2.0, "{scrape}");
     let retried =
         format!("kubeforge_retries_total{{controller=\"{controller}\",outcome=\"scheduled\"}}");
-    assert!(sample(&scrape, &retried).unwrap_or(0.0) >= 2.0, "{scrape}");
+    eventually(
+        "two errors counted and two retries scheduled",
+        Duration::from_secs(10),
+        async || {
+            let scrape = metrics.render(None);
+            (sample(&scrape, &errors).unwrap_or(0.0) >= 2.0
+                && sample(&scrape, &retried).unwrap_or(0.0) >= 2.0)
+                .then_some(())
+        },
+    )
+    .await;
 
     // The cause goes away: the next retry converges.
     ns.api::<ConfigMap>()
@@ -190,14 +199,17 @@ async fn failing_until_the_settings_exist(
         },
     )
     .await;
-    let scrape = metrics.render(None);
+    // The status write is visible before the reconcile that made it has returned and been
+    // counted: wait for the count.
     let succeeded = format!(
         "controller_runtime_reconcile_total{{controller=\"{controller}\",result=\"success\"}}"
     );
-    assert!(
-        sample(&scrape, &succeeded).unwrap_or(0.0) >= 1.0,
-        "{scrape}"
-    );
+    eventually(
+        "the successful reconcile to be counted",
+        Duration::from_secs(10),
+        async || (sample(&metrics.render(None), &succeeded).unwrap_or(0.0) >= 1.0).then_some(()),
+    )
+    .await;
     shutdown.cancel();
 }
 
