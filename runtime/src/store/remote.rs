@@ -1,9 +1,11 @@
 //! [`RemoteStore`]: a kind's objects kept in a [`Backend`] (memcached) as JSON, with a small
 //! in-memory index.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::Resource;
@@ -39,7 +41,9 @@ pub type Refill<K> =
 ///
 /// A read that misses a key the index holds (the backend restarted empty, or evicted it), or
 /// finds a body of another `resourceVersion` (a write that failed), refills the entry from the
-/// apiserver and writes it back: a lost entry is never taken for a deleted object. A relist that
+/// apiserver and writes it back: a lost entry is never taken for a deleted object. A read that
+/// overlaps a write of the same object (the index already has the new version, the backend not
+/// yet) waits for that write, up to a second, and reads again before it refills. A relist that
 /// removes an object whose body is lost cannot publish its `Deleted` event (there is no object to
 /// publish); it is logged.
 pub struct RemoteStore<K: Resource> {
@@ -53,6 +57,33 @@ struct Inner<K: Resource> {
     index: KeyIndex,
     refill: Refill<K>,
     refills: AtomicU64,
+    /// Objects being written (index updated, backend not yet), with the number of writes.
+    writing: Mutex<HashMap<ObjectKey, usize>>,
+    /// Woken when a write finishes.
+    written: tokio::sync::Notify,
+}
+
+/// How long a read that found a body older than the index waits for the write in flight.
+const WRITE_WAIT: Duration = Duration::from_secs(1);
+
+/// A write of one object in flight; finished when dropped.
+struct Writing<'a, K: Resource> {
+    inner: &'a Inner<K>,
+    key: ObjectKey,
+}
+
+impl<K: Resource> Drop for Writing<'_, K> {
+    fn drop(&mut self) {
+        let mut writing = self.inner.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = writing.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                writing.remove(&self.key);
+            }
+        }
+        drop(writing);
+        self.inner.written.notify_waiters();
+    }
 }
 
 impl<K: Resource> Debug for RemoteStore<K> {
@@ -81,6 +112,8 @@ where
             index: KeyIndex::default(),
             refill,
             refills: AtomicU64::new(0),
+            writing: Mutex::new(HashMap::new()),
+            written: tokio::sync::Notify::new(),
         });
         if let (Some(every), Ok(runtime)) = (
             inner.backend.key_sync_interval(),
@@ -129,13 +162,66 @@ where
         let Some(known) = self.index.resource_version(key) else {
             return Ok(None); // removed meanwhile
         };
-        if let Some(body) = body
-            && let Ok(obj) = serde_json::from_slice::<K>(&body)
-            && obj.meta().resource_version.as_deref() == Some(known.as_str())
-        {
-            return Ok(Some(Arc::new(obj)));
+        if let Some(obj) = Self::of_version(body, &known) {
+            return Ok(Some(obj));
+        }
+        // A write of this object in flight: its body is what the index knows once it lands.
+        if self.wait_written(key).await {
+            let Some(known) = self.index.resource_version(key) else {
+                return Ok(None); // removed meanwhile
+            };
+            let body = self.backend.get_many(&[self.key(key)]).await?.pop().flatten();
+            if let Some(obj) = Self::of_version(body, &known) {
+                return Ok(Some(obj));
+            }
         }
         self.refilled(key).await
+    }
+
+    /// `body` decoded, if it is of `resourceVersion` `version`.
+    fn of_version(body: Option<Vec<u8>>, version: &str) -> Option<Arc<K>> {
+        let obj = serde_json::from_slice::<K>(&body?).ok()?;
+        (obj.meta().resource_version.as_deref() == Some(version)).then(|| Arc::new(obj))
+    }
+
+    /// Marks a write of `key` in flight until the returned guard drops.
+    fn writing(&self, key: &ObjectKey) -> Writing<'_, K> {
+        *self
+            .writing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default() += 1;
+        Writing {
+            inner: self,
+            key: key.clone(),
+        }
+    }
+
+    /// Waits (up to [`WRITE_WAIT`]) until no write of `key` is in flight; whether one was.
+    async fn wait_written(&self, key: &ObjectKey) -> bool {
+        let in_flight = || {
+            self.writing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(key)
+        };
+        if !in_flight() {
+            return false;
+        }
+        let wait = async {
+            loop {
+                let written = self.written.notified();
+                tokio::pin!(written);
+                written.as_mut().enable();
+                if !in_flight() {
+                    return;
+                }
+                written.await;
+            }
+        };
+        let _ = tokio::time::timeout(WRITE_WAIT, wait).await;
+        true
     }
 
     async fn refilled(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, StoreError> {
@@ -233,6 +319,7 @@ where
         Box::pin(async move {
             let key = ObjectKey::of(obj.as_ref());
             let body = self.inner.encode(&obj)?;
+            let _writing = self.inner.writing(&key);
             let known = self.inner.index.apply(obj.meta());
             let old = if known {
                 self.inner.previous(&key).await
