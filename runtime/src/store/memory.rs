@@ -1,6 +1,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use hashbrown::HashTable;
 use kube::Resource;
 use kube::core::{Expression, Selector, SelectorExt};
 
@@ -10,21 +12,33 @@ use crate::ObjectKey;
 /// Computes the index values of an object (for example the name of the Secret it references).
 pub type Indexer<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
-/// Index value → the keys of the objects that have it. Keys are shared with `objects` (one
-/// allocation per object, however many index entries it has).
-type Postings = HashMap<String, HashSet<Arc<ObjectKey>>>;
+/// An object's place in the store's slots.
+type Id = u32;
 
-/// The default, in-memory [`Store`], with secondary indexes.
+/// Index value → the ids of the objects that have it (four bytes per entry).
+type Postings = HashMap<Box<str>, HashSet<Id>>;
+
+/// The default, in-memory [`Store`](super::Store), with secondary indexes.
 ///
 /// Reads take a shared lock; the informer's writes take an exclusive one briefly. Index upkeep
 /// is proportional to the number of labels, owners and custom index values of the object written.
+///
+/// What it keeps besides the objects themselves is small: each object sits in a slot (a
+/// pointer); the key → slot table and the index entries hold slot numbers (four bytes), not
+/// copies of names — about 25 bytes per object with the namespace index, plus four per label,
+/// owner and custom index value.
 pub struct MemoryStore<K> {
     inner: RwLock<Inner<K>>,
     indexers: Vec<(String, Indexer<K>)>,
 }
 
 struct Inner<K> {
-    objects: HashMap<Arc<ObjectKey>, Arc<K>>,
+    /// The objects, by id; `None`: a free slot (listed in `free`).
+    slots: Vec<Option<Arc<K>>>,
+    free: Vec<Id>,
+    /// Ids by the hash of their object's namespace and name.
+    by_key: HashTable<Id>,
+    hasher: RandomState,
     by_namespace: Postings,
     by_label: Postings,
     by_owner: Postings,
@@ -34,7 +48,10 @@ struct Inner<K> {
 impl<K> Default for Inner<K> {
     fn default() -> Self {
         Self {
-            objects: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            by_key: HashTable::new(),
+            hasher: RandomState::new(),
             by_namespace: HashMap::new(),
             by_label: HashMap::new(),
             by_owner: HashMap::new(),
@@ -43,10 +60,102 @@ impl<K> Default for Inner<K> {
     }
 }
 
+impl<K: Resource> Inner<K> {
+    fn hash(hasher: &RandomState, namespace: Option<&str>, name: &str) -> u64 {
+        hasher.hash_one((namespace, name))
+    }
+
+    fn object(slots: &[Option<Arc<K>>], id: Id) -> Option<&Arc<K>> {
+        slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn is(obj: &K, namespace: Option<&str>, name: &str) -> bool {
+        let meta = obj.meta();
+        meta.name.as_deref().unwrap_or_default() == name && meta.namespace.as_deref() == namespace
+    }
+
+    /// The id of the object with this namespace and name.
+    fn find(&self, namespace: Option<&str>, name: &str) -> Option<Id> {
+        let hash = Self::hash(&self.hasher, namespace, name);
+        self.by_key
+            .find(hash, |&id| {
+                Self::object(&self.slots, id).is_some_and(|o| Self::is(o, namespace, name))
+            })
+            .copied()
+    }
+
+    fn find_key(&self, key: &ObjectKey) -> Option<Id> {
+        self.find(key.namespace.as_deref(), &key.name)
+    }
+
+    /// Puts a new object (no object with its key is stored) in a slot; returns its id.
+    fn insert(&mut self, obj: Arc<K>) -> Id {
+        let meta = obj.meta();
+        let hash = Self::hash(
+            &self.hasher,
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        let id = match self.free.pop() {
+            Some(id) => {
+                if let Some(slot) = self.slots.get_mut(id as usize) {
+                    *slot = Some(obj);
+                }
+                id
+            }
+            None => {
+                // More than four billion objects of one kind do not fit in memory anyway.
+                let id = Id::try_from(self.slots.len()).unwrap_or(Id::MAX);
+                self.slots.push(Some(obj));
+                id
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.by_key.insert_unique(hash, id, |&id| {
+            Self::object(slots, id).map_or(0, |o| {
+                let meta = o.meta();
+                Self::hash(
+                    hasher,
+                    meta.namespace.as_deref(),
+                    meta.name.as_deref().unwrap_or_default(),
+                )
+            })
+        });
+        id
+    }
+
+    /// Takes the object with this key out of its slot.
+    fn remove(&mut self, key: &ObjectKey) -> Option<(Id, Arc<K>)> {
+        let (namespace, name) = (key.namespace.as_deref(), key.name.as_str());
+        let hash = Self::hash(&self.hasher, namespace, name);
+        let slots = &self.slots;
+        let entry = self
+            .by_key
+            .find_entry(hash, |&id| {
+                Self::object(slots, id).is_some_and(|o| Self::is(o, namespace, name))
+            })
+            .ok()?;
+        let (id, _) = entry.remove();
+        let obj = self.slots.get_mut(id as usize)?.take()?;
+        self.free.push(id);
+        Some((id, obj))
+    }
+
+    fn objects(&self) -> impl Iterator<Item = &Arc<K>> {
+        self.slots.iter().flatten()
+    }
+
+    fn collect<'a>(&self, ids: impl IntoIterator<Item = &'a Id>) -> Vec<Arc<K>> {
+        ids.into_iter()
+            .filter_map(|&id| Self::object(&self.slots, id).cloned())
+            .collect()
+    }
+}
+
 impl<K> std::fmt::Debug for MemoryStore<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("len", &self.read().objects.len())
+            .field("len", &self.read().by_key.len())
             .field(
                 "indexers",
                 &self.indexers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -82,8 +191,8 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
         }
     }
 
-    /// Adds a named index; [`Store::by_index`] queries it. Register indexers before the store is
-    /// filled: objects already cached are not re-indexed.
+    /// Adds a named index; [`Store::by_index`](super::Store::by_index) queries it. Register
+    /// indexers before the store is filled: objects already cached are not re-indexed.
     ///
     /// # Examples
     ///
@@ -127,61 +236,79 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
         }
     }
 
-    fn unindex(inner: &mut Inner<K>, key: &ObjectKey, entries: Entries) {
-        fn remove(postings: &mut Postings, value: &str, key: &ObjectKey) {
+    fn unindex(inner: &mut Inner<K>, id: Id, entries: Entries) {
+        fn remove(postings: &mut Postings, value: &str, id: Id) {
             if let Some(set) = postings.get_mut(value) {
-                set.remove(key);
+                set.remove(&id);
                 if set.is_empty() {
                     postings.remove(value);
+                } else if set.capacity() > set.len() * 4 + 16 {
+                    set.shrink_to(set.len() * 2);
                 }
             }
         }
         if let Some(ns) = &entries.namespace {
-            remove(&mut inner.by_namespace, ns, key);
+            remove(&mut inner.by_namespace, ns, id);
         }
         for l in &entries.labels {
-            remove(&mut inner.by_label, l, key);
+            remove(&mut inner.by_label, l, id);
         }
         for o in &entries.owners {
-            remove(&mut inner.by_owner, o, key);
+            remove(&mut inner.by_owner, o, id);
         }
         for (name, values) in &entries.custom {
             if let Some(postings) = inner.custom.get_mut(name) {
                 for v in values {
-                    remove(postings, v, key);
+                    remove(postings, v, id);
                 }
             }
         }
     }
 
-    fn index(inner: &mut Inner<K>, key: &Arc<ObjectKey>, entries: Entries) {
-        fn add(postings: &mut Postings, value: String, key: &Arc<ObjectKey>) {
-            postings.entry(value).or_default().insert(Arc::clone(key));
+    fn index(inner: &mut Inner<K>, id: Id, entries: Entries) {
+        fn add(postings: &mut Postings, value: String, id: Id) {
+            postings.entry(value.into()).or_default().insert(id);
         }
         if let Some(ns) = entries.namespace {
-            add(&mut inner.by_namespace, ns, key);
+            add(&mut inner.by_namespace, ns, id);
         }
         for l in entries.labels {
-            add(&mut inner.by_label, l, key);
+            add(&mut inner.by_label, l, id);
         }
         for o in entries.owners {
-            add(&mut inner.by_owner, o, key);
+            add(&mut inner.by_owner, o, id);
         }
         for (name, values) in entries.custom {
             let postings = inner.custom.entry(name).or_default();
             for v in values {
-                add(postings, v, key);
+                add(postings, v, id);
             }
         }
     }
 
-    fn collect<'a>(
-        inner: &Inner<K>,
-        keys: impl IntoIterator<Item = &'a Arc<ObjectKey>>,
-    ) -> Vec<Arc<K>> {
-        keys.into_iter()
-            .filter_map(|k| inner.objects.get(k).cloned())
-            .collect()
+    /// Puts `obj` into `inner`, indexed; returns the object it replaced.
+    fn put(&self, inner: &mut Inner<K>, obj: Arc<K>) -> Option<Arc<K>> {
+        let new_entries = self.index_entries(&obj);
+        let meta = obj.meta();
+        let existing = inner.find(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        let (id, previous) = match existing {
+            Some(id) => {
+                let previous = inner
+                    .slots
+                    .get_mut(id as usize)
+                    .and_then(|slot| slot.replace(obj));
+                if let Some(old) = &previous {
+                    Self::unindex(inner, id, self.index_entries(old));
+                }
+                (id, previous)
+            }
+            None => (inner.insert(obj), None),
+        };
+        Self::index(inner, id, new_entries);
+        previous
     }
 }
 
@@ -203,24 +330,26 @@ fn labels_of<K: Resource>(obj: &K) -> &BTreeMap<String, String> {
 
 impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
     fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
-        self.read().objects.get(key).cloned()
+        let inner = self.read();
+        let id = inner.find_key(key)?;
+        Inner::object(&inner.slots, id).cloned()
     }
 
     fn list(&self) -> Vec<Arc<K>> {
-        self.read().objects.values().cloned().collect()
+        self.read().objects().cloned().collect()
     }
 
     fn list_selected(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
         let inner = self.read();
         // Narrow the candidates with the smallest posting list among the namespace and the
         // selector's equality requirements, then check the full selector on each candidate.
-        let mut postings: Vec<Option<&HashSet<Arc<ObjectKey>>>> = Vec::new();
+        let mut postings: Vec<Option<&HashSet<Id>>> = Vec::new();
         if let Some(ns) = namespace {
             postings.push(inner.by_namespace.get(ns));
         }
         for expr in selector.clone() {
             if let Expression::Equal(k, v) = &expr {
-                postings.push(inner.by_label.get(&label_posting(k, v)));
+                postings.push(inner.by_label.get(label_posting(k, v).as_str()));
             }
         }
         if postings.iter().any(Option::is_none) {
@@ -232,16 +361,8 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
                 && selector.matches(labels_of(obj.as_ref()))
         };
         match candidates {
-            Some(keys) => Self::collect(&inner, keys)
-                .into_iter()
-                .filter(matches)
-                .collect(),
-            None => inner
-                .objects
-                .values()
-                .filter(|o| matches(o))
-                .cloned()
-                .collect(),
+            Some(ids) => inner.collect(ids).into_iter().filter(matches).collect(),
+            None => inner.objects().filter(|o| matches(o)).cloned().collect(),
         }
     }
 
@@ -250,7 +371,7 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
         inner
             .by_owner
             .get(owner_uid)
-            .map(|keys| Self::collect(&inner, keys))
+            .map(|ids| inner.collect(ids))
             .unwrap_or_default()
     }
 
@@ -260,53 +381,47 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
             .custom
             .get(index)
             .and_then(|postings| postings.get(value))
-            .map(|keys| Self::collect(&inner, keys))
+            .map(|ids| inner.collect(ids))
             .unwrap_or_default()
     }
 
     fn len(&self) -> usize {
-        self.read().objects.len()
+        self.read().by_key.len()
     }
 
     fn apply(&self, obj: Arc<K>) -> Option<Arc<K>> {
-        let key = ObjectKey::of(obj.as_ref());
-        let new_entries = self.index_entries(&obj);
         let mut inner = self.write();
-        let key = match inner.objects.get_key_value(&key) {
-            Some((shared, _)) => Arc::clone(shared),
-            None => Arc::new(key),
-        };
-        let previous = inner.objects.insert(Arc::clone(&key), obj);
-        if let Some(old) = &previous {
-            let old_entries = self.index_entries(old);
-            Self::unindex(&mut inner, &key, old_entries);
-        }
-        Self::index(&mut inner, &key, new_entries);
-        previous
+        self.put(&mut *inner, obj)
     }
 
     fn delete(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let mut inner = self.write();
-        let old = inner.objects.remove(key)?;
+        let (id, old) = inner.remove(key)?;
         let entries = self.index_entries(&old);
-        Self::unindex(&mut inner, key, entries);
+        Self::unindex(&mut inner, id, entries);
         Some(old)
     }
 
     fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
         let mut fresh = Inner::default();
+        fresh.slots.reserve_exact(objects.len());
         for obj in objects {
-            let key = Arc::new(ObjectKey::of(obj.as_ref()));
-            let entries = self.index_entries(&obj);
-            Self::index(&mut fresh, &key, entries);
-            fresh.objects.insert(key, obj);
+            self.put(&mut fresh, obj);
         }
         let mut inner = self.write();
         let old = std::mem::replace(&mut *inner, fresh);
-        old.objects
+        old.slots
             .into_iter()
-            .filter(|(k, _)| !inner.objects.contains_key(k))
-            .map(|(_, v)| v)
+            .flatten()
+            .filter(|o| {
+                let meta = o.meta();
+                inner
+                    .find(
+                        meta.namespace.as_deref(),
+                        meta.name.as_deref().unwrap_or_default(),
+                    )
+                    .is_none()
+            })
             .collect()
     }
 }
@@ -410,6 +525,46 @@ mod tests {
         let removed = store.replace(vec![cm("a", "keep", &[], None), cm("a", "new", &[], None)]);
         assert_eq!(names(removed), ["gone"]);
         assert_eq!(names(store.list()), ["keep", "new"]);
+    }
+
+    #[test]
+    fn freed_slots_should_be_reused_without_mixing_objects_up() {
+        let store = MemoryStore::new();
+        for i in 0..100 {
+            let ns = if i % 2 == 0 { "a" } else { "b" };
+            store.apply(cm(ns, &format!("o{i}"), &[("n", &i.to_string())], None));
+        }
+        for i in (0..100).step_by(3) {
+            let ns = if i % 2 == 0 { "a" } else { "b" };
+            assert!(
+                store
+                    .delete(&ObjectKey::namespaced(ns, format!("o{i}")))
+                    .is_some()
+            );
+        }
+        // New objects take the freed slots; a name in the other namespace is another object.
+        for i in 0..34 {
+            store.apply(cm("c", &format!("o{i}"), &[("n", "new")], Some("owner")));
+        }
+        assert_eq!(store.len(), 100 - 34 + 34);
+        assert_eq!(store.owned_by("owner").len(), 34);
+        let new: Selector = [("n", "new")].into_iter().collect();
+        assert_eq!(store.list_selected(Some("c"), &new).len(), 34);
+        assert!(store.list_selected(Some("a"), &new).is_empty());
+        for i in 0..100 {
+            let ns = if i % 2 == 0 { "a" } else { "b" };
+            let got = store.get(&ObjectKey::namespaced(ns, format!("o{i}")));
+            if i % 3 == 0 {
+                assert!(got.is_none(), "o{i} was deleted");
+            } else {
+                let got = got.unwrap();
+                assert_eq!(got.metadata.namespace.as_deref(), Some(ns));
+                assert_eq!(got.metadata.labels.as_ref().unwrap()["n"], i.to_string());
+            }
+        }
+        let mine: Selector = [("n", "4")].into_iter().collect();
+        assert_eq!(names(store.list_selected(Some("a"), &mine)), ["o4"]);
+        assert_eq!(store.list().len(), 100);
     }
 
     #[test]

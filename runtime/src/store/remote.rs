@@ -170,7 +170,12 @@ where
             let Some(known) = self.index.resource_version(key) else {
                 return Ok(None); // removed meanwhile
             };
-            let body = self.backend.get_many(&[self.key(key)]).await?.pop().flatten();
+            let body = self
+                .backend
+                .get_many(&[self.key(key)])
+                .await?
+                .pop()
+                .flatten();
             if let Some(obj) = Self::of_version(body, &known) {
                 return Ok(Some(obj));
             }

@@ -9,6 +9,7 @@
 //! controller's event sources ask it before they queue the writer's key again (see
 //! [`ControllerConfig::skip_own_writes`](crate::controller::ControllerConfig::skip_own_writes)).
 
+mod expiry;
 mod own;
 
 pub(crate) use own::{Flight, OwnWrites, Writer};
@@ -41,8 +42,16 @@ pub(crate) struct WriteTracker {
 #[derive(Debug, Default)]
 struct Pending {
     writes: HashMap<(TypeId, ObjectKey), (String, Instant)>,
-    /// Prune stale entries when `writes` grows past this.
-    prune_at: usize,
+    pruning: expiry::Pruning,
+}
+
+impl Pending {
+    /// Forgets the writes older than [`FORGET_AFTER`], if a pruning is due.
+    fn prune(&mut self, now: Instant) {
+        self.pruning.prune(&mut self.writes, now, |(_, at)| {
+            now.duration_since(*at) >= FORGET_AFTER
+        });
+    }
 }
 
 impl WriteTracker {
@@ -55,12 +64,7 @@ impl WriteTracker {
         let now = Instant::now();
         let mut pending = self.lock();
         pending.writes.insert((kind, key), (resource_version, now));
-        if pending.writes.len() > pending.prune_at {
-            pending
-                .writes
-                .retain(|_, (_, at)| now.duration_since(*at) < FORGET_AFTER);
-            pending.prune_at = (pending.writes.len() * 2).max(1024);
-        }
+        pending.prune(now);
     }
 
     /// Records that this process wrote `obj` (as returned by the apiserver): until an informer of
@@ -137,6 +141,7 @@ impl WriteTracker {
         if pending.writes.is_empty() {
             return;
         }
+        pending.prune(Instant::now());
         let id = (kind, key.clone());
         let caught_up = match (pending.writes.get(&id), resource_version) {
             (None, _) => false,

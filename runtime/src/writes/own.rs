@@ -21,9 +21,10 @@ use tokio::time::Instant;
 
 use crate::ObjectKey;
 
-/// How long a write whose watch event never came is remembered (a kind no source watches, a
-/// version folded into a relist).
-const FORGET_AFTER: Duration = Duration::from_secs(60);
+/// How long a write whose watch event never came is remembered (a no-op apply, a kind no source
+/// watches, a version folded into a relist). A watch event normally follows its write within
+/// milliseconds; one later than this is queued as anyone's (an extra reconcile, never a lost one).
+const FORGET_AFTER: Duration = Duration::from_secs(15);
 
 /// Who made a write: the controller and the key whose reconcile made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,8 +55,7 @@ struct State {
     /// By the resourceVersion a write produced (unique per write: the apiserver takes it from
     /// etcd's revision); the uid is checked too.
     writes: HashMap<String, Written>,
-    /// Prune stale entries when `writes` grows past this.
-    prune_at: usize,
+    pruning: super::expiry::Pruning,
     /// Objects with a write in flight, and the versions their informers delivered meanwhile.
     flights: HashMap<ObjectKey, InFlight>,
 }
@@ -74,6 +74,15 @@ struct InFlight {
     writes: usize,
     /// `(uid, resourceVersion)` of the versions watched while in flight.
     watched: Vec<(String, String)>,
+}
+
+impl State {
+    /// Forgets the writes older than [`FORGET_AFTER`], if a pruning is due.
+    fn prune(&mut self, now: Instant) {
+        self.pruning.prune(&mut self.writes, now, |w| {
+            now.duration_since(w.at) >= FORGET_AFTER
+        });
+    }
 }
 
 /// A write to one object between its request and its recorded answer; lands when dropped.
@@ -129,12 +138,7 @@ impl OwnWrites {
                 live,
             },
         );
-        if state.writes.len() > state.prune_at {
-            state
-                .writes
-                .retain(|_, w| now.duration_since(w.at) < FORGET_AFTER);
-            state.prune_at = (state.writes.len() * 2).max(1024);
-        }
+        state.prune(now);
         drop(state);
         self.landed.notify_waiters();
     }
@@ -151,6 +155,9 @@ impl OwnWrites {
     /// An informer applied version `rv` of object `uid` (`key`) from its watch.
     pub(crate) fn watched(&self, key: &ObjectKey, rv: &str, uid: &str) {
         let mut state = self.lock();
+        if !state.writes.is_empty() {
+            state.prune(Instant::now());
+        }
         if let Some(written) = state.writes.get_mut(rv)
             && written.uid == uid
         {
