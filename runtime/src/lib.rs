@@ -120,6 +120,7 @@ pub mod informer;
 mod key;
 pub mod leader;
 pub mod manager;
+pub mod memory;
 pub mod metrics;
 pub mod queue;
 pub mod rbac;

@@ -195,6 +195,7 @@ where
             }
         };
         self.metric(result, took);
+        crate::memory::reconciled();
         let error = error.as_deref();
         if let Scheduled::Exhausted(attempts) = self.retries.next(next, key, error) {
             self.exhausted(obj, attempts, error);

@@ -50,6 +50,7 @@
 
 mod backoff;
 mod fanout;
+mod managed_fields;
 mod outage;
 
 use std::collections::HashMap;
@@ -568,7 +569,11 @@ where
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let url = self.api.resource_url().to_owned();
         let (answers, mut answered) = watch::channel(0_u64);
-        let client = answering(self.api.clone().into_client(), answers);
+        let client = answering(
+            self.api.clone().into_client(),
+            answers,
+            self.config.keep_managed_fields,
+        );
         let mut listing = Listing::default();
         let mut stream = self.stream(&client, listing.lenient);
         let mut resync = self.config.resync.map(|every| {
@@ -765,6 +770,8 @@ where
         }
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
         self.synced.send_replace(true);
+        // The list's buffers are free now: give them back once the lists have settled.
+        crate::memory::listed();
     }
 
     /// One object of a (re)list: gathered, or for a store that streams lists applied at once
@@ -1069,17 +1076,27 @@ impl Watching {
 /// `client`, reporting each successful response to `answered` (a list page, a watch the
 /// apiserver accepted): how the informer knows that a watch resumed after a failure, which
 /// kube's watcher only shows with the watch's first event.
-fn answering(client: kube::Client, answered: watch::Sender<u64>) -> kube::Client {
+///
+/// Unless `keep_managed_fields`, the responses' objects lose their `managedFields` before they
+/// are decoded (see `managed_fields.rs`).
+fn answering(
+    client: kube::Client,
+    answered: watch::Sender<u64>,
+    keep_managed_fields: bool,
+) -> kube::Client {
     let default_namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
         let client = client.clone();
         let answered = answered.clone();
         async move {
             let response = client.send(request).await?;
-            if response.status().is_success() {
+            let success = response.status().is_success();
+            if success {
                 answered.send_modify(|n| *n = n.wrapping_add(1));
             }
-            Ok::<_, kube::Error>(response)
+            // Only successful answers are objects (an error's body is passed on as it came).
+            let filter = success && !keep_managed_fields;
+            Ok::<_, kube::Error>(response.map(|body| managed_fields::Filtered::new(body, filter)))
         }
     });
     kube::Client::new(service, default_namespace)
