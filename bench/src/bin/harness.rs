@@ -507,7 +507,8 @@ async fn converged(store: &Reader<Bench>, n: usize, value: i64, since: Instant) 
 
 /// Waits until the process used less than 1 % of a core over half a second (at most a minute).
 async fn wait_idle(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // Long enough for the start-up reconciles of 50,000 objects (about two minutes here).
+    let deadline = Instant::now() + Duration::from_secs(300);
     let mut last = cpu_seconds(pid);
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -800,6 +801,15 @@ async fn main() {
                     // what the process holds, without what the allocator keeps.
                     wait_idle(process.child.id()).await;
                     tokio::time::sleep(Duration::from_millis(1500)).await;
+                    // Resident memory once idle: the steady state of an operator that synced.
+                    record(
+                        &mut results,
+                        &scenario,
+                        "rss when idle",
+                        "MiB",
+                        driver,
+                        rss_mib(process.child.id()),
+                    );
                     let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
                     record(
                         &mut results,
@@ -844,6 +854,12 @@ fn cost_curves(results: &mut Results, sizes: &[usize]) {
                 "rss after sync",
                 "bytes/object",
                 "rss per object",
+                1024.0 * 1024.0,
+            ),
+            (
+                "rss when idle",
+                "bytes/object",
+                "rss when idle per object",
                 1024.0 * 1024.0,
             ),
             (
@@ -927,8 +943,16 @@ fn report(results: &Results, out: Option<&PathBuf>) {
         "kubeforge-watcher",
         "kubeforge-memcached",
     ];
+    // Drivers of other names (an A/B's second kubeforge binary, `--driver kubeforge-b=PATH`)
+    // get a column each after these.
+    let extras: std::collections::BTreeSet<&str> = results
+        .values()
+        .flat_map(|by_driver| by_driver.keys())
+        .map(String::as_str)
+        .filter(|d| !columns.contains(d))
+        .collect();
     println!(
-        "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}",
+        "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}{}",
         "scenario",
         "metric",
         "unit",
@@ -938,7 +962,11 @@ fn report(results: &Results, out: Option<&PathBuf>) {
         "raw",
         "kubeforge/best",
         "kubeforge-watcher",
-        "kubeforge-memcached"
+        "kubeforge-memcached",
+        extras
+            .iter()
+            .map(|d| format!(" {d:>19}"))
+            .collect::<String>()
     );
     let mut rows = Vec::new();
     for ((scenario, metric, unit), by_driver) in results {
@@ -959,7 +987,7 @@ fn report(results: &Results, out: Option<&PathBuf>) {
                 .map_or("-".to_owned(), |x| format!("{x:.3}"))
         };
         println!(
-            "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}",
+            "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}{}",
             scenario,
             metric,
             unit,
@@ -969,7 +997,11 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             cell(m(columns[3])),
             cell(ratio),
             cell(m(columns[4])),
-            cell(m(columns[5]))
+            cell(m(columns[5])),
+            extras
+                .iter()
+                .map(|d| format!(" {:>19}", cell(m(d))))
+                .collect::<String>()
         );
         rows.push(json!({
             "scenario": scenario, "metric": metric, "unit": unit,
@@ -977,6 +1009,7 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             "controller_runtime": m("controller-runtime"), "raw": m("raw"),
             "kubeforge_watcher": m("kubeforge-watcher"),
             "kubeforge_memcached": m("kubeforge-memcached"),
+            "others": extras.iter().map(|d| (d.to_string(), json!(m(d)))).collect::<serde_json::Map<_, _>>(),
         }));
     }
     if let Some(path) = out {
