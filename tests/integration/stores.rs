@@ -279,9 +279,9 @@ async fn operators_with_different_shard_keys_should_see_only_their_own_entries()
     assert!(a_widgets.get(&key).await.unwrap().is_some());
     assert!(b_widgets.get(&key).await.unwrap().is_some());
     assert_eq!(a_widgets.refills(), a_before, "a's entry was not touched");
-    assert_eq!(
-        b_widgets.refills(),
-        b_before + 1,
+    // (b's own reconciles may read the damaged entry too, and refill it as well.)
+    assert!(
+        b_widgets.refills() > b_before,
         "b refilled its damaged entry"
     );
     a.stop().await;
