@@ -11,8 +11,8 @@
 //!
 //! So when informers finish a (re)list, or controllers a burst of [`BURST`] reconciles,
 //! kubeforge asks glibc to return the free pages of every arena (`malloc_trim(0)`): once things
-//! have settled (no other list finished, no reconcile ran, within [`SETTLE`]), on a blocking thread (the call walks every arena: a few milliseconds per 100 MiB
-//! of heap). Live memory is untouched; what the allocator would reuse it takes back from the
+//! have settled (no other list finished, no reconcile ran, within [`SETTLE`]), on a blocking
+//! thread (the call walks every arena: a few milliseconds per 100 MiB of heap). Live memory is untouched; what the allocator would reuse it takes back from the
 //! system when needed. Elsewhere than on glibc (musl, macOS) this does nothing: those allocators
 //! give memory back by themselves.
 //!
@@ -22,15 +22,25 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// How long after the last (re)list finished the memory is given back.
+/// How long lists and reconciles must have stopped before the memory is given back.
 pub const SETTLE: Duration = Duration::from_secs(2);
 
-static ENABLED: AtomicBool = AtomicBool::new(true);
-/// Counts finished lists: a scheduled release runs only if no list finished after it.
-static LISTS: AtomicU64 = AtomicU64::new(0);
+/// Reconciles in a burst after which the memory the burst freed is given back once the
+/// controllers have settled: an operator's start-up reconciles every cached object, and what
+/// those reconciles allocated and freed (requests, answers, records of their writes) stays
+/// resident otherwise. A finished (re)list counts as a whole burst.
+pub const BURST: u64 = 1_000;
 
-/// Whether the memory freed by informers' (re)lists is given back to the operating system
-/// (default `true`; see the [module documentation](self)). Process-wide.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+/// Work done in this process: one per reconcile, [`BURST`] per (re)list.
+static WORK: AtomicU64 = AtomicU64::new(0);
+/// `WORK` when the last release was made.
+static RELEASED_AT: AtomicU64 = AtomicU64::new(0);
+/// A task waits for the work to settle.
+static SETTLING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the memory freed by informers' (re)lists and bursts of reconciles is given back to
+/// the operating system (default `true`; see the [module documentation](self)). Process-wide.
 ///
 /// # Examples
 ///
@@ -48,24 +58,21 @@ pub fn release() -> bool {
     imp::release()
 }
 
-/// Reconciles in a burst after which the memory the burst freed is given back once the
-/// controllers have settled (no reconcile for [`SETTLE`]): an operator's start-up reconciles
-/// every cached object, and what those reconciles allocated and freed (requests, answers,
-/// records of their writes) stays resident otherwise.
-pub const BURST: u64 = 1_000;
+/// An informer finished a (re)list.
+pub(crate) fn listed() {
+    worked(BURST);
+}
 
-/// Reconciles done in this process.
-static RECONCILES: AtomicU64 = AtomicU64::new(0);
-/// `RECONCILES` when the last release after a burst was scheduled.
-static RELEASED_AT: AtomicU64 = AtomicU64::new(0);
-/// A task waits for the controllers to settle.
-static SETTLING: AtomicBool = AtomicBool::new(false);
-
-/// A reconcile finished: after a burst of [`BURST`] of them, release the freed memory once
-/// reconciles have stopped for [`SETTLE`].
+/// A controller finished a reconcile.
 pub(crate) fn reconciled() {
-    let n = RECONCILES.fetch_add(1, Ordering::Relaxed) + 1;
-    if n.saturating_sub(RELEASED_AT.load(Ordering::Relaxed)) < BURST
+    worked(1);
+}
+
+/// Counts `amount` of work; once a [`BURST`] has been done since the last release, releases the
+/// freed memory after the work has stopped for [`SETTLE`] (one waiting task at a time).
+fn worked(amount: u64) {
+    let done = WORK.fetch_add(amount, Ordering::Relaxed) + amount;
+    if done.saturating_sub(RELEASED_AT.load(Ordering::Relaxed)) < BURST
         || !ENABLED.load(Ordering::Relaxed)
         || SETTLING.swap(true, Ordering::AcqRel)
     {
@@ -76,7 +83,7 @@ pub(crate) fn reconciled() {
         return;
     };
     runtime.spawn(async {
-        // Lets another burst schedule a release if this task is dropped (its runtime ends).
+        // Lets later work schedule a release if this task is dropped (its runtime ends).
         struct Settled;
         impl Drop for Settled {
             fn drop(&mut self) {
@@ -85,38 +92,18 @@ pub(crate) fn reconciled() {
         }
         let _settled = Settled;
         loop {
-            let before = RECONCILES.load(Ordering::Relaxed);
+            let before = WORK.load(Ordering::Relaxed);
             tokio::time::sleep(SETTLE).await;
-            let after = RECONCILES.load(Ordering::Relaxed);
-            if after == before {
-                RELEASED_AT.store(after, Ordering::Relaxed);
+            if WORK.load(Ordering::Relaxed) == before {
+                RELEASED_AT.store(before, Ordering::Relaxed);
                 break;
             }
         }
-        let released = tokio::task::spawn_blocking(release).await.unwrap_or(false);
-        tracing::debug!(
-            released,
-            "gave the memory freed by a burst of reconciles back to the system"
-        );
-    });
-}
-
-/// An informer finished a (re)list: release the freed memory once lists have settled.
-pub(crate) fn listed() {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return;
-    }
-    let this = LISTS.fetch_add(1, Ordering::Relaxed) + 1;
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        tokio::time::sleep(SETTLE).await;
-        if LISTS.load(Ordering::Relaxed) == this && ENABLED.load(Ordering::Relaxed) {
+        if ENABLED.load(Ordering::Relaxed) {
             let released = tokio::task::spawn_blocking(release).await.unwrap_or(false);
             tracing::debug!(
                 released,
-                "gave the memory freed by the informers' lists back to the system"
+                "gave the memory freed by lists and reconciles back to the system"
             );
         }
     });

@@ -65,6 +65,16 @@ impl<K: Resource> Inner<K> {
         hasher.hash_one((namespace, name))
     }
 
+    /// The hash of an object's own namespace and name.
+    fn hash_of(hasher: &RandomState, obj: &K) -> u64 {
+        let meta = obj.meta();
+        Self::hash(
+            hasher,
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
     fn object(slots: &[Option<Arc<K>>], id: Id) -> Option<&Arc<K>> {
         slots.get(id as usize).and_then(Option::as_ref)
     }
@@ -84,18 +94,22 @@ impl<K: Resource> Inner<K> {
             .copied()
     }
 
+    /// The id of the stored object with `obj`'s namespace and name.
+    fn find_object(&self, obj: &K) -> Option<Id> {
+        let meta = obj.meta();
+        self.find(
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
     fn find_key(&self, key: &ObjectKey) -> Option<Id> {
         self.find(key.namespace.as_deref(), &key.name)
     }
 
     /// Puts a new object (no object with its key is stored) in a slot; returns its id.
     fn insert(&mut self, obj: Arc<K>) -> Id {
-        let meta = obj.meta();
-        let hash = Self::hash(
-            &self.hasher,
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        );
+        let hash = Self::hash_of(&self.hasher, &obj);
         let id = match self.free.pop() {
             Some(id) => {
                 if let Some(slot) = self.slots.get_mut(id as usize) {
@@ -112,14 +126,7 @@ impl<K: Resource> Inner<K> {
         };
         let (slots, hasher) = (&self.slots, &self.hasher);
         self.by_key.insert_unique(hash, id, |&id| {
-            Self::object(slots, id).map_or(0, |o| {
-                let meta = o.meta();
-                Self::hash(
-                    hasher,
-                    meta.namespace.as_deref(),
-                    meta.name.as_deref().unwrap_or_default(),
-                )
-            })
+            Self::object(slots, id).map_or(0, |o| Self::hash_of(hasher, o))
         });
         id
     }
@@ -289,12 +296,7 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
     /// Puts `obj` into `inner`, indexed; returns the object it replaced.
     fn put(&self, inner: &mut Inner<K>, obj: Arc<K>) -> Option<Arc<K>> {
         let new_entries = self.index_entries(&obj);
-        let meta = obj.meta();
-        let existing = inner.find(
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        );
-        let (id, previous) = match existing {
+        let (id, previous) = match inner.find_object(&obj) {
             Some(id) => {
                 let previous = inner
                     .slots
@@ -413,15 +415,7 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
         old.slots
             .into_iter()
             .flatten()
-            .filter(|o| {
-                let meta = o.meta();
-                inner
-                    .find(
-                        meta.namespace.as_deref(),
-                        meta.name.as_deref().unwrap_or_default(),
-                    )
-                    .is_none()
-            })
+            .filter(|o| inner.find_object(o).is_none())
             .collect()
     }
 }
