@@ -121,3 +121,81 @@ async fn informer_should_resync_and_replay_for_late_subscribers() {
     );
     shutdown.cancel();
 }
+
+/// The skeleton store streams lists (each object cut to its bones as it arrives, never a whole
+/// list of full objects at once). A key it holds that the list no longer has (an object deleted
+/// while nobody watched) must still be removed and announced at the end of the list, and the
+/// listed objects announced as they arrive.
+#[tokio::test]
+async fn a_skeleton_informer_should_stream_its_list_and_announce_what_the_list_lacks() {
+    use kube::core::PartialObjectMeta;
+    use kubeforge::store::{LocalStore, SkeletonStore, Store};
+    const ROOT_CA: &str = "kube-root-ca.crt";
+
+    let ns = TestNamespace::new().await.unwrap();
+    let api = ns.api::<ConfigMap>();
+    for name in ["kept-1", "kept-2"] {
+        api.create(&PostParams::default(), &configmap(name, &[("a", "1")]))
+            .await
+            .unwrap();
+    }
+    let store = SkeletonStore::<ConfigMap>::new();
+    assert!(LocalStore::streams_lists(&store));
+    // What the store remembers of an object that was deleted while it was not watching.
+    LocalStore::apply(
+        &store,
+        Arc::new(PartialObjectMeta {
+            metadata: kube::api::ObjectMeta {
+                name: Some("gone".into()),
+                namespace: Some(ns.name().to_owned()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }),
+    );
+    let store: Arc<dyn Store<PartialObjectMeta<ConfigMap>>> = Arc::new(store);
+    let informer = Arc::new(Informer::with_store(
+        ns.api::<PartialObjectMeta<ConfigMap>>(),
+        InformerConfig::default(),
+        store,
+    ));
+    let mut events = informer.subscribe();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(informer.clone().run(shutdown.clone()));
+    tokio::time::timeout(Duration::from_secs(30), informer.wait_for_sync())
+        .await
+        .expect("synced");
+
+    let (mut applied, mut deleted) = (Vec::new(), Vec::new());
+    while applied.len() < 2 || deleted.is_empty() {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("an event within 30 s")
+            .expect("the informer is running");
+        match event {
+            // Every namespace has its `kube-root-ca.crt`.
+            Event::Applied { new, .. } if new.metadata.name.as_deref() != Some(ROOT_CA) => {
+                applied.push(new.metadata.name.clone().unwrap());
+            }
+            Event::Applied { .. } => {}
+            Event::Deleted(gone) => deleted.push(gone.metadata.name.clone().unwrap()),
+            Event::Resync(_) => {}
+        }
+    }
+    applied.sort();
+    assert_eq!(applied, ["kept-1", "kept-2"]);
+    assert_eq!(deleted, ["gone"]);
+    let mut keys: Vec<_> = informer
+        .store()
+        .list()
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap())
+        .filter(|name| name != ROOT_CA)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["kept-1", "kept-2"]);
+    shutdown.cancel();
+}

@@ -140,7 +140,8 @@ pub trait Store<K>: Send + Sync + 'static {
 
     /// Whether a (re)list is applied object by object as it arrives rather than gathered and
     /// swapped in whole: a remote store's memory then stays that of its index (the informer
-    /// keeps only the keys it saw, to remove the others at the end). In-process stores swap.
+    /// keeps only the keys it saw, to remove the others at the end). The memory store swaps; the
+    /// skeleton store streams (it keeps a small part of each object).
     fn streams_lists(&self) -> bool {
         false
     }
@@ -245,6 +246,22 @@ pub trait LocalStore<K>: Send + Sync + 'static {
     fn backend(&self) -> &'static str {
         "memory"
     }
+
+    /// Whether a (re)list is applied object by object as it arrives (see
+    /// [`Store::streams_lists`]): right for a store that keeps less than the objects it is given
+    /// (the [`SkeletonStore`]), which would otherwise hold a whole list of full objects at once
+    /// to keep a small part of each.
+    fn streams_lists(&self) -> bool {
+        false
+    }
+
+    /// The keys of every cached object (what a streamed relist compares with the keys it saw).
+    fn keys(&self) -> Vec<ObjectKey>
+    where
+        K: kube::Resource,
+    {
+        self.list().iter().map(|o| ObjectKey::of(o.as_ref())).collect()
+    }
 }
 
 fn ready<'a, T: Send + 'a>(value: T) -> StoreFuture<'a, T> {
@@ -300,6 +317,12 @@ macro_rules! store_from_local {
             fn backend(&self) -> &'static str {
                 LocalStore::backend(self)
             }
+            fn streams_lists(&self) -> bool {
+                LocalStore::streams_lists(self)
+            }
+            fn keys(&self) -> Vec<ObjectKey> {
+                LocalStore::keys(self)
+            }
         }
     };
 }
@@ -350,6 +373,15 @@ impl<K, S: LocalStore<K>> LocalStore<K> for Local<S> {
     fn backend(&self) -> &'static str {
         self.0.backend()
     }
+    fn streams_lists(&self) -> bool {
+        self.0.streams_lists()
+    }
+    fn keys(&self) -> Vec<ObjectKey>
+    where
+        K: kube::Resource,
+    {
+        self.0.keys()
+    }
 }
 
 /// Reads a store through a shared handle.
@@ -389,5 +421,14 @@ impl<K, S: LocalStore<K> + ?Sized> LocalStore<K> for Arc<S> {
     }
     fn backend(&self) -> &'static str {
         (**self).backend()
+    }
+    fn streams_lists(&self) -> bool {
+        (**self).streams_lists()
+    }
+    fn keys(&self) -> Vec<ObjectKey>
+    where
+        K: kube::Resource,
+    {
+        (**self).keys()
     }
 }

@@ -180,6 +180,16 @@ impl<C: Send + Sync + 'static> LocalStore<PartialObjectMeta<C>> for SkeletonStor
         "skeleton"
     }
 
+    /// A list's objects are cut down to their bones as they arrive: the full objects of a whole
+    /// list are never held at once.
+    fn streams_lists(&self) -> bool {
+        true
+    }
+
+    fn keys(&self) -> Vec<ObjectKey> {
+        self.read().objects.keys().map(Key::object_key).collect()
+    }
+
     fn get(&self, key: &ObjectKey) -> Option<Arc<PartialObjectMeta<C>>> {
         let inner = self.read();
         let key = inner.lookup(key)?;
@@ -343,6 +353,11 @@ mod tests {
         store.apply(obj("a", "x", "1", None));
         store.apply(obj("a", "y", "1", Some("u")));
         store.apply(obj("b", "x", "1", None));
+        // What a streamed relist compares with the keys it saw.
+        assert!(store.streams_lists());
+        let mut keys: Vec<_> = store.keys().iter().map(ToString::to_string).collect();
+        keys.sort();
+        assert_eq!(keys, ["a/x", "a/y", "b/x"]);
         let removed = store.replace(vec![obj("a", "x", "3", None)]);
         let mut names: Vec<_> = removed
             .iter()
