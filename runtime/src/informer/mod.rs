@@ -50,6 +50,7 @@
 
 mod backoff;
 mod fanout;
+mod lenient;
 mod managed_fields;
 mod outage;
 
@@ -61,7 +62,6 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use kube::core::DeserializeGuard;
 use kube::core::PartialObjectMeta;
 use kube::core::error_boundary::InvalidObject;
 use kube::runtime::watcher::{self, InitialListStrategy};
@@ -872,7 +872,7 @@ where
         let config = self.config.watcher_config();
         let namespace = self.api.namespace();
         if lenient {
-            let api = <K::Scope as Scoped>::api::<DeserializeGuard<K>>(client.clone(), namespace);
+            let api = <K::Scope as Scoped>::api::<lenient::Lenient<K>>(client.clone(), namespace);
             watcher::watcher(api, config)
                 .map_ok(|event| map_event(event, |guard| guard.0.map_err(Box::new)))
                 .boxed()
