@@ -94,19 +94,19 @@ const _: () = {
                 kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
                 wiring.informer_defaults.clone(),
             )
-            .owns(
+            .owns_full(
                 kf::controller::api_for::<__K0>(client.clone(), namespace),
                 kf::controller::Owns::full(),
             )
-            .owns(
+            .owns_full(
                 kf::controller::api_for::<__K1>(client.clone(), namespace),
                 kf::controller::Owns::full(),
             )
-            .owns(
+            .owns_metadata(
                 kf::controller::api_for::<__K2>(client.clone(), namespace),
                 kf::controller::Owns::metadata(),
             )
-            .owns(
+            .owns_uncached(
                 kf::controller::api_for::<__K3>(client.clone(), namespace),
                 kf::controller::Owns::uncached().any_owner(),
             )

@@ -128,6 +128,7 @@ pub mod retry;
 pub mod runner;
 mod scope;
 pub mod store;
+mod task;
 mod text;
 pub mod watcher;
 pub mod webhook;

@@ -294,8 +294,8 @@ impl Expander<'_> {
         Some(quote!(.configure(|config: #kf::controller::ControllerConfig| config #retry)))
     }
 
-    /// `.owns(api, Owns::full() | metadata() | uncached() [.any_owner()] [.informer(..)])` per
-    /// owned kind; `.informer(..)` only with `store = ..`.
+    /// `.owns_full | owns_metadata | owns_uncached(api, Owns::full() | metadata() | uncached()
+    /// [.any_owner()] [.informer(..)])` per owned kind; `.informer(..)` only with `store = ..`.
     fn owns_calls(&self) -> Vec<TokenStream> {
         let kf = self.kf;
         self.model
@@ -303,15 +303,17 @@ impl Expander<'_> {
             .iter()
             .map(|owned| {
                 let t = self.kinds.of(&owned.kind);
-                let weight = match owned.weight {
-                    Weight::Full => quote!(full),
-                    Weight::Metadata => quote!(metadata),
-                    Weight::Uncached => quote!(uncached),
+                // The form of the weight: compiles one kind of informer for the child, where
+                // `owns` (which chooses at run time) would compile three.
+                let (weight, owns) = match owned.weight {
+                    Weight::Full => (quote!(full), quote!(owns_full)),
+                    Weight::Metadata => (quote!(metadata), quote!(owns_metadata)),
+                    Weight::Uncached => (quote!(uncached), quote!(owns_uncached)),
                 };
                 let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
                 let informer = select_calls(kf, owned.store.as_ref(), &owned.select);
                 quote! {
-                    .owns(
+                    .#owns(
                         #kf::controller::api_for::<#t>(client.clone(), namespace),
                         #kf::controller::Owns::#weight() #any_owner #informer,
                     )

@@ -99,7 +99,7 @@ where
         self.0.clone()
     }
     fn start(&self, shutdown: CancellationToken) {
-        tokio::spawn(Arc::clone(&self.0).run(shutdown));
+        crate::task::spawn(Arc::clone(&self.0).run(shutdown));
     }
     fn status(&self, name: &str) -> InformerStatus {
         use std::sync::atomic::Ordering::Relaxed;

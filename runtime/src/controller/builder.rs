@@ -189,8 +189,11 @@ where
     /// Watch objects of kind `C` and reconcile their owner of kind `K` (by default the owner
     /// reference with `controller: true`); `owns` says what the cache keeps of the children
     /// ([`Owns::full`], [`Owns::metadata`], [`Owns::uncached`]) and with which informer options.
+    ///
+    /// The choice is made at run time, so this compiles all three kinds of informer for `C`;
+    /// `#[controller]` calls the form of the weight it was given, which compiles one.
     #[must_use]
-    pub fn owns<C>(mut self, api: Api<C>, owns: Owns) -> Self
+    pub fn owns<C>(self, api: Api<C>, owns: Owns) -> Self
     where
         C: Resource<DynamicType = ()>
             + Clone
@@ -202,37 +205,85 @@ where
             + 'static,
         C::Scope: Scoped,
     {
+        match owns.weight {
+            Weight::Full => self.owns_full(api, owns),
+            Weight::Metadata => self.owns_metadata(api, owns),
+            Weight::Uncached => self.owns_uncached(api, owns),
+        }
+    }
+
+    /// [`owns`](Self::owns) with [`Owns::full`], whatever the weight of `owns`.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn owns_full<C>(self, api: Api<C>, owns: Owns) -> Self
+    where
+        C: Resource<DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + Debug
+            + Send
+            + Sync
+            + 'static,
+        C::Scope: Scoped,
+    {
+        let (config, predicates, controller_only) = self.owned_options(owns);
+        let events = self.wiring.cache().informer(api, config).subscribe();
+        let map = gated(predicates, owner_keys::<K, C>(controller_only));
+        self.with_source(source(events, false, map))
+    }
+
+    /// [`owns`](Self::owns) with [`Owns::metadata`], whatever the weight of `owns`.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn owns_metadata<C>(self, api: Api<C>, owns: Owns) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
+    {
+        let (config, predicates, controller_only) = self.owned_options(owns);
+        let events = self
+            .wiring
+            .cache()
+            .informer(metadata_api(api), config)
+            .subscribe();
+        let map = gated(
+            predicates,
+            owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+        );
+        self.with_source(source(events, false, map))
+    }
+
+    /// [`owns`](Self::owns) with [`Owns::uncached`], whatever the weight of `owns`.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn owns_uncached<C>(self, api: Api<C>, owns: Owns) -> Self
+    where
+        C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+        C::Scope: Scoped,
+    {
+        let (config, predicates, controller_only) = self.owned_options(owns);
+        let events = self
+            .wiring
+            .cache()
+            .skeleton_informer(metadata_api(api), config)
+            .subscribe();
+        let map = gated(
+            predicates,
+            owner_keys::<K, PartialObjectMeta<C>>(controller_only),
+        );
+        self.with_source(source(events, false, map))
+    }
+
+    /// The informer options, predicates and owner rule of an owned kind.
+    fn owned_options(&self, owns: Owns) -> (InformerConfig, MetadataPredicates, bool) {
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        let controller_only = !owns.any_owner;
-        let cache = self.wiring.cache();
-        let predicates: MetadataPredicates = owns.predicates.into();
-        let source = match owns.weight {
-            Weight::Full => source(
-                cache.informer(api, config).subscribe(),
-                false,
-                gated(predicates, owner_keys::<K, C>(controller_only)),
-            ),
-            Weight::Metadata => source(
-                cache.informer(metadata_api(api), config).subscribe(),
-                false,
-                gated(
-                    predicates,
-                    owner_keys::<K, PartialObjectMeta<C>>(controller_only),
-                ),
-            ),
-            Weight::Uncached => source(
-                cache
-                    .skeleton_informer(metadata_api(api), config)
-                    .subscribe(),
-                false,
-                gated(
-                    predicates,
-                    owner_keys::<K, PartialObjectMeta<C>>(controller_only),
-                ),
-            ),
-        };
+        (config, owns.predicates.into(), !owns.any_owner)
+    }
+
+    fn with_source(mut self, source: Source) -> Self {
         self.sources.push(source);
         self
     }
@@ -367,7 +418,7 @@ where
                 .map(|_| {
                     let worker = Arc::clone(&worker);
                     let progress = Arc::clone(&progress);
-                    tokio::spawn(async move {
+                    crate::task::spawn(async move {
                         while let Some(key) = worker.queue.get().await {
                             progress.begin();
                             worker.process(&key).await;
@@ -519,10 +570,12 @@ fn plumbing(
     for source in sources {
         tasks
             .0
-            .push(tokio::spawn(source(sink.clone(), shutdown.clone())));
+            .push(crate::task::spawn(source(sink.clone(), shutdown.clone())));
     }
     let processor = retries.processor().clone();
-    tasks.0.push(tokio::spawn(processor.run(shutdown.clone())));
+    tasks
+        .0
+        .push(crate::task::spawn(processor.run(shutdown.clone())));
     (queue, retries, tasks)
 }
 

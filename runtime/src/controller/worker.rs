@@ -237,7 +237,7 @@ where
             "reconcile failed {attempts} times in a row, giving up until the object changes: {}",
             crate::text::truncate(reason, 512)
         );
-        tokio::spawn(async move {
+        crate::task::spawn(async move {
             let published = recorder
                 .publish(
                     obj.as_ref(),

@@ -100,7 +100,7 @@ impl<E: Clone + Send + 'static> Fanout<E> {
             }),
             wake: Notify::new(),
         });
-        tokio::spawn(forward(tx.clone(), Arc::clone(&backlog)));
+        crate::task::spawn(forward(tx.clone(), Arc::clone(&backlog)));
         backlog.wake.notify_one();
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         Arc::make_mut(&mut subscribers).push(Subscriber {

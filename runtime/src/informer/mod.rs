@@ -948,7 +948,7 @@ where
             "this operator cannot decode the object and skips it until it is fixed: {}",
             excerpt(&invalid.error)
         );
-        runtime.spawn(async move {
+        crate::task::spawn_on(&runtime, async move {
             let _permit = permit;
             if let Err(error) = recorder
                 .publish(

@@ -260,7 +260,10 @@ pub trait LocalStore<K>: Send + Sync + 'static {
     where
         K: kube::Resource,
     {
-        self.list().iter().map(|o| ObjectKey::of(o.as_ref())).collect()
+        self.list()
+            .iter()
+            .map(|o| ObjectKey::of(o.as_ref()))
+            .collect()
     }
 }
 

@@ -119,7 +119,7 @@ where
             inner.backend.key_sync_interval(),
             tokio::runtime::Handle::try_current(),
         ) {
-            runtime.spawn(sync_keys(Arc::downgrade(&inner), every));
+            crate::task::spawn_on(&runtime, sync_keys(Arc::downgrade(&inner), every));
         }
         Self { inner }
     }
