@@ -29,6 +29,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
@@ -136,7 +137,22 @@ impl Recorder {
         action: &str,
         note: Option<String>,
     ) -> Result<(), kube::Error> {
-        let meta = obj.meta();
+        let regarding = obj.object_ref(&());
+        self.publish_about(obj.meta(), regarding, type_, reason, action, note)
+            .await
+    }
+
+    /// [`publish`](Self::publish) once the object is known by its metadata and reference: not
+    /// generic, so a kind costs the user's crate only the shell above.
+    async fn publish_about(
+        &self,
+        meta: &ObjectMeta,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: Option<String>,
+    ) -> Result<(), kube::Error> {
         let fingerprint = Fingerprint {
             uid: meta.uid.clone().unwrap_or_default(),
             type_,
@@ -199,7 +215,7 @@ impl Recorder {
             // The apiserver limits a note's size.
             note: note.map(|n| truncate(n, 1024)),
             type_: Some(type_.as_str().to_owned()),
-            regarding: Some(obj.object_ref(&())),
+            regarding: Some(regarding),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(truncate(self.instance.clone(), 128)),
             ..Event::default()

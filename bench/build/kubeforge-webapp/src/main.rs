@@ -32,7 +32,9 @@ fn selector_labels(name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("app.kubernetes.io/instance".to_owned(), name.to_owned())])
 }
 
-#[kubeforge::controller(for = WebApp, owns(Deployment, Service))]
+// The children are watched for their owner only (kube-runtime's `owns` idiom, a metadata watch
+// without a cache): this reconciler reads them from its own apply's answer, never from a cache.
+#[kubeforge::controller(for = WebApp, owns(Deployment(uncached), Service(uncached)))]
 impl WebAppController {
     async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
         let name = app.name_any();
