@@ -195,15 +195,7 @@ where
     #[must_use]
     pub fn owns<C>(self, api: Api<C>, owns: Owns) -> Self
     where
-        C: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-        C::Scope: Scoped,
+        C: super::Kind,
     {
         match owns.weight {
             Weight::Full => self.owns_full(api, owns),
@@ -215,22 +207,10 @@ where
     /// [`owns`](Self::owns) with [`Owns::full`], whatever the weight of `owns`.
     #[doc(hidden)]
     #[must_use]
-    pub fn owns_full<C>(self, api: Api<C>, owns: Owns) -> Self
-    where
-        C: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-        C::Scope: Scoped,
-    {
-        let (config, predicates, controller_only) = self.owned_options(owns);
-        let events = self.wiring.cache().informer(api, config).subscribe();
-        let map = gated(predicates, owner_keys::<K, C>(controller_only));
-        self.with_source(source(events, false, map))
+    pub fn owns_full<C: super::Kind>(self, api: Api<C>, owns: Owns) -> Self {
+        self.owned(owns, |cache, config| {
+            cache.informer(api, config).subscribe()
+        })
     }
 
     /// [`owns`](Self::owns) with [`Owns::metadata`], whatever the weight of `owns`.
@@ -241,17 +221,9 @@ where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        let (config, predicates, controller_only) = self.owned_options(owns);
-        let events = self
-            .wiring
-            .cache()
-            .informer(metadata_api(api), config)
-            .subscribe();
-        let map = gated(
-            predicates,
-            owner_keys::<K, PartialObjectMeta<C>>(controller_only),
-        );
-        self.with_source(source(events, false, map))
+        self.owned(owns, |cache, config| {
+            cache.informer(metadata_api(api), config).subscribe()
+        })
     }
 
     /// [`owns`](Self::owns) with [`Owns::uncached`], whatever the weight of `owns`.
@@ -262,29 +234,27 @@ where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        let (config, predicates, controller_only) = self.owned_options(owns);
-        let events = self
-            .wiring
-            .cache()
-            .skeleton_informer(metadata_api(api), config)
-            .subscribe();
-        let map = gated(
-            predicates,
-            owner_keys::<K, PartialObjectMeta<C>>(controller_only),
-        );
-        self.with_source(source(events, false, map))
+        self.owned(owns, |cache, config| {
+            cache
+                .skeleton_informer(metadata_api(api), config)
+                .subscribe()
+        })
     }
 
-    /// The informer options, predicates and owner rule of an owned kind.
-    fn owned_options(&self, owns: Owns) -> (InformerConfig, MetadataPredicates, bool) {
+    /// Adds the source of an owned kind whose events (as `T`: the kind, or its metadata)
+    /// `subscribe` gets from the cache with the owned kind's informer options.
+    fn owned<T: Resource + Send + Sync + 'static>(
+        mut self,
+        owns: Owns,
+        subscribe: impl FnOnce(&crate::cache::Cache, InformerConfig) -> mpsc::Receiver<Event<T>>,
+    ) -> Self {
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        (config, owns.predicates.into(), !owns.any_owner)
-    }
-
-    fn with_source(mut self, source: Source) -> Self {
-        self.sources.push(source);
+        let events = subscribe(self.wiring.cache(), config);
+        let predicates: MetadataPredicates = owns.predicates.into();
+        let map = gated(predicates, owner_keys::<K, T>(!owns.any_owner));
+        self.sources.push(source(events, false, map));
         self
     }
 
