@@ -165,20 +165,21 @@ where
         if let Some(obj) = Self::of_version(body, &known) {
             return Ok(Some(obj));
         }
-        // A write of this object in flight: its body is what the index knows once it lands.
-        if self.wait_written(key).await {
-            let Some(known) = self.index.resource_version(key) else {
-                return Ok(None); // removed meanwhile
-            };
-            let body = self
-                .backend
-                .get_many(&[self.key(key)])
-                .await?
-                .pop()
-                .flatten();
-            if let Some(obj) = Self::of_version(body, &known) {
-                return Ok(Some(obj));
-            }
+        // The body is older than the index when a write of it is in flight (its body is what the
+        // index knows once it lands) or when an event landed between reading the body and the
+        // index: wait for the write, if any, and read the body once more before refilling.
+        self.wait_written(key).await;
+        let Some(known) = self.index.resource_version(key) else {
+            return Ok(None); // removed meanwhile
+        };
+        let body = self
+            .backend
+            .get_many(&[self.key(key)])
+            .await?
+            .pop()
+            .flatten();
+        if let Some(obj) = Self::of_version(body, &known) {
+            return Ok(Some(obj));
         }
         self.refilled(key).await
     }
@@ -203,8 +204,8 @@ where
         }
     }
 
-    /// Waits (up to [`WRITE_WAIT`]) until no write of `key` is in flight; whether one was.
-    async fn wait_written(&self, key: &ObjectKey) -> bool {
+    /// Waits (up to [`WRITE_WAIT`]) until no write of `key` is in flight.
+    async fn wait_written(&self, key: &ObjectKey) {
         let in_flight = || {
             self.writing
                 .lock()
@@ -212,7 +213,7 @@ where
                 .contains_key(key)
         };
         if !in_flight() {
-            return false;
+            return;
         }
         let wait = async {
             loop {
@@ -226,7 +227,6 @@ where
             }
         };
         let _ = tokio::time::timeout(WRITE_WAIT, wait).await;
-        true
     }
 
     async fn refilled(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, StoreError> {
