@@ -9,6 +9,11 @@
 //! a replica frozen meanwhile and thawed after a successor took over still tries to. The fencing
 //! fault test (tests/integration/faults/fencing.rs) checks in the audit log that no such Event
 //! reaches the apiserver.
+//!
+//! With `FENCING_SEND_DELAY_MS=<ms>` every write waits that long after the manager's fence let
+//! it through and before it is sent: a freeze then certainly catches writes in flight (the
+//! fencing fault test checks that those are the only ones that arrive late); the process also
+//! lingers three times that long before it exits, so that they can.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,7 +92,7 @@ impl Reconciler<ConfigMap> for Stamper {
 async fn main() {
     let options = kubeforge::cli::parse!();
     options.init_tracing();
-    let client = or_exit(options.client().await);
+    let client = delay_writes(or_exit(options.client().await));
     let namespace = options
         .namespace
         .clone()
@@ -147,5 +152,46 @@ async fn main() {
             events,
         },
     );
-    or_exit(manager.run().await);
+    let result = manager.run().await;
+    if let Some(delay) = send_delay() {
+        // Time for the writes in flight to leave before the process exits, as a process that
+        // flushes its logs or metrics on the way out gives them.
+        tokio::time::sleep(delay * 3).await;
+    }
+    or_exit(result);
+}
+
+/// `FENCING_SEND_DELAY_MS`, if set and not zero.
+fn send_delay() -> Option<Duration> {
+    std::env::var("FENCING_SEND_DELAY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)
+}
+
+/// `client`, with every write held `FENCING_SEND_DELAY_MS` before it is sent (none if unset).
+fn delay_writes(client: kube::Client) -> kube::Client {
+    let Some(delay) = send_delay() else {
+        return client;
+    };
+    let namespace = client.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        let write = request.method() != http::Method::GET;
+        // On a task of its own, as a request handed to the connection's task: the caller
+        // giving up (a reconcile cancelled at shutdown) does not call it back.
+        let sent = tokio::spawn(async move {
+            if write {
+                tokio::time::sleep(delay).await;
+            }
+            client.send(request).await
+        });
+        async move {
+            sent.await
+                .map_err(|e| kube::Error::Service(e.into()))
+                .and_then(|r| r)
+        }
+    });
+    kube::Client::new(service, namespace)
 }

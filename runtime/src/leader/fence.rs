@@ -5,6 +5,14 @@
 //! stall (a paused VM, SIGSTOP, a long stop-the-world) and resume after another replica took
 //! over. The fenced client checks again as each write leaves: requests other than reads
 //! (`GET`, `HEAD`, `OPTIONS`) fail with [`NotLeader`] instead of reaching the apiserver.
+//!
+//! What no client-side fence can rule out: a write that passed the check just before the
+//! process was frozen, still on its way to the socket (queued for the HTTP/2 connection's task),
+//! reaches the apiserver when the process thaws. Only a token the server checks could refuse it,
+//! and the Kubernetes API has none. The fence keeps that window as narrow as it can and makes it
+//! auditable: a write that passes is logged (`debug`, target `kubeforge::leader::fence`) and
+//! checked once more before it is handed on, so every write that leaves after a freeze was logged
+//! before it.
 
 use std::sync::{Arc, RwLock};
 
@@ -72,7 +80,7 @@ impl NotLeader {
 pub fn fenced(client: Client, gate: Gate) -> Client {
     let default_namespace = client.default_namespace().to_owned();
     let service = tower::service_fn(move |request: Request<Body>| {
-        let allowed = is_read(request.method()) || gate.allows();
+        let allowed = is_read(request.method()) || passes(&gate, &request);
         let client = client.clone();
         async move {
             if !allowed {
@@ -82,6 +90,17 @@ pub fn fenced(client: Client, gate: Gate) -> Client {
         }
     });
     Client::new(service, default_namespace)
+}
+
+/// Whether a write may leave: checked, logged, checked again. A process frozen after the log
+/// line was written and thawed too late sends nothing (the second check fails); one frozen after
+/// the second check sends a write it logged before the freeze.
+fn passes(gate: &Gate, request: &Request<Body>) -> bool {
+    if !gate.allows() {
+        return false;
+    }
+    tracing::debug!(method = %request.method(), uri = %request.uri(), "write passed the fence");
+    gate.allows()
 }
 
 fn is_read(method: &Method) -> bool {
