@@ -106,6 +106,7 @@ pub use tracing;
 
 pub mod crd;
 pub mod crdgen;
+pub mod dependents;
 
 pub mod cache;
 #[cfg(feature = "cli")]

@@ -15,6 +15,7 @@ mod controller;
 mod controlplane;
 mod conversion;
 mod crd;
+mod dependents;
 mod deploy;
 mod docs;
 mod events;
