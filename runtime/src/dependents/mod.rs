@@ -202,6 +202,19 @@ pub struct Outcome {
     error: Option<kube::Error>,
 }
 
+impl Outcome {
+    fn new(name: &'static str, state: State) -> Self {
+        Self {
+            name,
+            state,
+            created: false,
+            written: false,
+            object: None,
+            error: None,
+        }
+    }
+}
+
 impl Debug for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Outcome")
@@ -420,14 +433,7 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
                     .is_none_or(|state| *state != State::Ready)
             });
             let outcome = match waiting {
-                Some(on) => Outcome {
-                    name: dependent.name(),
-                    state: State::Waiting { on },
-                    created: false,
-                    written: false,
-                    object: None,
-                    error: None,
-                },
+                Some(on) => Outcome::new(dependent.name(), State::Waiting { on }),
                 None => {
                     dependent
                         .reconcile(controller, primary, ctx, recorder)
@@ -599,14 +605,7 @@ where
         recorder: &'a Recorder,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let mut outcome = Outcome {
-                name: self.name,
-                state: State::NotReady,
-                created: false,
-                written: false,
-                object: None,
-                error: None,
-            };
+            let mut outcome = Outcome::new(self.name, State::NotReady);
             match self.step(controller, primary, ctx, &mut outcome).await {
                 Ok(state) => outcome.state = state,
                 Err(error) => {
@@ -849,14 +848,7 @@ mod tests {
     }
 
     fn outcome(name: &'static str, state: State) -> Outcome {
-        Outcome {
-            name,
-            state,
-            created: false,
-            written: false,
-            object: None,
-            error: None,
-        }
+        Outcome::new(name, state)
     }
 
     #[test]
