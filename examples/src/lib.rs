@@ -1,6 +1,7 @@
 //! Example kinds built with kubeforge. `cargo run --bin crdgen` prints their CRDs.
 
 pub mod config_audit;
+pub mod database;
 pub mod secret_mirror;
 pub mod static_site;
 pub mod webapp;

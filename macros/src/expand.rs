@@ -15,7 +15,7 @@ mod root;
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 use serde_json::Value;
-use syn::ItemStruct;
+use syn::{Ident, ItemStruct, Type};
 
 use crate::fields::{Enum, Field, Tagging};
 use crate::model::Rule;
@@ -228,6 +228,39 @@ pub fn schema_struct(
         #validate
         #json_fields
     }
+}
+
+/// `impl ConditionsStatus` for a status struct with the fields `conditions: Conditions` and
+/// `observed_generation: Option<i64>` (as written), which dependents maintain; nothing otherwise.
+pub fn conditions_status(
+    ident: &Ident,
+    fields: &[Field],
+    krate: &syn::Path,
+) -> Option<TokenStream> {
+    let last = |ty: &Type| match ty {
+        Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+        _ => None,
+    };
+    let conditions = fields.iter().find(|f| {
+        f.ident == "conditions" && !f.is_option && last(&f.ty).as_deref() == Some("Conditions")
+    })?;
+    let generation = fields.iter().find(|f| {
+        f.ident == "observed_generation"
+            && f.is_option
+            && last(&f.inner_ty).as_deref() == Some("i64")
+    })?;
+    let (c, g) = (&conditions.ident, &generation.ident);
+    Some(quote! {
+        #[automatically_derived]
+        impl #krate::dependents::ConditionsStatus for #ident {
+            fn conditions(&mut self) -> &mut #krate::crd::Conditions {
+                &mut self.#c
+            }
+            fn observed_generation(&mut self) -> &mut ::core::option::Option<i64> {
+                &mut self.#g
+            }
+        }
+    })
 }
 
 /// An enum: derives, markers of struct-variant fields as schema extensions, and a `Validate`

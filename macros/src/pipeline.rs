@@ -358,13 +358,15 @@ fn schema_struct(
         one_ofs: options.one_ofs.iter().map(model::OneOf::json).collect(),
         ..container
     };
-    expand::schema_struct(
+    let conditions = expand::conditions_status(&s.ident, &fields, &options.crate_path);
+    let tokens = expand::schema_struct(
         &mut s,
         &fields,
         &options.rules,
         &container,
         &options.crate_path,
-    )
+    );
+    quote!(#tokens #conditions)
 }
 
 #[cfg(test)]

@@ -154,13 +154,13 @@ pub mod prelude {
     //! [`Manager`], the shared [`Cache`], its [`Lookup`]s and store [`Reader`]s (`watches` mappers
     //! get the cache, reconcilers read it), [`ObjectKey`], events
     //! ([`Recorder`], [`EventType`]), kube's client types and traits ([`Api`], [`Client`],
-    //! [`Resource`], [`ResourceExt`], [`Patch`], [`PatchParams`]) and the macros.
+    //! [`Resource`], [`ResourceExt`], [`Patch`], [`PatchParams`]), [`BoxError`] (what a
+    //! dependent, a reconcile or a cleanup may fail with when any error will do), and the macros.
     //!
     //! Crates are not in it: import the ones you use by name
     //! (`use kubeforge::{serde_json, tracing};`). A crate name brought in by a glob would be
     //! ambiguous with a dependency of the same name in every `use` path that starts with it.
 
-    pub use crate::ObjectKey;
     pub use crate::cache::{Cache, Lookup};
     pub use crate::controller::{
         Action, Context, Controller, ControllerConfig, Owns, Reconciler, Watches, Wiring,
@@ -169,6 +169,7 @@ pub mod prelude {
     pub use crate::informer::InformerConfig;
     pub use crate::manager::Manager;
     pub use crate::store::Reader;
+    pub use crate::{BoxError, ObjectKey};
     pub use kube::api::{Patch, PatchParams};
     pub use kube::{Api, Client, Resource, ResourceExt};
     // The macros only: `crate::controller` would bring the module `controller` along.

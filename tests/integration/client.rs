@@ -88,9 +88,11 @@ async fn owned_children_should_block_a_foreground_deletion_of_their_owner() {
         .create(&PostParams::default(), &configmap("owner", &[]))
         .await
         .unwrap();
-    let child = apply_owned(&cms, &owner, "test", configmap("child", &[("a", "1")]))
-        .await
-        .unwrap();
+    // The child holds a finalizer of the test's until the owner is seen held: without it the
+    // collector can delete both before the owner is read (a CI run lost that race).
+    let mut held_child = configmap("child", &[("a", "1")]);
+    held_child.metadata.finalizers = Some(vec!["kubeforge.dev/test-hold".to_owned()]);
+    let child = apply_owned(&cms, &owner, "test", held_child).await.unwrap();
     let reference = &child.metadata.owner_references.as_ref().unwrap()[0];
     assert_eq!(
         (reference.controller, reference.block_owner_deletion),
@@ -112,6 +114,27 @@ async fn owned_children_should_block_a_foreground_deletion_of_their_owner() {
         "{:?}",
         held.metadata
     );
+    // The collector deletes the child (it waits on the finalizer), then releases the owner.
+    crate::support::eventually(
+        "the collector to delete the child",
+        std::time::Duration::from_secs(120),
+        async || {
+            let child = cms.get_opt("child").await.unwrap()?;
+            child.metadata.deletion_timestamp.map(|_| ())
+        },
+    )
+    .await;
+    assert!(
+        cms.get_opt("owner").await.unwrap().is_some(),
+        "the owner went while its child was still there"
+    );
+    cms.patch(
+        "child",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({ "metadata": { "finalizers": null } })),
+    )
+    .await
+    .unwrap();
     crate::support::eventually(
         "the collector to delete the child, then the owner",
         // The garbage collector shares kube-controller-manager with the namespace deletions of

@@ -16,7 +16,7 @@ use kubeforge::controller::{
     Action, Context, Controller, ControllerConfig, Idle, Owns, Reconciler, Wiring,
 };
 use kubeforge::crd::{Conditions, READY};
-use kubeforge::dependents::{Dependent, DependentStatus, Dependents, DependentsError};
+use kubeforge::dependents::{Dependent, Dependents, DependentsError};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::{TestNamespace, apply_crds};
 use serde_json::json;
@@ -55,19 +55,6 @@ pub struct DatabaseStatus {
     pub conditions: Conditions,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password_secret: Option<String>,
-}
-
-impl DependentStatus for Database {
-    type Status = DatabaseStatus;
-    fn status(&self) -> Option<&DatabaseStatus> {
-        self.status.as_ref()
-    }
-    fn conditions(status: &mut DatabaseStatus) -> &mut Conditions {
-        &mut status.conditions
-    }
-    fn observed_generation(status: &mut DatabaseStatus) -> &mut Option<i64> {
-        &mut status.observed_generation
-    }
 }
 
 /// The controller: its dependents, a count of reconciles and of the dependents they wrote.

@@ -15,6 +15,7 @@ mod controller;
 mod controlplane;
 mod conversion;
 mod crd;
+mod database;
 mod dependents;
 mod deploy;
 mod docs;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -75,9 +75,9 @@ async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up()
         },
     )
     .await;
-    // Outside the role: the operator may not read PersistentVolumeClaims or create Pods.
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(operator.clone(), ns.name());
-    assert_eq!(status_code(claims.list(&ListParams::default()).await), 403);
+    // Outside the role: the operator may not read ResourceQuotas or create Pods.
+    let quotas: Api<ResourceQuota> = Api::namespaced(operator.clone(), ns.name());
+    assert_eq!(status_code(quotas.list(&ListParams::default()).await), 403);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": { "name": "intruder" },
         "spec": { "containers": [{ "name": "c", "image": "x" }] },

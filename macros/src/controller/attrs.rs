@@ -331,6 +331,8 @@ pub struct ControllerArgs {
     pub store: Option<Keyed<String>>,
     /// `rbac(..)`: extra RBAC rules (both modes).
     pub rbac: Vec<RbacRule>,
+    /// `dependents(..)`: children built by methods of the impl block, applied by the framework.
+    pub dependents: Vec<super::dependents::DependentArg>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
     /// `predicates`), each at its first occurrence, for the watcher mode's errors.
     pub reconciler_keys: Vec<Keyed<&'static str>>,
@@ -342,6 +344,13 @@ const CONTROLLER: Table<ControllerArgs> = Table {
     keys: &[
         Key::new("for", Value::Type(|a, ty| a.for_kind = Some(ty))),
         Key::repeatable("owns", Value::Custom(owns)),
+        Key::repeatable(
+            "dependents",
+            Value::Custom(|a, meta, e| {
+                a.reconciler_key("dependents", meta);
+                super::dependents::parse(meta, &mut a.dependents, e)
+            }),
+        ),
         Key::repeatable("watches", Value::Custom(watches)),
         Key::new(
             "concurrency",
@@ -544,15 +553,22 @@ impl OwnedOption {
     }
 }
 
+impl Owned {
+    /// A kind owned with full objects cached and no options (a dependent's kind).
+    pub fn full(kind: Type) -> Self {
+        Owned {
+            kind,
+            weight: Weight::Full,
+            any_owner: false,
+            store: None,
+            select: Select::default(),
+        }
+    }
+}
+
 /// One `owns` entry: the kind and the options in parentheses after it.
 fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
-    let mut entry = Owned {
-        kind,
-        weight: Weight::Full,
-        any_owner: false,
-        store: None,
-        select: Select::default(),
-    };
+    let mut entry = Owned::full(kind);
     let mut weights = Vec::new();
     // The first `store` key, valid or not, for "duplicate" and "uncached".
     let mut store_key: Option<Span> = None;

@@ -9,7 +9,7 @@
 //! `Kind`). A type that is not a kind gives one error at its name, not one per builder call. The
 //! primary kind is checked by `ControllerSpec::Kind`'s own bound.
 
-use proc_macro2::{Ident, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{ImplItemFn, ItemImpl, LitStr, Path, Type};
@@ -111,11 +111,20 @@ impl Expander<'_> {
         let ctx_ty = quote!(#kf::controller::Context<#kind>);
         let action = quote!(#kf::controller::Action);
         let future = quote!(impl ::core::future::Future<Output = ::core::result::Result<#action, Self::Error>> + ::core::marker::Send);
-        let reconcile_span = self.model.reconcile.sig.span();
-        let reconcile = quote_spanned! {reconcile_span=>
-            fn reconcile(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
-                <#self_ty>::reconcile(self, obj, ctx)
+        let reconcile = match &self.model.dependents_builder {
+            None => {
+                let span = self
+                    .model
+                    .reconcile
+                    .as_ref()
+                    .map_or_else(Span::call_site, |r| r.sig.span());
+                quote_spanned! {span=>
+                    fn reconcile(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
+                        <#self_ty>::reconcile(self, obj, ctx)
+                    }
+                }
             }
+            Some(builder) => self.dependents_reconcile(builder, &ctx_ty, &future),
         };
         let cleanup = self.model.cleanup.as_ref().map(|f| {
             let span = f.sig.span();
@@ -139,6 +148,56 @@ impl Expander<'_> {
                 #reconcile
                 #cleanup
                 #error_policy
+            }
+        }
+    }
+
+    /// `reconcile` with dependents: they run first (one `Dependents` per controller type,
+    /// built on first use), the status is written with their conditions (and the `status`
+    /// method's fields), then the user's `reconcile` if there is one, seeing what they stored.
+    fn dependents_reconcile(
+        &self,
+        builder: &TokenStream,
+        ctx_ty: &TokenStream,
+        future: &TokenStream,
+    ) -> TokenStream {
+        let Model { self_ty, kind, .. } = self.model;
+        let kf = self.kf;
+        let custom = if self.model.has_status_fn {
+            quote!(|done: &#kf::dependents::Reconciled, status: &mut _| <#self_ty>::status(self, &obj, done, status))
+        } else {
+            quote!(|_: &#kf::dependents::Reconciled, _: &mut _| {})
+        };
+        let then = match &self.model.reconcile {
+            Some(reconcile) => {
+                let span = reconcile.sig.span();
+                quote_spanned! {span=>
+                    ctx.__set_dependents(done);
+                    <#self_ty>::reconcile(self, obj, ctx).await
+                }
+            }
+            None => quote! {
+                let _ = done;
+                ::core::result::Result::Ok(#kf::controller::Action::Done)
+            },
+        };
+        let span = self
+            .model
+            .reconcile
+            .as_ref()
+            .map_or_else(Span::call_site, |r| r.sig.span());
+        let run = quote_spanned! {span=>
+            let done = dependents.run(self, &obj, ctx, #custom).await?;
+        };
+        quote! {
+            fn reconcile(&self, obj: ::std::sync::Arc<#kind>, ctx: &#ctx_ty) -> #future {
+                static DEPENDENTS: ::std::sync::OnceLock<#kf::dependents::Dependents<#kind, #self_ty>> =
+                    ::std::sync::OnceLock::new();
+                async move {
+                    let dependents = DEPENDENTS.get_or_init(|| #builder);
+                    #run
+                    #then
+                }
             }
         }
     }

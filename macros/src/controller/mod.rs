@@ -3,6 +3,7 @@
 //! impls: see `watcher.rs`) and the RBAC registration.
 
 mod attrs;
+mod dependents;
 mod expand;
 mod watcher;
 
@@ -42,7 +43,13 @@ pub struct Model {
     /// informer defaults (in memory).
     pub store: Option<Keyed<String>>,
     pub error_ty: Type,
-    pub reconcile: ImplItemFn,
+    /// The user's `reconcile`; without one (dependents only) the generated reconcile returns
+    /// `Action::Done` after the dependents.
+    pub reconcile: Option<ImplItemFn>,
+    /// `dependents(..)`: the expression building them, checked and in reconcile order.
+    pub dependents_builder: Option<TokenStream>,
+    /// A `status` method: custom status fields, written with the dependents' conditions.
+    pub has_status_fn: bool,
     pub cleanup: Option<ImplItemFn>,
     pub has_error_policy: bool,
     /// `rbac(..)`: extra RBAC rules.
@@ -135,7 +142,23 @@ fn check_reconciler(
     let misspelled = check_block(item, HOOKS, errors)?;
     let find = |name: &str| find_fn(item, name);
     let kind = primary_kind(args.for_kind.take(), errors)?;
-    let Some(reconcile) = find("reconcile") else {
+    let krate = args.crate_path.clone().unwrap_or_else(default_crate);
+    let declared = std::mem::take(&mut args.dependents);
+    let has_dependents = !declared.is_empty();
+    let dependents = dependents::check(declared, item, errors);
+    for dependent in &dependents {
+        if !args
+            .owns
+            .iter()
+            .any(|o| dependents::same_type(&o.kind, &dependent.kind))
+        {
+            args.owns.push(Owned::full(dependent.kind.clone()));
+        }
+    }
+    let dependents_builder = has_dependents
+        .then(|| dependents::builder(&krate, &kind, &item.self_ty, &dependents, item));
+    let reconcile = find("reconcile");
+    if reconcile.is_none() && !has_dependents {
         if !misspelled.contains(&"reconcile") {
             let hint = if find("add").is_some() {
                 ", or `watcher` in #[controller(...)] for the event handlers `add`, `update`, `delete` and `sync`"
@@ -148,10 +171,19 @@ fn check_reconciler(
             );
         }
         return None;
-    };
-    let krate = args.crate_path.clone().unwrap_or_else(default_crate);
-    let error_ty = check_method(&reconcile, &RECONCILE, &krate, errors).map(|(_, error)| error);
+    }
     let cleanup = find("cleanup");
+    // With dependents alone, the error type is `cleanup`'s (it must convert from
+    // `DependentsError`: `BoxError` and `anyhow::Error` do), else `DependentsError`.
+    let error_ty = match (&reconcile, &cleanup) {
+        (Some(reconcile), _) => {
+            check_method(reconcile, &RECONCILE, &krate, errors).map(|(_, error)| error)
+        }
+        // `check_cleanup` below reports what is wrong with it.
+        (None, Some(cleanup)) => check_method(cleanup, &RECONCILE, &krate, &mut Errors::default())
+            .map(|(_, error)| error),
+        (None, None) => Some(syn::parse_quote!(#krate::dependents::DependentsError)),
+    };
     check_cleanup(
         &krate,
         cleanup.as_ref(),
@@ -179,6 +211,8 @@ fn check_reconciler(
         store: args.store,
         error_ty: error_ty?,
         reconcile,
+        dependents_builder,
+        has_status_fn: has_dependents && find("status").is_some(),
         cleanup,
         has_error_policy: find("error_policy").is_some(),
         rbac: args.rbac,

@@ -106,6 +106,7 @@ where
             keys: Arc::clone(&self.retries),
             controller: self.name.clone(),
             object: Arc::clone(&obj),
+            dependents: std::sync::OnceLock::new(),
         };
         let started = Instant::now();
         let uid = obj.meta().uid.clone().unwrap_or_default();

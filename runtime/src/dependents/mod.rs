@@ -68,8 +68,10 @@ use std::sync::{Arc, OnceLock};
 use futures::future::BoxFuture;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch};
+use kube::core::object::HasStatus;
 use serde::Serialize;
 
+use crate::BoxError;
 use crate::cache::Lookup;
 use crate::controller::{Context, Kind};
 use crate::crd::{Conditions, PROGRESSING, READY};
@@ -81,7 +83,34 @@ pub use ready::Readiness;
 /// The condition type that is true while writing a dependent fails.
 pub const DEGRADED: &str = "Degraded";
 
-type Build<P, C, K> = Box<dyn Fn(&C, &P, &Context<P>) -> K + Send + Sync>;
+type Build<P, C, K> = Box<
+    dyn for<'a> Fn(&'a C, &'a P, &'a Context<P>) -> BoxFuture<'a, Result<K, BoxError>>
+        + Send
+        + Sync,
+>;
+
+/// What a desired-state function returns: the child, or `Result<Child, E>` when building it
+/// can fail (an error converting into a [`BoxError`]; the dependent is then `Failed`).
+pub trait Desired<K> {
+    /// The child, or why there is none.
+    ///
+    /// # Errors
+    ///
+    /// The function's own error, boxed.
+    fn into_desired(self) -> Result<K, BoxError>;
+}
+
+impl<K: Kind> Desired<K> for K {
+    fn into_desired(self) -> Result<K, BoxError> {
+        Ok(self)
+    }
+}
+
+impl<K: Kind, E: Into<BoxError>> Desired<K> for Result<K, E> {
+    fn into_desired(self) -> Result<K, BoxError> {
+        self.map_err(Into::into)
+    }
+}
 type Test<P, C> = Box<dyn Fn(&C, &P) -> bool + Send + Sync>;
 
 /// One child of the primary kind `P`, built by a function of the controller `C`.
@@ -97,14 +126,48 @@ pub struct Dependent<P, C, K> {
 
 impl<P, C, K> Dependent<P, C, K> {
     /// A dependent named `name` (in conditions, events and [`Reconciled::get`]), built by
-    /// `desired`; ready as soon as it exists.
-    pub fn new(
+    /// `desired` (returning the child or a `Result` of it); ready as soon as it exists.
+    pub fn new<R: Desired<K>>(
         name: &'static str,
-        desired: impl Fn(&C, &P, &Context<P>) -> K + Send + Sync + 'static,
-    ) -> Self {
+        desired: impl Fn(&C, &P, &Context<P>) -> R + Send + Sync + 'static,
+    ) -> Self
+    where
+        K: Send + 'static,
+    {
+        Self::build(
+            name,
+            Box::new(move |c, p, ctx| {
+                let built = desired(c, p, ctx).into_desired();
+                Box::pin(std::future::ready(built))
+            }),
+        )
+    }
+
+    /// As [`new`](Self::new), with an asynchronous desired-state function (one that reads the
+    /// cache, say), written as a function returning a boxed future.
+    pub fn new_async<R: Desired<K> + 'static>(
+        name: &'static str,
+        desired: impl for<'a> Fn(&'a C, &'a P, &'a Context<P>) -> BoxFuture<'a, R>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self
+    where
+        K: Send + 'static,
+    {
+        Self::build(
+            name,
+            Box::new(move |c, p, ctx| {
+                let building = desired(c, p, ctx);
+                Box::pin(async move { building.await.into_desired() })
+            }),
+        )
+    }
+
+    fn build(name: &'static str, desired: Build<P, C, K>) -> Self {
         Self {
             name,
-            desired: Box::new(desired),
+            desired,
             create_only: false,
             when: None,
             precondition: None,
@@ -199,7 +262,7 @@ pub struct Outcome {
     /// Whether this reconcile wrote it (created, applied or deleted).
     pub written: bool,
     object: Option<Arc<dyn Any + Send + Sync>>,
-    error: Option<kube::Error>,
+    error: Option<BoxError>,
 }
 
 impl Outcome {
@@ -316,7 +379,7 @@ impl Reconciled {
     }
 
     /// The first failure's error, taken out.
-    fn take_error(&mut self) -> Option<(&'static str, kube::Error)> {
+    fn take_error(&mut self) -> Option<(&'static str, BoxError)> {
         self.outcomes
             .iter_mut()
             .find_map(|o| o.error.take().map(|e| (o.name, e)))
@@ -337,17 +400,18 @@ fn camel(name: &str) -> String {
         .collect()
 }
 
-/// A primary kind whose status carries the conditions and `observedGeneration` dependents
-/// maintain.
-pub trait DependentStatus: Kind {
-    /// The status type.
-    type Status: Clone + PartialEq + Default + Serialize + Send + Sync;
-    /// The stored status, if any.
-    fn status(&self) -> Option<&Self::Status>;
+/// A status that carries the conditions and `observedGeneration` dependents maintain.
+/// `#[kubeforge::schema]` implements it for a struct with the fields `conditions: Conditions`
+/// and `observed_generation: Option<i64>`.
+#[diagnostic::on_unimplemented(
+    message = "the status `{Self}` has no `conditions` and `observed_generation` for dependents to maintain",
+    note = "give the #[kubeforge::schema] status struct the fields `conditions: Conditions` and `observed_generation: Option<i64>`"
+)]
+pub trait ConditionsStatus {
     /// Its conditions.
-    fn conditions(status: &mut Self::Status) -> &mut Conditions;
+    fn conditions(&mut self) -> &mut Conditions;
     /// Its `observedGeneration`.
-    fn observed_generation(status: &mut Self::Status) -> &mut Option<i64>;
+    fn observed_generation(&mut self) -> &mut Option<i64>;
 }
 
 /// A mistake in how dependents are declared, or the failure of a reconcile.
@@ -372,9 +436,9 @@ pub enum DependentsError {
     Dependent {
         /// Its name.
         dependent: &'static str,
-        /// The apiserver's error.
+        /// The apiserver's error, or the desired-state function's.
         #[source]
-        source: kube::Error,
+        source: BoxError,
     },
     /// Patching the primary's status failed.
     #[error("status of the dependents: {0}")]
@@ -460,16 +524,18 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
         custom: impl FnOnce(&Reconciled, &mut P::Status),
     ) -> Result<Reconciled, DependentsError>
     where
-        P: DependentStatus,
+        P: HasStatus<Status: ConditionsStatus + Clone + PartialEq + Default + Serialize>,
     {
         let mut reconciled = self.reconcile(controller, primary, ctx).await;
         let mut status = primary.status().cloned().unwrap_or_default();
         let before = status.clone();
         let generation = primary.meta().generation.unwrap_or(0);
         for (type_, holds, reason, message) in reconciled.conditions() {
-            P::conditions(&mut status).mark(type_, holds, &reason, &message, generation);
+            status
+                .conditions()
+                .mark(type_, holds, &reason, &message, generation);
         }
-        *P::observed_generation(&mut status) = Some(generation);
+        *status.observed_generation() = Some(generation);
         custom(&reconciled, &mut status);
         if status != before {
             let patch = serde_json::json!({ "status": status });
@@ -493,6 +559,16 @@ impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
     {
         self.declared.push(Box::new(dependent));
         self
+    }
+
+    /// The dependents in the order declared, unchecked: `#[controller(dependents(..))]` orders
+    /// and checks them at compile time.
+    #[doc(hidden)]
+    pub fn __ordered(self) -> Dependents<P, C> {
+        Dependents {
+            order: self.declared,
+            recorder: OnceLock::new(),
+        }
     }
 
     /// The dependents in an order where each comes after those it depends on (otherwise in
@@ -663,7 +739,7 @@ where
         primary: &P,
         ctx: &Context<P>,
         outcome: &mut Outcome,
-    ) -> Result<State, kube::Error> {
+    ) -> Result<State, BoxError> {
         if let Some(active) = &self.when
             && !active(controller, primary)
         {
@@ -674,12 +750,10 @@ where
         {
             return Ok(State::Blocked);
         }
-        let mut desired = (self.desired)(controller, primary, ctx);
+        let mut desired = (self.desired)(controller, primary, ctx).await?;
         let name = desired.meta().name.clone().unwrap_or_default();
         if name.is_empty() {
-            return Err(kube::Error::Service(
-                format!("the desired {} has no name", K::kind(&())).into(),
-            ));
+            return Err(format!("the desired {} has no name", K::kind(&())).into());
         }
         if <K::Scope as Scoped>::NAMESPACED && desired.meta().namespace.is_none() {
             desired.meta_mut().namespace = primary.meta().namespace.clone();
@@ -743,9 +817,9 @@ where
         primary: &P,
         ctx: &Context<P>,
         outcome: &mut Outcome,
-    ) -> Result<State, kube::Error> {
+    ) -> Result<State, BoxError> {
         // Where the child would be: the desired function only reads.
-        let desired = (self.desired)(controller, primary, ctx);
+        let desired = (self.desired)(controller, primary, ctx).await?;
         let name = desired.meta().name.clone().unwrap_or_default();
         if name.is_empty() {
             return Ok(State::Inactive);
@@ -774,7 +848,7 @@ where
                 Ok(State::Deleting)
             }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(State::Inactive),
-            Err(error) => Err(error),
+            Err(error) => Err(error.into()),
         }
     }
 }

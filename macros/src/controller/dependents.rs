@@ -1,0 +1,418 @@
+//! `dependents(secret(create_only), service(ready), statefulset(depends_on(secret, service),
+//! ready), backup(when = backup_enabled))`: parsed into [`DependentArg`]s, then checked against
+//! the impl block (each names a method building the child; `depends_on` names dependents and
+//! has no cycle) into [`Dependent`]s in reconcile order.
+
+use std::collections::HashMap;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::meta::ParseNestedMeta;
+use syn::parse::ParseStream;
+use syn::punctuated::Punctuated;
+use syn::{Expr, FnArg, Ident, ImplItem, ItemImpl, Path, ReturnType, Token, Type};
+
+use crate::errors::{Errors, did_you_mean};
+
+/// How a dependent's readiness is judged.
+pub enum Ready {
+    /// `ready`: the kind's built-in rule (`Readiness`).
+    Builtin,
+    /// `ready = path`: a `fn(&Child) -> bool`.
+    With(Path),
+}
+
+/// One `dependents(..)` entry as written.
+pub struct DependentArg {
+    pub name: Ident,
+    pub create_only: bool,
+    pub when: Option<Path>,
+    pub precondition: Option<Path>,
+    pub ready: Option<Ready>,
+    pub depends_on: Vec<Ident>,
+}
+
+/// A checked dependent: the entry, the kind its method builds, what the method returns (the
+/// kind or a `Result` of it) and whether it is `async`.
+pub struct Dependent {
+    pub arg: DependentArg,
+    pub kind: Type,
+    pub returns: Type,
+    pub is_async: bool,
+}
+
+const OPTIONS: &[&str] = &["create_only", "when", "precondition", "ready", "depends_on"];
+
+/// `dependents(a, b(create_only), ..)`: appends to `out`.
+pub fn parse(
+    meta: &ParseNestedMeta<'_>,
+    out: &mut Vec<DependentArg>,
+    errors: &mut Errors,
+) -> syn::Result<()> {
+    let content;
+    syn::parenthesized!(content in meta.input);
+    let before = out.len();
+    while !content.is_empty() {
+        let name = Ident::parse_any(&content)?;
+        let mut arg = DependentArg {
+            name,
+            create_only: false,
+            when: None,
+            precondition: None,
+            ready: None,
+            depends_on: Vec::new(),
+        };
+        if content.peek(syn::token::Paren) {
+            let options;
+            syn::parenthesized!(options in content);
+            while !options.is_empty() {
+                option(&options, &mut arg, errors)?;
+                if options.is_empty() {
+                    break;
+                }
+                options.parse::<Token![,]>()?;
+            }
+        }
+        out.push(arg);
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    if out.len() == before {
+        errors.spanned(
+            &meta.path,
+            "`dependents(...)` needs at least one method name",
+        );
+    }
+    Ok(())
+}
+
+/// One option of a dependent.
+fn option(input: ParseStream<'_>, arg: &mut DependentArg, errors: &mut Errors) -> syn::Result<()> {
+    let option = Ident::parse_any(input)?;
+    let name = option.to_string();
+    let value: Option<Expr> = if input.peek(Token![=]) {
+        input.parse::<Token![=]>()?;
+        Some(input.parse()?)
+    } else {
+        None
+    };
+    let path = |value: Option<Expr>, errors: &mut Errors| match value {
+        Some(Expr::Path(p)) => Some(p.path),
+        Some(other) => {
+            errors.spanned(&other, format!("`{name}` takes the path of a function"));
+            None
+        }
+        None => {
+            errors.at(
+                option.span(),
+                format!("`{name}` needs a function: `{name} = my_function`"),
+            );
+            None
+        }
+    };
+    match name.as_str() {
+        "create_only" => {
+            flag(&option, value.as_ref(), errors);
+            arg.create_only = true;
+        }
+        "when" => arg.when = path(value, errors),
+        "precondition" => arg.precondition = path(value, errors),
+        "ready" => {
+            arg.ready = match value {
+                None => Some(Ready::Builtin),
+                Some(_) => path(value, errors).map(Ready::With),
+            }
+        }
+        "depends_on" => {
+            if let Some(value) = &value {
+                errors.spanned(value, "write `depends_on(a, b)`");
+            }
+            let list;
+            syn::parenthesized!(list in input);
+            let names =
+                Punctuated::<Ident, Token![,]>::parse_terminated_with(&list, Ident::parse_any)?;
+            arg.depends_on.extend(names);
+        }
+        _ => errors.at(
+            option.span(),
+            format!(
+                "unknown option `{name}` of a dependent; expected one of {}{}",
+                OPTIONS.join(", "),
+                did_you_mean(&name, OPTIONS)
+            ),
+        ),
+    }
+    Ok(())
+}
+
+fn flag(option: &Ident, value: Option<&Expr>, errors: &mut Errors) {
+    if let Some(value) = value {
+        errors.spanned(
+            value,
+            format!("`{option}` takes no value: write `{option}` alone"),
+        );
+    }
+}
+
+/// Checks the entries against the impl block; the dependents in reconcile order (each after
+/// those it depends on, otherwise as declared). Errors point at the offending name.
+pub fn check(args: Vec<DependentArg>, item: &ItemImpl, errors: &mut Errors) -> Vec<Dependent> {
+    let methods: Vec<&syn::ImplItemFn> = item
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            ImplItem::Fn(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    let method_names: Vec<String> = methods.iter().map(|m| m.sig.ident.to_string()).collect();
+    let mut checked: Vec<Dependent> = Vec::new();
+    let mut seen: HashMap<String, Span> = HashMap::new();
+    for arg in args {
+        let name = arg.name.to_string();
+        if seen.insert(name.clone(), arg.name.span()).is_some() {
+            errors.at(
+                arg.name.span(),
+                format!("`{name}` is declared as a dependent twice"),
+            );
+            continue;
+        }
+        let Some(method) = methods.iter().find(|m| m.sig.ident == arg.name) else {
+            let names: Vec<&str> = method_names.iter().map(String::as_str).collect();
+            errors.at(
+                arg.name.span(),
+                format!(
+                    "no method `{name}` in this impl block: a dependent is `fn {name}(&self, obj: &Kind, ctx: &Context<Kind>) -> Child`{}",
+                    did_you_mean(&name, &names)
+                ),
+            );
+            continue;
+        };
+        if let Some(returns) = signature(method, errors) {
+            checked.push(Dependent {
+                arg,
+                kind: built_kind(&returns),
+                returns,
+                is_async: method.sig.asyncness.is_some(),
+            });
+        }
+    }
+    let names: Vec<String> = checked.iter().map(|d| d.arg.name.to_string()).collect();
+    let mut known = true;
+    for dependent in &checked {
+        for on in &dependent.arg.depends_on {
+            if !names.contains(&on.to_string()) {
+                known = false;
+                let all: Vec<&str> = names.iter().map(String::as_str).collect();
+                errors.at(
+                    on.span(),
+                    format!(
+                        "`{on}` is not a dependent of this controller{}",
+                        did_you_mean(&on.to_string(), &all)
+                    ),
+                );
+            }
+        }
+    }
+    if !known {
+        return checked;
+    }
+    order(checked, errors)
+}
+
+/// `T` of a `Result<T, E>`, else the type itself.
+fn built_kind(returns: &Type) -> Type {
+    if let Type::Path(p) = returns
+        && let Some(last) = p.path.segments.last()
+        && last.ident == "Result"
+        && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+        && let Some(syn::GenericArgument::Type(ok)) = args.args.first()
+    {
+        return ok.clone();
+    }
+    returns.clone()
+}
+
+/// What a dependent method returns, after checking its shape.
+fn signature(method: &syn::ImplItemFn, errors: &mut Errors) -> Option<Type> {
+    let sig = &method.sig;
+    let shape = format!(
+        "a dependent is `fn {}(&self, obj: &Kind, ctx: &Context<Kind>) -> Child` (or `async fn`, or `-> Result<Child, E>`)",
+        sig.ident
+    );
+    let takes_self = matches!(sig.inputs.first(), Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none());
+    if !takes_self || sig.inputs.len() != 3 {
+        errors.spanned(&sig.inputs, shape);
+        return None;
+    }
+    match &sig.output {
+        ReturnType::Type(_, ty) if !matches!(**ty, Type::Tuple(ref t) if t.elems.is_empty()) => {
+            Some((**ty).clone())
+        }
+        _ => {
+            errors.at(sig.ident.span(), format!("{shape}: it returns the child"));
+            None
+        }
+    }
+}
+
+/// Topological order, ties in declaration order; a cycle is reported at the first name in it.
+fn order(checked: Vec<Dependent>, errors: &mut Errors) -> Vec<Dependent> {
+    let index: HashMap<String, usize> = checked
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.arg.name.to_string(), i))
+        .collect();
+    let mut mark = vec![0u8; checked.len()];
+    let mut order = Vec::new();
+    let mut path = Vec::new();
+    for start in 0..checked.len() {
+        if let Err(cycle) = visit(start, &checked, &index, &mut mark, &mut order, &mut path) {
+            let names: Vec<String> = cycle
+                .iter()
+                .map(|&i| checked[i].arg.name.to_string())
+                .collect();
+            let at = &checked[cycle[0]].arg;
+            let span = at
+                .depends_on
+                .iter()
+                .find(|d| d == &&checked[cycle[1]].arg.name)
+                .map_or(at.name.span(), Ident::span);
+            errors.at(
+                span,
+                format!(
+                    "dependents depend on each other in a cycle: {}",
+                    names.join(" -> ")
+                ),
+            );
+            return checked;
+        }
+    }
+    let mut slots: Vec<Option<Dependent>> = checked.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+fn visit(
+    i: usize,
+    checked: &[Dependent],
+    index: &HashMap<String, usize>,
+    mark: &mut [u8],
+    order: &mut Vec<usize>,
+    path: &mut Vec<usize>,
+) -> Result<(), Vec<usize>> {
+    match mark[i] {
+        2 => return Ok(()),
+        1 => {
+            let start = path.iter().position(|&p| p == i).unwrap_or(0);
+            let mut cycle = path[start..].to_vec();
+            cycle.push(i);
+            return Err(cycle);
+        }
+        _ => {}
+    }
+    mark[i] = 1;
+    path.push(i);
+    for on in &checked[i].arg.depends_on {
+        if let Some(&j) = index.get(&on.to_string()) {
+            visit(j, checked, index, mark, order, path)?;
+        }
+    }
+    path.pop();
+    mark[i] = 2;
+    order.push(i);
+    Ok(())
+}
+
+/// A function named by an option: a method of the impl block by its bare name, else the path.
+fn function(path: &Path, self_ty: &Type, item: &ItemImpl) -> TokenStream {
+    if let Some(ident) = path.get_ident() {
+        let is_method = item
+            .items
+            .iter()
+            .any(|i| matches!(i, ImplItem::Fn(f) if f.sig.ident == *ident));
+        if is_method {
+            return quote_spanned!(ident.span()=> <#self_ty>::#ident);
+        }
+    }
+    path.to_token_stream()
+}
+
+/// `Dependents::new().with(Dependent::new("name", <Self>::name).create_only()..)..__ordered()`.
+pub fn builder(
+    kf: &Path,
+    kind: &Type,
+    self_ty: &Type,
+    dependents: &[Dependent],
+    item: &ItemImpl,
+) -> TokenStream {
+    let entries = dependents.iter().map(|d| {
+        let DependentArg {
+            name,
+            create_only,
+            when,
+            precondition,
+            ready,
+            depends_on,
+        } = &d.arg;
+        let label = name.to_string();
+        let child = &d.kind;
+        let create_only = create_only.then(|| quote!(.create_only()));
+        let when = when.as_ref().map(|p| {
+            let f = function(p, self_ty, item);
+            quote!(.when(#f))
+        });
+        let precondition = precondition.as_ref().map(|p| {
+            let f = function(p, self_ty, item);
+            quote!(.precondition(#f))
+        });
+        let ready = ready.as_ref().map(|r| match r {
+            Ready::Builtin => quote_spanned!(name.span()=> .ready_builtin()),
+            Ready::With(p) => {
+                let f = function(p, self_ty, item);
+                quote!(.ready(#f))
+            }
+        });
+        let depends_on = (!depends_on.is_empty()).then(|| {
+            let names = depends_on.iter().map(ToString::to_string);
+            quote!(.depends_on(&[#(#names),*]))
+        });
+        let method = quote_spanned!(name.span()=> <#self_ty>::#name);
+        let new = if d.is_async {
+            let helper = format_ident!("__dependent_{}", name);
+            quote!(new_async(#label, #helper))
+        } else {
+            quote!(new(#label, #method))
+        };
+        quote! {
+            .with(#kf::dependents::Dependent::<#kind, #self_ty, #child>::#new
+                #create_only #when #precondition #ready #depends_on)
+        }
+    });
+    // An `async fn` method as a function returning a boxed future, for every lifetime.
+    let helpers = dependents.iter().filter(|d| d.is_async).map(|d| {
+        let name = &d.arg.name;
+        let helper = format_ident!("__dependent_{}", name);
+        let returns = &d.returns;
+        quote! {
+            fn #helper<'a>(
+                controller: &'a #self_ty,
+                obj: &'a #kind,
+                ctx: &'a #kf::controller::Context<#kind>,
+            ) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns> + ::core::marker::Send + 'a>> {
+                ::std::boxed::Box::pin(<#self_ty>::#name(controller, obj, ctx))
+            }
+        }
+    });
+    quote! {{
+        #(#helpers)*
+        #kf::dependents::Dependents::<#kind, #self_ty>::new() #(#entries)* .__ordered()
+    }}
+}
+
+/// Whether the spans of `ty` and `other` name the same type as written.
+pub fn same_type(ty: &Type, other: &Type) -> bool {
+    ty.to_token_stream().to_string() == other.to_token_stream().to_string()
+}
