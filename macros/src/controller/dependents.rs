@@ -11,6 +11,7 @@ use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
 use syn::{Expr, FnArg, Ident, ImplItem, ItemImpl, Path, ReturnType, Token, Type};
 
 use crate::errors::{Errors, did_you_mean};
@@ -379,16 +380,20 @@ pub fn builder(
             let names = depends_on.iter().map(ToString::to_string);
             quote!(.depends_on(&[#(#names),*]))
         });
-        let method = quote_spanned!(name.span()=> <#self_ty>::#name);
+        // At the return type: a child that is not a kind is reported there.
+        let at = d.returns.span();
+        let method = quote_spanned!(at=> <#self_ty>::#name);
         let new = if d.is_async {
-            let helper = format_ident!("__dependent_{}", name);
-            quote!(new_async(#label, #helper))
+            let helper = format_ident!("__dependent_{}", name, span = at);
+            quote_spanned!(at=> new_async(#label, #helper))
         } else {
-            quote!(new(#label, #method))
+            quote_spanned!(at=> new(#label, #method))
         };
+        let kf_here = respan(kf.to_token_stream(), at);
+        let new =
+            quote_spanned!(at=> #kf_here::dependents::Dependent::<#kind, #self_ty, #child>::#new);
         quote! {
-            .with(#kf::dependents::Dependent::<#kind, #self_ty, #child>::#new
-                #create_only #when #precondition #ready #depends_on)
+            .with(#new #create_only #when #precondition #ready #depends_on)
         }
     });
     // An `async fn` method as a function returning a boxed future, for every lifetime.
@@ -410,6 +415,24 @@ pub fn builder(
         #(#helpers)*
         #kf::dependents::Dependents::<#kind, #self_ty>::new() #(#entries)* .__ordered()
     }}
+}
+
+/// `tokens` with every span set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let proc_macro2::TokenTree::Group(group) = &tree {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tree = proc_macro2::TokenTree::Group(inner);
+            } else {
+                tree.set_span(span);
+            }
+            tree
+        })
+        .collect()
 }
 
 /// Whether the spans of `ty` and `other` name the same type as written.

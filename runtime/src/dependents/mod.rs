@@ -91,6 +91,11 @@ type Build<P, C, K> = Box<
 
 /// What a desired-state function returns: the child, or `Result<Child, E>` when building it
 /// can fail (an error converting into a [`BoxError`]; the dependent is then `Failed`).
+#[diagnostic::on_unimplemented(
+    message = "a dependent builds a Kubernetes kind (or a `Result` of one), not `{Self}`",
+    label = "not a kind a dependent can build",
+    note = "return a k8s-openapi resource such as `Secret`, or a kind #[kubeforge::custom_resource] generates"
+)]
 pub trait Desired<K> {
     /// The child, or why there is none.
     ///

@@ -1,0 +1,19 @@
+use kubeforge::controller::Context;
+use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+
+pub struct Db;
+
+#[kubeforge::controller(
+    for = ConfigMap,
+    dependents(secret(depends_on(service)), service(depends_on(secret))),
+)]
+impl Db {
+    fn secret(&self, _cm: &ConfigMap, _ctx: &Context<ConfigMap>) -> Secret {
+        Secret::default()
+    }
+    fn service(&self, _cm: &ConfigMap, _ctx: &Context<ConfigMap>) -> Service {
+        Service::default()
+    }
+}
+
+fn main() {}
