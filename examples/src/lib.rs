@@ -5,4 +5,5 @@ pub mod database;
 pub mod secret_mirror;
 pub mod static_site;
 pub mod webapp;
+pub mod webapp_imperative;
 pub mod webapp_operator;

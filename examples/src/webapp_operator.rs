@@ -1,23 +1,28 @@
-//! The `WebApp` operator: each WebApp becomes a ConfigMap (its environment), a Deployment and a
-//! Service, all owned by it; its status reports the Deployment's progress with conditions; the
-//! scale subresource resizes it; a finalizer removes its row from a registry ConfigMap (standing
-//! in for a record in an outside system) before the WebApp is deleted.
+//! The `WebApp` operator, with dependents: each WebApp becomes a ConfigMap (its environment), a
+//! Deployment and a Service, declared as desired-state methods and applied by the framework, which
+//! also keeps `Ready` / `Progressing` / `Degraded` and `observedGeneration` in the status; the
+//! `status` method adds the pod counts and the scale selector, and the `reconcile` that runs after
+//! the dependents records the app in a registry ConfigMap (standing in for an outside system) and
+//! publishes `RolledOut`. A finalizer removes the registry row before the WebApp is deleted.
+//! `webapp_imperative.rs` is the same operator written by hand, for comparison.
 //!
-//! The local control plane has no kubelet, so pods are created but never run: `Ready` here means
-//! the Deployment controller created every requested pod for the current spec
+//! The local control plane has no kubelet, so pods are created but never run: the Deployment is
+//! ready here when its controller created every requested pod for the current spec
 //! (`readyReplicas` is reported as the cluster says, 0 locally).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kubeforge::crd::{PROGRESSING, READY};
+use kubeforge::crd::READY;
+use kubeforge::dependents::Reconciled;
 use kubeforge::k8s_openapi::api::apps::v1::Deployment;
 use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kubeforge::prelude::*;
 use kubeforge::serde_json::{self, json};
 use kubeforge::{kube, tracing};
 
-use crate::webapp::{Exposure, WebApp};
+use crate::webapp::{Exposure, WebApp, WebAppStatus};
+pub use crate::webapp_imperative::{Error, MANAGER, REGISTRY, selector_labels};
 
 /// The WebApp controller.
 pub struct WebAppController {
@@ -27,32 +32,28 @@ pub struct WebAppController {
 
 #[kubeforge::controller(
     for = WebApp,
-    owns(Deployment, Service, ConfigMap),
+    dependents(env, deployment(depends_on(env), ready = rolled_out), service),
     concurrency = 4,
     finalizer = "apps.kubeforge.dev/registry",
     predicates(generation_changed, labels_changed),
 )]
 impl WebAppController {
-    async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
+    fn env(&self, app: &WebApp, _: &Context<WebApp>) -> Result<ConfigMap, Error> {
+        let env: BTreeMap<&str, &str> =
+            app.spec.env.iter().map(|e| (&*e.name, &*e.value)).collect();
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": format!("{}-env", app.name_any()), "labels": selector_labels(&app.name_any()) },
+            "data": env,
+        }))?)
+    }
+
+    fn deployment(&self, app: &WebApp, _: &Context<WebApp>) -> Result<Deployment, Error> {
         let name = app.name_any();
         let labels = selector_labels(&name);
-
-        let env: BTreeMap<String, String> = app
-            .spec
-            .env
-            .iter()
-            .map(|e| (e.name.clone(), e.value.clone()))
-            .collect();
-        let config: ConfigMap = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": format!("{name}-env"), "labels": labels },
-            "data": env,
-        }))?;
-        ctx.apply_owned(app.as_ref(), MANAGER, config).await?;
-
         let mut pod_labels = app.spec.pod_labels.clone();
         pod_labels.extend(labels.clone());
-        let deployment: Deployment = serde_json::from_value(json!({
+        Ok(serde_json::from_value(json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": { "name": name, "labels": labels },
             "spec": {
@@ -69,11 +70,13 @@ impl WebAppController {
                     }]}
                 }
             }
-        }))?;
-        let deployment = ctx.apply_owned(app.as_ref(), MANAGER, deployment).await?;
-        tracing::debug!(webapp = %name, "children applied");
+        }))?)
+    }
 
-        let service: Service = serde_json::from_value(json!({
+    fn service(&self, app: &WebApp, _: &Context<WebApp>) -> Result<Service, Error> {
+        let name = app.name_any();
+        let labels = selector_labels(&name);
+        Ok(serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": { "name": name, "labels": labels },
             "spec": {
@@ -88,18 +91,44 @@ impl WebAppController {
                     "targetPort": app.spec.target_port.clone().map_or(json!(app.spec.port), |t| json!(t)),
                 }],
             }
-        }))?;
-        ctx.apply_owned(app.as_ref(), MANAGER, service).await?;
+        }))?)
+    }
 
+    /// Pod counts and the scale subresource's selector, next to the framework's conditions.
+    fn status(&self, app: &WebApp, done: &Reconciled, status: &mut WebAppStatus) {
+        let deployment = done.get::<Deployment>("deployment");
+        let counts = deployment
+            .and_then(|d| d.status.clone())
+            .unwrap_or_default();
+        status.replicas = counts.replicas.unwrap_or(0);
+        status.ready_replicas = counts.ready_replicas.unwrap_or(0);
+        let selector: Vec<String> = selector_labels(&app.name_any())
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        status.selector = Some(selector.join(","));
+    }
+
+    /// After the dependents: the registry row, and `RolledOut` when the app turned ready.
+    async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
         self.register(&app, ctx).await?;
-        self.update_status(&app, &deployment, ctx).await?;
+        let was_ready = app
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.is_true(READY));
+        if ctx.dependents().is_some_and(Reconciled::all_ready) && !was_ready {
+            let note = format!("{} pods created", app.spec.replicas);
+            tracing::info!(webapp = %app.name_any(), "rolled out");
+            self.event(&app, EventType::Normal, "RolledOut", "Reconcile", &note)
+                .await;
+        }
         Ok(Action::Done)
     }
 
     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
         // Remove our row from the registry; the children go with garbage collection.
-        let registry: Api<ConfigMap> = ctx.api();
         let patch = json!({ "data": { app.name_any(): null } });
+        let registry: Api<ConfigMap> = ctx.api();
         match registry
             .patch(REGISTRY, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -120,20 +149,14 @@ impl WebAppController {
     }
 }
 
-/// Field manager of everything the operator writes.
-pub const MANAGER: &str = "webapp-operator";
-/// Name of the registry ConfigMap (one per namespace): a row per WebApp, `name: image`.
-pub const REGISTRY: &str = "webapp-registry";
-
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A request to the apiserver failed.
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    /// A child object could not be built.
-    #[error("building a child object: {0}")]
-    Build(#[from] serde_json::Error),
+/// The Deployment controller created every requested pod for the current spec.
+fn rolled_out(deployment: &Deployment) -> bool {
+    let wanted = deployment.spec.replicas.unwrap_or(1);
+    deployment.status.as_ref().is_some_and(|s| {
+        s.observed_generation >= deployment.metadata.generation
+            && s.updated_replicas.unwrap_or(0) == wanted
+            && s.replicas.unwrap_or(0) == wanted
+    })
 }
 
 impl WebAppController {
@@ -145,96 +168,19 @@ impl WebAppController {
             "data": { app.name_any(): app.spec.image },
         }))?;
         // Server-side apply with one field manager per app: each app owns exactly its row.
+        let manager = PatchParams::apply(&format!("{MANAGER}-{}", app.name_any())).force();
         ctx.api::<ConfigMap>()
-            .patch(
-                REGISTRY,
-                &PatchParams::apply(&format!("{MANAGER}-{}", app.name_any())).force(),
-                &Patch::Apply(&row),
-            )
+            .patch(REGISTRY, &manager, &Patch::Apply(&row))
             .await?;
         Ok(())
     }
 
-    async fn update_status(
-        &self,
-        app: &WebApp,
-        deployment: &Deployment,
-        ctx: &Context<WebApp>,
-    ) -> Result<(), Error> {
-        let generation = app.meta().generation.unwrap_or(0);
-        let dep_status = deployment.status.clone().unwrap_or_default();
-        let rolled_out = dep_status.observed_generation >= deployment.metadata.generation
-            && dep_status.updated_replicas.unwrap_or(0) == app.spec.replicas
-            && dep_status.replicas.unwrap_or(0) == app.spec.replicas;
-        let mut status = app.status.clone().unwrap_or_default();
-        let before = status.clone();
-        status.replicas = dep_status.replicas.unwrap_or(0);
-        status.ready_replicas = dep_status.ready_replicas.unwrap_or(0);
-        status.selector = Some(
-            selector_labels(&app.name_any())
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        status.observed_generation = Some(generation);
-        let message = format!("{}/{} pods created", status.replicas, app.spec.replicas);
-        status.conditions.mark(
-            READY,
-            rolled_out,
-            if rolled_out {
-                "RolledOut"
-            } else {
-                "RollingOut"
-            },
-            &message,
-            generation,
-        );
-        status.conditions.mark(
-            PROGRESSING,
-            !rolled_out,
-            if rolled_out {
-                "Complete"
-            } else {
-                "CreatingPods"
-            },
-            &message,
-            generation,
-        );
-        if status != before {
-            let became_ready = rolled_out && !before.conditions.is_true(READY);
-            tracing::info!(
-                webapp = %app.name_any(),
-                ready = rolled_out,
-                "status: {message}{}",
-                if became_ready { ", Ready" } else { "" }
-            );
-            ctx.patch_status(&Patch::Merge(json!({ "status": status })))
-                .await?;
-            if became_ready {
-                self.event(app, EventType::Normal, "RolledOut", "Reconcile", &message)
-                    .await;
-            }
-        }
-        Ok(())
-    }
-
     async fn event(&self, app: &WebApp, type_: EventType, reason: &str, action: &str, note: &str) {
-        if let Err(error) = self
+        let published = self
             .recorder
-            .publish(app, type_, reason, action, Some(note.to_owned()))
-            .await
-        {
+            .publish(app, type_, reason, action, Some(note.to_owned()));
+        if let Err(error) = published.await {
             tracing::warn!(%error, "publishing an event failed");
         }
     }
-}
-
-/// The labels that tie a WebApp's children and pods together.
-pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
-    [
-        ("app.kubernetes.io/name".to_owned(), "webapp".to_owned()),
-        ("app.kubernetes.io/instance".to_owned(), name.to_owned()),
-    ]
-    .into()
 }
