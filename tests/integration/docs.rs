@@ -39,6 +39,19 @@ fn rust_blocks(readme: &str) -> Vec<&str> {
 }
 
 #[test]
+fn readme_should_quote_the_dependents_operator_verbatim() {
+    let readme = include_str!("../../README.md");
+    let operator = include_str!("../../examples/src/database.rs");
+    assert!(
+        readme.contains(marked(operator, "readme-database")),
+        "README.md's quote of examples/src/database.rs is out of date"
+    );
+    // It is the README's first Rust example.
+    let first = rust_blocks(readme)[0];
+    assert!(first.contains("dependents("), "{first}");
+}
+
+#[test]
 fn readme_should_quote_the_complete_operator_verbatim() {
     let readme = include_str!("../../README.md");
     let operator = include_str!("../../examples/src/static_site.rs");
