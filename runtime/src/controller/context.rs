@@ -25,8 +25,9 @@ pub struct Context<K> {
     /// The object being reconciled: its UID guards status writes.
     pub(super) object: Arc<K>,
     /// What the dependents declared in `#[controller(dependents(..))]` stored, before the
-    /// controller's own `reconcile` runs.
-    pub(super) dependents: std::sync::OnceLock<crate::dependents::Reconciled>,
+    /// controller's own `reconcile` runs (a `dependents::Reconciled`, read and written by that
+    /// module's methods of `Context`).
+    pub(crate) dependents: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<K> Debug for Context<K> {
@@ -253,23 +254,6 @@ impl<K> Context<K> {
             namespace,
             name: meta.name.clone().unwrap_or_default(),
         })
-    }
-
-    /// The stored object of dependent `name` (declared in `#[controller(dependents(..))]`),
-    /// for a `reconcile` that runs after the dependents: `None` before they ran, if it does not
-    /// exist (inactive, waiting) or is not of kind `C`.
-    pub fn dependent<C: Send + Sync + 'static>(&self, name: &str) -> Option<Arc<C>> {
-        self.dependents.get()?.get(name)
-    }
-
-    /// What the dependents' reconcile found and did (`None` before they ran).
-    pub fn dependents(&self) -> Option<&crate::dependents::Reconciled> {
-        self.dependents.get()
-    }
-
-    #[doc(hidden)]
-    pub fn __set_dependents(&self, reconciled: crate::dependents::Reconciled) {
-        let _ = self.dependents.set(reconciled);
     }
 
     /// An [`Api`] for kind `C` in the namespace of the object being reconciled (all namespaces

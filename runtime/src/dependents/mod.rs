@@ -391,6 +391,25 @@ impl Reconciled {
     }
 }
 
+impl<K> Context<K> {
+    /// The stored object of dependent `name` (declared in `#[controller(dependents(..))]`),
+    /// for a `reconcile` that runs after the dependents: `None` before they ran, if it does not
+    /// exist (inactive, waiting) or is not of kind `C`.
+    pub fn dependent<C: Send + Sync + 'static>(&self, name: &str) -> Option<Arc<C>> {
+        self.dependents()?.get(name)
+    }
+
+    /// What the dependents' reconcile found and did (`None` before they ran).
+    pub fn dependents(&self) -> Option<&Reconciled> {
+        self.dependents.get()?.downcast_ref()
+    }
+
+    #[doc(hidden)]
+    pub fn __set_dependents(&self, reconciled: Reconciled) {
+        let _ = self.dependents.set(Box::new(reconciled));
+    }
+}
+
 /// `snake_case` or `kebab-case` as `CamelCase` (a condition reason's form).
 fn camel(name: &str) -> String {
     name.split(['_', '-'])
