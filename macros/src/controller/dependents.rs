@@ -11,7 +11,6 @@ use syn::ext::IdentExt;
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
 use syn::punctuated::Punctuated;
-use syn::spanned::Spanned;
 use syn::{Expr, FnArg, Ident, ImplItem, ItemImpl, Path, ReturnType, Token, Type};
 
 use crate::errors::{Errors, did_you_mean};
@@ -41,6 +40,11 @@ pub struct Dependent {
     pub kind: Type,
     pub returns: Type,
     pub is_async: bool,
+    /// `when`, `precondition` and `ready = ..` as expressions: a method of the impl block by
+    /// its bare name (`<Self>::name`), else the path as written.
+    pub when: Option<TokenStream>,
+    pub precondition: Option<TokenStream>,
+    pub ready: Option<TokenStream>,
 }
 
 const OPTIONS: &[&str] = &["create_only", "when", "precondition", "ready", "depends_on"];
@@ -160,7 +164,12 @@ fn flag(option: &Ident, value: Option<&Expr>, errors: &mut Errors) {
 
 /// Checks the entries against the impl block; the dependents in reconcile order (each after
 /// those it depends on, otherwise as declared). Errors point at the offending name.
-pub fn check(args: Vec<DependentArg>, item: &ItemImpl, errors: &mut Errors) -> Vec<Dependent> {
+pub fn check(
+    args: Vec<DependentArg>,
+    item: &ItemImpl,
+    kf: &Path,
+    errors: &mut Errors,
+) -> Vec<Dependent> {
     let methods: Vec<&syn::ImplItemFn> = item
         .items
         .iter()
@@ -193,9 +202,19 @@ pub fn check(args: Vec<DependentArg>, item: &ItemImpl, errors: &mut Errors) -> V
             continue;
         };
         if let Some(returns) = signature(method, errors) {
+            let self_ty = &item.self_ty;
+            let resolve = |p: &Option<Path>| p.as_ref().map(|p| function(p, self_ty, item));
+            let kind = built_kind(&returns);
+            let ready = arg.ready.as_ref().map(|r| match r {
+                Ready::Builtin => quote_spanned!(arg.name.span()=> <#kind as #kf::dependents::Readiness>::is_ready),
+                Ready::With(path) => function(path, self_ty, item),
+            });
             checked.push(Dependent {
+                when: resolve(&arg.when),
+                precondition: resolve(&arg.precondition),
+                ready,
                 arg,
-                kind: built_kind(&returns),
+                kind,
                 returns,
                 is_async: method.sig.asyncness.is_some(),
             });
@@ -341,98 +360,126 @@ fn function(path: &Path, self_ty: &Type, item: &ItemImpl) -> TokenStream {
     path.to_token_stream()
 }
 
-/// `Dependents::new().with(Dependent::new("name", <Self>::name).create_only()..)..__ordered()`.
-pub fn builder(
+/// What the expansion needs of the dependents: the generic wiring builds them from function
+/// pointers (each child type a parameter bounded by `Kind`), so a child that is not a kind is
+/// reported once, where the wiring is instantiated with the user's types.
+pub struct Expansion {
+    /// The types of the function pointers `__dependents` takes, in order (generic side).
+    pub pointer_tys: Vec<TokenStream>,
+    /// Their parameter names.
+    pub params: Vec<Ident>,
+    /// `__dependents`'s body: `Dependents::new().with(..)..__ordered()` over its parameters.
+    pub body: TokenStream,
+    /// The user's functions passed to it, in order (concrete side).
+    pub args: Vec<TokenStream>,
+    /// A function returning a boxed future per `async` method.
+    pub helpers: TokenStream,
+}
+
+/// The pieces of [`Expansion`]; `of` names a kind in the generic wiring (`__K<n>`).
+pub fn expansion(
     kf: &Path,
     kind: &Type,
     self_ty: &Type,
     dependents: &[Dependent],
-    item: &ItemImpl,
-) -> TokenStream {
-    let entries = dependents.iter().map(|d| {
+    of: &dyn Fn(&Type) -> TokenStream,
+) -> Expansion {
+    let mut out = Expansion {
+        pointer_tys: Vec::new(),
+        params: Vec::new(),
+        body: TokenStream::new(),
+        args: Vec::new(),
+        helpers: TokenStream::new(),
+    };
+    let ctx_g = quote!(&#kf::controller::Context<__S::Kind>);
+    let mut entries = Vec::new();
+    for (i, d) in dependents.iter().enumerate() {
         let DependentArg {
             name,
             create_only,
-            when,
-            precondition,
-            ready,
             depends_on,
+            ..
         } = &d.arg;
         let label = name.to_string();
-        let child = &d.kind;
-        let create_only = create_only.then(|| quote!(.create_only()));
-        let when = when.as_ref().map(|p| {
-            let f = function(p, self_ty, item);
-            quote!(.when(#f))
-        });
-        let precondition = precondition.as_ref().map(|p| {
-            let f = function(p, self_ty, item);
-            quote!(.precondition(#f))
-        });
-        let ready = ready.as_ref().map(|r| match r {
-            Ready::Builtin => quote_spanned!(name.span()=> .ready_builtin()),
-            Ready::With(p) => {
-                let f = function(p, self_ty, item);
-                quote!(.ready(#f))
-            }
-        });
-        let depends_on = (!depends_on.is_empty()).then(|| {
-            let names = depends_on.iter().map(ToString::to_string);
-            quote!(.depends_on(&[#(#names),*]))
-        });
-        // At the return type: a child that is not a kind is reported there.
-        let at = d.returns.span();
-        let method = quote_spanned!(at=> <#self_ty>::#name);
+        let child_g = of(&d.kind);
+        let returns_g = generic_return(&d.returns, &child_g);
+        let desired = format_ident!("__desired{i}");
         let new = if d.is_async {
-            let helper = format_ident!("__dependent_{}", name, span = at);
-            quote_spanned!(at=> new_async(#label, #helper))
+            let helper = format_ident!("__dependent_{}", name);
+            out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns_g> + ::core::marker::Send + 'a>>));
+            out.args.push(helper.to_token_stream());
+            let returns = &d.returns;
+            out.helpers.extend(quote! {
+                fn #helper<'a>(
+                    controller: &'a #self_ty,
+                    obj: &'a #kind,
+                    ctx: &'a #kf::controller::Context<#kind>,
+                ) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns> + ::core::marker::Send + 'a>> {
+                    ::std::boxed::Box::pin(<#self_ty>::#name(controller, obj, ctx))
+                }
+            });
+            quote!(new_async(#label, #desired))
         } else {
-            quote_spanned!(at=> new(#label, #method))
+            out.pointer_tys
+                .push(quote!(fn(&__S, &__S::Kind, #ctx_g) -> #returns_g));
+            out.args
+                .push(quote_spanned!(name.span()=> <#self_ty>::#name));
+            quote!(new(#label, #desired))
         };
-        let kf_here = respan(kf.to_token_stream(), at);
-        let new =
-            quote_spanned!(at=> #kf_here::dependents::Dependent::<#kind, #self_ty, #child>::#new);
-        quote! {
-            .with(#new #create_only #when #precondition #ready #depends_on)
+        out.params.push(desired);
+        let mut options = Vec::new();
+        if *create_only {
+            options.push(quote!(.create_only()));
         }
-    });
-    // An `async fn` method as a function returning a boxed future, for every lifetime.
-    let helpers = dependents.iter().filter(|d| d.is_async).map(|d| {
-        let name = &d.arg.name;
-        let helper = format_ident!("__dependent_{}", name);
-        let returns = &d.returns;
-        quote! {
-            fn #helper<'a>(
-                controller: &'a #self_ty,
-                obj: &'a #kind,
-                ctx: &'a #kf::controller::Context<#kind>,
-            ) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns> + ::core::marker::Send + 'a>> {
-                ::std::boxed::Box::pin(<#self_ty>::#name(controller, obj, ctx))
+        for (function, method, letter) in [
+            (&d.when, "when", 'w'),
+            (&d.precondition, "precondition", 'p'),
+        ] {
+            if let Some(function) = function {
+                let param = format_ident!("__{letter}{i}");
+                let method = format_ident!("{method}");
+                out.pointer_tys.push(quote!(fn(&__S, &__S::Kind) -> bool));
+                out.args.push(function.clone());
+                options.push(quote!(.#method(#param)));
+                out.params.push(param);
             }
         }
-    });
-    quote! {{
-        #(#helpers)*
-        #kf::dependents::Dependents::<#kind, #self_ty>::new() #(#entries)* .__ordered()
-    }}
+        if let Some(ready) = &d.ready {
+            let param = format_ident!("__r{i}");
+            out.pointer_tys.push(quote!(fn(&#child_g) -> bool));
+            out.args.push(ready.clone());
+            options.push(quote!(.ready(#param)));
+            out.params.push(param);
+        }
+        if !depends_on.is_empty() {
+            let names = depends_on.iter().map(ToString::to_string);
+            options.push(quote!(.depends_on(&[#(#names),*])));
+        }
+        entries.push(quote! {
+            .with(#kf::dependents::Dependent::<__S::Kind, __S, #child_g>::#new #(#options)*)
+        });
+    }
+    out.body = quote! {
+        #kf::dependents::Dependents::<__S::Kind, __S>::new() #(#entries)* .__ordered()
+    };
+    out
 }
 
-/// `tokens` with every span set to `span`.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            if let proc_macro2::TokenTree::Group(group) = &tree {
-                let mut inner =
-                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
-                inner.set_span(span);
-                tree = proc_macro2::TokenTree::Group(inner);
-            } else {
-                tree.set_span(span);
-            }
-            tree
-        })
-        .collect()
+/// The return type as the generic wiring sees it: the child replaced by its parameter (in
+/// `Result<Child, E>`, or an alias such as `anyhow::Result<Child>`, its first argument).
+fn generic_return(returns: &Type, child_g: &TokenStream) -> TokenStream {
+    let mut generic = returns.clone();
+    if let Type::Path(p) = &mut generic
+        && let Some(last) = p.path.segments.last_mut()
+        && last.ident == "Result"
+        && let syn::PathArguments::AngleBracketed(args) = &mut last.arguments
+        && let Some(syn::GenericArgument::Type(ok)) = args.args.first_mut()
+        && let Ok(param) = syn::parse2::<Type>(child_g.clone())
+    {
+        *ok = param;
+        return generic.to_token_stream();
+    }
+    child_g.clone()
 }
 
 /// Whether the spans of `ty` and `other` name the same type as written.

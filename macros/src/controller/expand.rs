@@ -90,10 +90,19 @@ pub fn expand(model: &Model) -> TokenStream {
     let wiring = ex.wiring();
     let spec = quote!(#kf::controller::ControllerSpec);
     let registration = registration(&model.krate, &model.self_ty, &model.name, &spec);
-    quote! {
-        #reconciler
-        const _: () = { #wiring };
-        #registration
+    if model.dependents.is_empty() {
+        quote! {
+            #reconciler
+            const _: () = { #wiring };
+            #registration
+        }
+    } else {
+        // With dependents the reconciler goes inside the block: its `reconcile` builds them
+        // through the generic wiring.
+        quote! {
+            const _: () = { #reconciler #wiring };
+            #registration
+        }
     }
 }
 
@@ -111,8 +120,8 @@ impl Expander<'_> {
         let ctx_ty = quote!(#kf::controller::Context<#kind>);
         let action = quote!(#kf::controller::Action);
         let future = quote!(impl ::core::future::Future<Output = ::core::result::Result<#action, Self::Error>> + ::core::marker::Send);
-        let reconcile = match &self.model.dependents_builder {
-            None => {
+        let reconcile = match self.model.dependents.is_empty() {
+            true => {
                 let span = self
                     .model
                     .reconcile
@@ -124,7 +133,7 @@ impl Expander<'_> {
                     }
                 }
             }
-            Some(builder) => self.dependents_reconcile(builder, &ctx_ty, &future),
+            false => self.dependents_reconcile(&ctx_ty, &future),
         };
         let cleanup = self.model.cleanup.as_ref().map(|f| {
             let span = f.sig.span();
@@ -155,14 +164,10 @@ impl Expander<'_> {
     /// `reconcile` with dependents: they run first (one `Dependents` per controller type,
     /// built on first use), the status is written with their conditions (and the `status`
     /// method's fields), then the user's `reconcile` if there is one, seeing what they stored.
-    fn dependents_reconcile(
-        &self,
-        builder: &TokenStream,
-        ctx_ty: &TokenStream,
-        future: &TokenStream,
-    ) -> TokenStream {
+    fn dependents_reconcile(&self, ctx_ty: &TokenStream, future: &TokenStream) -> TokenStream {
         let Model { self_ty, kind, .. } = self.model;
         let kf = self.kf;
+        let args = &self.dependents_expansion().args;
         let custom = if self.model.has_status_fn {
             quote!(|done: &#kf::dependents::Reconciled, status: &mut _| <#self_ty>::status(self, &obj, done, status))
         } else {
@@ -194,12 +199,52 @@ impl Expander<'_> {
                 static DEPENDENTS: ::std::sync::OnceLock<#kf::dependents::Dependents<#kind, #self_ty>> =
                     ::std::sync::OnceLock::new();
                 async move {
-                    let dependents = DEPENDENTS.get_or_init(|| #builder);
+                    let dependents = DEPENDENTS.get_or_init(|| (__WIRING.dependents)(#(#args),*));
                     #run
                     #then
                 }
             }
         }
+    }
+
+    /// The dependents through the generic wiring (see `dependents::Expansion`).
+    fn dependents_expansion(&self) -> super::dependents::Expansion {
+        super::dependents::expansion(
+            self.kf,
+            &self.model.kind,
+            &self.model.self_ty,
+            &self.model.dependents,
+            &|ty| self.kinds.of(ty),
+        )
+    }
+
+    /// `__Wiring`'s `dependents` field, the generic `__dependents` (with the async methods'
+    /// helpers) and the field's initializer; nothing without dependents.
+    fn dependents_wiring(&self) -> (TokenStream, TokenStream, TokenStream) {
+        if self.model.dependents.is_empty() {
+            return Default::default();
+        }
+        let kf = self.kf;
+        let spec = quote!(#kf::controller::ControllerSpec);
+        let kind_trait = quote!(#kf::controller::Kind);
+        let kinds = self.kinds.params();
+        let super::dependents::Expansion {
+            pointer_tys,
+            params,
+            body,
+            helpers,
+            ..
+        } = self.dependents_expansion();
+        let built = quote!(#kf::dependents::Dependents<__S::Kind, __S>);
+        let field = quote!(dependents: fn(#(#pointer_tys),*) -> #built,);
+        let function = quote! {
+            #helpers
+            fn __dependents<__S: #spec, #(#kinds: #kind_trait),*>(#(#params: #pointer_tys),*) -> #built {
+                #body
+            }
+        };
+        let init = quote!(dependents: __dependents::<__S, #(#kinds),*>,);
+        (field, function, init)
     }
 
     /// The types of the mappers and custom predicates, as the generic wiring takes them.
@@ -239,22 +284,26 @@ impl Expander<'_> {
         let rbac_fn = self.rbac_fn();
         let spec_impl = self.spec_impl();
         let self_ty = &self.model.self_ty;
+        let (dependents_field, dependents_fn, dependents_init) = self.dependents_wiring();
         quote! {
             #is_kind
 
             struct __Wiring<__S: #spec, #(#params),*> {
                 controller: fn(&#wiring_ty, #(#mapper_tys,)* #(#predicate_tys,)*) -> #kf::controller::Controller<__S::Kind>,
                 rbac: fn() -> #kf::rbac::Rules,
+                #dependents_field
                 kinds: ::core::marker::PhantomData<fn() -> (#(#params,)*)>,
             }
 
             #controller_fn
             #rbac_fn
+            #dependents_fn
 
             const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> {
                 __Wiring {
                     controller: __controller::<__S, #(#params),*>,
                     rbac: __rbac::<__S, #(#params),*>,
+                    #dependents_init
                     kinds: ::core::marker::PhantomData,
                 }
             }

@@ -46,8 +46,8 @@ pub struct Model {
     /// The user's `reconcile`; without one (dependents only) the generated reconcile returns
     /// `Action::Done` after the dependents.
     pub reconcile: Option<ImplItemFn>,
-    /// `dependents(..)`: the expression building them, checked and in reconcile order.
-    pub dependents_builder: Option<TokenStream>,
+    /// `dependents(..)`, checked, in reconcile order.
+    pub dependents: Vec<dependents::Dependent>,
     /// A `status` method: custom status fields, written with the dependents' conditions.
     pub has_status_fn: bool,
     pub cleanup: Option<ImplItemFn>,
@@ -145,7 +145,7 @@ fn check_reconciler(
     let krate = args.crate_path.clone().unwrap_or_else(default_crate);
     let declared = std::mem::take(&mut args.dependents);
     let has_dependents = !declared.is_empty();
-    let dependents = dependents::check(declared, item, errors);
+    let dependents = dependents::check(declared, item, &krate, errors);
     for dependent in &dependents {
         if !args
             .owns
@@ -155,8 +155,6 @@ fn check_reconciler(
             args.owns.push(Owned::full(dependent.kind.clone()));
         }
     }
-    let dependents_builder = has_dependents
-        .then(|| dependents::builder(&krate, &kind, &item.self_ty, &dependents, item));
     let reconcile = find("reconcile");
     if reconcile.is_none() && !has_dependents {
         if !misspelled.contains(&"reconcile") {
@@ -211,7 +209,7 @@ fn check_reconciler(
         store: args.store,
         error_ty: error_ty?,
         reconcile,
-        dependents_builder,
+        dependents,
         has_status_fn: has_dependents && find("status").is_some(),
         cleanup,
         has_error_policy: find("error_policy").is_some(),
@@ -729,6 +727,30 @@ mod tests {
             }),
         );
         crate::pipeline::tests::snapshot("controller.rs", &crate::pipeline::tests::pretty(out));
+    }
+
+    #[test]
+    fn controller_with_dependents_should_expand_like_the_snapshot() {
+        let out = controller(
+            quote!(for = Database, owns(Service(metadata)),
+                dependents(password(create_only), service(ready),
+                    statefulset(depends_on(password, service), ready = sts_ready),
+                    backup(when = has_backup, precondition = paused)),
+                finalizer = "db.example.com/volumes", crate = "kf"),
+            quote!(impl DatabaseController {
+                fn password(&self, db: &Database, ctx: &Context<Database>) -> Secret { todo!() }
+                fn service(&self, db: &Database, ctx: &Context<Database>) -> Service { todo!() }
+                async fn statefulset(&self, db: &Database, ctx: &Context<Database>) -> Result<StatefulSet, BoxError> { todo!() }
+                fn backup(&self, db: &Database, ctx: &Context<Database>) -> anyhow::Result<CronJob> { todo!() }
+                fn has_backup(&self, db: &Database) -> bool { true }
+                fn status(&self, db: &Database, done: &Reconciled, status: &mut DatabaseStatus) {}
+                async fn cleanup(&self, db: Arc<Database>, ctx: &Context<Database>) -> Result<Action, BoxError> { Ok(Action::Done) }
+            }),
+        );
+        crate::pipeline::tests::snapshot(
+            "controller_dependents.rs",
+            &crate::pipeline::tests::pretty(out),
+        );
     }
 
     #[test]
