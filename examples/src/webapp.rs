@@ -281,6 +281,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "databases.apps.kubeforge.dev",
                 "secretmirrors.apps.kubeforge.dev",
                 "staticsites.apps.kubeforge.dev",
                 "webapps.apps.kubeforge.dev"
