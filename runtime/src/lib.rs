@@ -69,6 +69,9 @@
 //! - [`prelude`]: `use kubeforge::prelude::*;`, the names an operator uses all the time.
 //! - [`client`]: `connect`; conflict-safe `update_object`, and `apply_owned` / `create_owned`
 //!   (create once, never overwrite) for children.
+//! - [`dependents`]: children declared as desired-state functions (`#[controller(dependents(..))]`
+//!   or by hand), applied in dependency order with create-only, activation, readiness and the
+//!   primary's `Ready` / `Progressing` / `Degraded` conditions.
 //! - [`events`]: an events.k8s.io/v1 recorder that aggregates repeats.
 //! - [`crd`]: CustomResourceDefinitions from Rust types — the structural schema pass, the
 //!   registry of kinds, the ready [`crd::Condition`] type for status structs; [`crdgen`], the
