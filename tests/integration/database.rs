@@ -12,61 +12,16 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, ResourceExt};
+use kube::{Client, ResourceExt};
 use kubeforge::crd::{ConditionStatus, READY};
 use kubeforge::manager::Manager;
-use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
+use kubeforge::testing::{TestNamespace, apply_crds};
 use kubeforge_examples::database::{Database, DatabaseController, LABEL};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::eventually;
-
-/// A client of a ServiceAccount bound to exactly the generated ClusterRole.
-async fn operator_client(ns: &TestNamespace) -> Client {
-    let plane = ControlPlane::shared().unwrap();
-    let role_name = format!("database-test-{}", ns.name());
-    let mut role = kubeforge::rbac::cluster_role(&role_name);
-    role.metadata.labels = Some(
-        [(
-            "kubeforge.dev/test-namespace".to_owned(),
-            ns.name().to_owned(),
-        )]
-        .into(),
-    );
-    Api::<ClusterRole>::all(ns.client())
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "database-operator" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
-        "subjects": [{ "kind": "ServiceAccount", "name": "database-operator", "namespace": ns.name() }],
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    let operator = plane
-        .service_account_client(ns.name(), "database-operator")
-        .await
-        .unwrap();
-    eventually(
-        "the binding to take effect",
-        Duration::from_secs(30),
-        async || {
-            Api::<Database>::namespaced(operator.clone(), ns.name())
-                .list(&ListParams::default())
-                .await
-                .ok()
-        },
-    )
-    .await;
-    operator
-}
+use crate::support::{eventually, generated_role_client};
 
 /// Runs the operator until the token is cancelled.
 fn run(operator: &Client, ns: &TestNamespace) -> CancellationToken {
@@ -84,7 +39,7 @@ async fn database_operator_should_apply_its_dependents_under_its_generated_rbac(
     apply_crds(&ns.client(), [Database::crd()], Duration::from_secs(30))
         .await
         .unwrap();
-    let operator = operator_client(&ns).await;
+    let operator = generated_role_client::<Database>(&ns, "database-operator").await;
     let shutdown = run(&operator, &ns);
 
     let dbs = ns.api::<Database>();

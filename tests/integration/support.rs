@@ -88,3 +88,60 @@ macro_rules! test_resource {
         }
     };
 }
+
+/// A client of ServiceAccount `account` in `ns`, bound to exactly the ClusterRole `crdgen
+/// --rbac` prints (created as `<account>-<namespace>`, labelled for the namespace's cleanup),
+/// once the binding has taken effect (the account can list `K`).
+pub async fn generated_role_client<K>(
+    ns: &kubeforge::testing::TestNamespace,
+    account: &str,
+) -> kube::Client
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+    use kube::api::{ListParams, PostParams};
+    let plane = kubeforge::testing::ControlPlane::shared().unwrap();
+    let role_name = format!("{account}-{}", ns.name());
+    let mut role = kubeforge::rbac::cluster_role(&role_name);
+    role.metadata.labels = Some(
+        [(
+            "kubeforge.dev/test-namespace".to_owned(),
+            ns.name().to_owned(),
+        )]
+        .into(),
+    );
+    kube::Api::<ClusterRole>::all(ns.client())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": account },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
+        "subjects": [{ "kind": "ServiceAccount", "name": account, "namespace": ns.name() }],
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let client = plane
+        .service_account_client(ns.name(), account)
+        .await
+        .unwrap();
+    eventually(
+        "the binding to take effect",
+        std::time::Duration::from_secs(30),
+        async || {
+            kube::Api::<K>::namespaced(client.clone(), ns.name())
+                .list(&ListParams::default())
+                .await
+                .ok()
+        },
+    )
+    .await;
+    client
+}

@@ -7,20 +7,20 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, Service};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kubeforge::controller::ControllerSpec;
 use kubeforge::crd::READY;
 use kubeforge::events::Recorder;
 use kubeforge::manager::Manager;
-use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
+use kubeforge::testing::{TestNamespace, apply_crds};
 use kubeforge_examples::webapp::{WebApp, WebAppSpec};
 use kubeforge_examples::webapp_operator::{REGISTRY, WebAppController};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{eventually, is_not_found, status_code};
+use crate::support::{eventually, generated_role_client, is_not_found, status_code};
 
 fn spec(replicas: i32) -> WebAppSpec {
     serde_json::from_value(
@@ -32,49 +32,13 @@ fn spec(replicas: i32) -> WebAppSpec {
 #[tokio::test]
 async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up() {
     let ns = TestNamespace::new().await.unwrap();
-    let plane = ControlPlane::shared().unwrap();
     let admin = ns.client();
     apply_crds(&admin, [WebApp::crd()], Duration::from_secs(30))
         .await
         .unwrap();
 
     // The operator's identity: a ServiceAccount bound to exactly the generated ClusterRole.
-    let role_name = format!("webapp-test-{}", ns.name());
-    let mut role = kubeforge::rbac::cluster_role(&role_name);
-    role.metadata.labels = Some(
-        [(
-            "kubeforge.dev/test-namespace".to_owned(),
-            ns.name().to_owned(),
-        )]
-        .into(),
-    );
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "webapp-operator" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name },
-        "subjects": [{ "kind": "ServiceAccount", "name": "webapp-operator", "namespace": ns.name() }],
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-    let operator = plane
-        .service_account_client(ns.name(), "webapp-operator")
-        .await
-        .unwrap();
-    eventually(
-        "the binding to take effect",
-        Duration::from_secs(30),
-        async || {
-            Api::<WebApp>::namespaced(operator.clone(), ns.name())
-                .list(&ListParams::default())
-                .await
-                .ok()
-        },
-    )
-    .await;
+    let operator = generated_role_client::<WebApp>(&ns, "webapp-operator").await;
     // Outside the role: the operator may not read ResourceQuotas or create Pods.
     let quotas: Api<ResourceQuota> = Api::namespaced(operator.clone(), ns.name());
     assert_eq!(status_code(quotas.list(&ListParams::default()).await), 403);
@@ -255,7 +219,10 @@ async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up()
 
     shutdown.cancel();
     running.await.unwrap().unwrap();
-    let _ = roles.delete(&role_name, &DeleteParams::default()).await;
+    let role_name = format!("webapp-operator-{}", ns.name());
+    let _ = Api::<ClusterRole>::all(admin)
+        .delete(&role_name, &DeleteParams::default())
+        .await;
 }
 
 #[test]
