@@ -131,6 +131,7 @@ pub mod rbac;
 pub mod retry;
 pub mod runner;
 mod scope;
+pub mod shard;
 pub mod store;
 mod task;
 mod text;

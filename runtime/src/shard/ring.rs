@@ -1,0 +1,139 @@
+//! The consistent-hash ring that maps an object to the live member that owns it.
+//!
+//! Each member is placed at [`Ring::TOKENS`] points of a 64-bit circle (the hash of
+//! `<member>#<i>`); an object belongs to the member of the first point at or after the hash of its
+//! key. Adding or removing one member of `n` moves about `1/n` of the objects, and only to or from
+//! that member. The hash is FNV-1a finished with splitmix64: stable across processes, builds and
+//! platforms (every replica and the sharder must agree), and well spread for short, similar keys.
+
+/// A ring over a set of members.
+#[derive(Clone, Debug, Default)]
+pub struct Ring {
+    /// (point, index into `members`), sorted by point.
+    points: Vec<(u64, usize)>,
+    members: Vec<String>,
+}
+
+impl Ring {
+    /// Points per member: enough that 3 members each get a third of the keys within a few per cent.
+    pub const TOKENS: usize = 128;
+
+    /// A ring over `members` (duplicates count once; order does not matter).
+    pub fn new<I, S>(members: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let mut members: Vec<String> = members.into_iter().map(Into::into).collect();
+        members.sort();
+        members.dedup();
+        let mut points = Vec::with_capacity(members.len() * Self::TOKENS);
+        for (index, member) in members.iter().enumerate() {
+            for token in 0..Self::TOKENS {
+                points.push((hash(format!("{member}#{token}").as_bytes()), index));
+            }
+        }
+        // Ties (vanishingly rare) break by member name, so every replica agrees.
+        points.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| members[a.1].cmp(&members[b.1])));
+        Self { points, members }
+    }
+
+    /// The members, sorted.
+    pub fn members(&self) -> &[String] {
+        &self.members
+    }
+
+    /// The member that owns `key` (`None` on an empty ring).
+    pub fn owner(&self, key: &str) -> Option<&str> {
+        let at = hash(key.as_bytes());
+        let i = self.points.partition_point(|(point, _)| *point < at);
+        let (_, member) = self.points.get(i).or_else(|| self.points.first())?;
+        Some(&self.members[*member])
+    }
+}
+
+/// FNV-1a (64 bits) finished with splitmix64.
+pub(crate) fn hash(bytes: &[u8]) -> u64 {
+    let fnv = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut z = fnv.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn keys(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("ns-{}/object-{i}", i % 7)).collect()
+    }
+
+    fn shares(ring: &Ring, keys: &[String]) -> HashMap<String, usize> {
+        let mut shares = HashMap::new();
+        for key in keys {
+            *shares
+                .entry(ring.owner(key).unwrap().to_owned())
+                .or_default() += 1;
+        }
+        shares
+    }
+
+    #[test]
+    fn an_empty_ring_should_own_nothing_and_one_member_everything() {
+        assert_eq!(Ring::default().owner("a/b"), None);
+        let ring = Ring::new(["only"]);
+        assert!(keys(100).iter().all(|k| ring.owner(k) == Some("only")));
+    }
+
+    #[test]
+    fn three_members_should_each_own_about_a_third() {
+        let keys = keys(3000);
+        let ring = Ring::new(["replica-a", "replica-b", "replica-c"]);
+        for (member, n) in shares(&ring, &keys) {
+            assert!((850..=1150).contains(&n), "{member}: {n} of 3000");
+        }
+    }
+
+    #[test]
+    fn a_member_joining_should_take_keys_only_from_the_others_and_about_its_share() {
+        let keys = keys(3000);
+        let before = Ring::new(["a", "b", "c"]);
+        let after = Ring::new(["c", "a", "b", "d"]);
+        let mut moved = 0;
+        for key in &keys {
+            let (old, new) = (before.owner(key).unwrap(), after.owner(key).unwrap());
+            if old != new {
+                assert_eq!(
+                    new, "d",
+                    "{key} moved from {old} to {new}, not to the new member"
+                );
+                moved += 1;
+            }
+        }
+        assert!(
+            (600..=900).contains(&moved),
+            "{moved} of 3000 moved (a quarter is 750)"
+        );
+    }
+
+    #[test]
+    fn the_ring_should_not_depend_on_member_order_or_duplicates() {
+        let one = Ring::new(["x", "y", "z"]);
+        let two = Ring::new(["z", "x", "y", "x"]);
+        assert_eq!(one.members(), two.members());
+        assert!(keys(500).iter().all(|k| one.owner(k) == two.owner(k)));
+    }
+
+    #[test]
+    fn the_hash_should_be_stable() {
+        // Every replica and the sharder must agree, whatever they were built with.
+        assert_eq!(hash(b""), 0xc381_7c01_6ba4_ff30);
+        assert_eq!(hash(b"replica-a#0"), 0x87e6_33d3_abec_0722);
+        assert_ne!(hash(b"a"), hash(b"b"));
+    }
+}
