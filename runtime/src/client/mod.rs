@@ -145,7 +145,7 @@ pub fn owner_reference<P: Resource<DynamicType = ()>>(owner: &P) -> Option<Owner
 
 /// Gives `child` the controller owner reference to `owner` (replacing any earlier reference to
 /// it) and no `resourceVersion`, for a write by `what`; returns the child's name.
-fn owned_by<P, C>(child: &mut C, owner: &P, what: &str) -> Result<String, kube::Error>
+pub(crate) fn owned_by<P, C>(child: &mut C, owner: &P, what: &str) -> Result<String, kube::Error>
 where
     P: Resource<DynamicType = ()>,
     C: Resource,

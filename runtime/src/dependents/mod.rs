@@ -782,11 +782,11 @@ where
         if <K::Scope as Scoped>::NAMESPACED && desired.meta().namespace.is_none() {
             desired.meta_mut().namespace = primary.meta().namespace.clone();
         }
+        // The owner reference the write will carry, so the comparison sees it too.
+        crate::client::owned_by(&mut desired, primary, "dependent")?;
         let current = current::<P, K>(ctx, &name).await?;
         let stored = match current {
-            Some(current) if self.create_only || self.unchanged(primary, &desired, &current) => {
-                current
-            }
+            Some(current) if self.create_only || unchanged(&desired, &current) => current,
             Some(_) => {
                 outcome.written = true;
                 Arc::new(
@@ -816,21 +816,6 @@ where
         };
         outcome.object = Some(stored);
         Ok(state)
-    }
-
-    /// Whether `current` holds every field of `desired` with the owner reference added.
-    fn unchanged(&self, primary: &P, desired: &K, current: &K) -> bool {
-        let mut desired = desired.clone();
-        if let Some(reference) = crate::client::owner_reference(primary) {
-            desired.meta_mut().owner_references = Some(vec![reference]);
-        }
-        match (
-            serde_json::to_value(&desired),
-            serde_json::to_value(current),
-        ) {
-            (Ok(want), Ok(have)) => matcher::holds(&want, &have),
-            _ => false,
-        }
     }
 
     /// The activation condition is false: delete the child if it exists and is owned by
@@ -874,6 +859,14 @@ where
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(State::Inactive),
             Err(error) => Err(error.into()),
         }
+    }
+}
+
+/// Whether `current` holds every field of `desired` (see `matcher`).
+fn unchanged<K: Serialize>(desired: &K, current: &K) -> bool {
+    match (serde_json::to_value(desired), serde_json::to_value(current)) {
+        (Ok(want), Ok(have)) => matcher::holds(&want, &have),
+        _ => false,
     }
 }
 
