@@ -68,6 +68,8 @@ struct Expander<'a> {
     /// The argument names of the mappers and custom predicates the wiring takes, in order.
     mapper_args: Vec<Ident>,
     predicate_args: Vec<Ident>,
+    /// The dependents through the generic wiring (see `dependents::Expansion`).
+    dependents: super::dependents::Expansion,
 }
 
 pub fn expand(model: &Model) -> TokenStream {
@@ -77,14 +79,23 @@ pub fn expand(model: &Model) -> TokenStream {
         .filter(|p| matches!(p, PredicateArg::Custom(_)))
         .count();
     let kf = &model.krate;
+    let kinds = Kinds::new(model);
+    let dependents = super::dependents::expansion(
+        &model.krate,
+        &model.kind,
+        &model.self_ty,
+        &model.dependents,
+        &|ty| kinds.of(ty),
+    );
     let ex = Expander {
         model,
         kf: &model.krate,
-        kinds: Kinds::new(model),
+        kinds,
         mapper_args: (0..model.watches.len())
             .map(|i| format_ident!("map{i}"))
             .collect(),
         predicate_args: (0..custom).map(|i| format_ident!("predicate{i}")).collect(),
+        dependents,
     };
     let reconciler = ex.reconciler_impl();
     let wiring = ex.wiring();
@@ -167,7 +178,7 @@ impl Expander<'_> {
     fn dependents_reconcile(&self, ctx_ty: &TokenStream, future: &TokenStream) -> TokenStream {
         let Model { self_ty, kind, .. } = self.model;
         let kf = self.kf;
-        let args = &self.dependents_expansion().args;
+        let args = &self.dependents.args;
         let custom = if self.model.has_status_fn {
             quote!(|done: &#kf::dependents::Reconciled, status: &mut _| <#self_ty>::status(self, &obj, done, status))
         } else {
@@ -207,17 +218,6 @@ impl Expander<'_> {
         }
     }
 
-    /// The dependents through the generic wiring (see `dependents::Expansion`).
-    fn dependents_expansion(&self) -> super::dependents::Expansion {
-        super::dependents::expansion(
-            self.kf,
-            &self.model.kind,
-            &self.model.self_ty,
-            &self.model.dependents,
-            &|ty| self.kinds.of(ty),
-        )
-    }
-
     /// `__Wiring`'s `dependents` field, the generic `__dependents` (with the async methods'
     /// helpers) and the field's initializer; nothing without dependents.
     fn dependents_wiring(&self) -> (TokenStream, TokenStream, TokenStream) {
@@ -234,7 +234,7 @@ impl Expander<'_> {
             body,
             helpers,
             ..
-        } = self.dependents_expansion();
+        } = &self.dependents;
         let built = quote!(#kf::dependents::Dependents<__S::Kind, __S>);
         let field = quote!(dependents: fn(#(#pointer_tys),*) -> #built,);
         let function = quote! {
