@@ -94,29 +94,29 @@ pub struct DatabaseController;
     rbac(group = "", resources = ["persistentvolumeclaims"], verbs = ["list", "delete"]),
 )]
 impl DatabaseController {
-    fn password(&self, db: &Database, _: &Context<Database>) -> Secret {
-        let mut bytes = [0u8; 18];
-        for (i, b) in bytes.iter_mut().enumerate() {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            (std::time::SystemTime::now(), db.uid(), i).hash(&mut h);
-            *b = b"abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-                [h.finish() as usize % 56];
-        }
-        let password = String::from_utf8_lossy(&bytes).into_owned();
+    fn password(&self, db: &Database, _: &Context<Database>) -> Result<Secret, BoxError> {
+        // 24 characters from the system's CSPRNG, 6 bits each (64 symbols: no modulo bias).
+        let mut bytes = [0u8; 24];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
+        const SYMBOLS: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let password: String = bytes
+            .iter()
+            .map(|b| SYMBOLS[usize::from(b & 63)] as char)
+            .collect();
         let mut secret = Secret::default();
         secret.metadata.name = Some(format!("{}-password", db.name_any()));
         secret.string_data = Some([("password".to_owned(), password)].into());
-        secret
+        Ok(secret)
     }
 
-    fn service(&self, db: &Database, _: &Context<Database>) -> Service {
-        from_value(json!({
+    fn service(&self, db: &Database, _: &Context<Database>) -> Result<Service, BoxError> {
+        Ok(from_value(json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": { "name": db.name_any() },
             "spec": { "clusterIP": "None", "selector": { LABEL: db.name_any() },
                       "ports": [{ "name": "postgres", "port": 5432 }] },
-        }))
-        .unwrap_or_default()
+        }))?)
     }
 
     async fn statefulset(
@@ -166,9 +166,9 @@ impl DatabaseController {
         }))?)
     }
 
-    fn backup(&self, db: &Database, _: &Context<Database>) -> CronJob {
+    fn backup(&self, db: &Database, _: &Context<Database>) -> Result<CronJob, BoxError> {
         let name = db.name_any();
-        from_value(json!({
+        Ok(from_value(json!({
             "apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": { "name": format!("{name}-backup") },
             "spec": { "schedule": db.spec.backup, "jobTemplate": { "spec": { "template": { "spec": {
@@ -176,8 +176,7 @@ impl DatabaseController {
                 "containers": [{ "name": "backup", "image": format!("postgres:{}", db.spec.version),
                                  "args": ["pg_dumpall", "-h", name] }],
             }}}}},
-        }))
-        .unwrap_or_default()
+        }))?)
     }
 
     fn has_backup(&self, db: &Database) -> bool {
