@@ -93,29 +93,22 @@ impl WebAppController {
         }))?;
         ctx.apply_owned(app.as_ref(), MANAGER, service).await?;
 
-        self.register(&app, ctx).await?;
+        register(&app, ctx).await?;
         self.update_status(&app, &deployment, ctx).await?;
         Ok(Action::Done)
     }
 
     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
         // Remove our row from the registry; the children go with garbage collection.
-        let registry: Api<ConfigMap> = ctx.api();
-        let patch = json!({ "data": { app.name_any(): null } });
-        match registry
-            .patch(REGISTRY, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.event(
+        unregister(&app, ctx).await?;
+        let note = "removed from the registry";
+        publish(
+            &self.recorder,
             &app,
             EventType::Normal,
             "Unregistered",
             "Cleanup",
-            "removed from the registry",
+            note,
         )
         .await;
         Ok(Action::Done)
@@ -141,25 +134,54 @@ pub enum Error {
     Dependents(#[from] kubeforge::dependents::DependentsError),
 }
 
-impl WebAppController {
-    /// Records `name: image` in the namespace's registry (the "outside system").
-    async fn register(&self, app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> {
-        let row: ConfigMap = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": REGISTRY },
-            "data": { app.name_any(): app.spec.image },
-        }))?;
-        // Server-side apply with one field manager per app: each app owns exactly its row.
-        ctx.api::<ConfigMap>()
-            .patch(
-                REGISTRY,
-                &PatchParams::apply(&format!("{MANAGER}-{}", app.name_any())).force(),
-                &Patch::Apply(&row),
-            )
-            .await?;
-        Ok(())
-    }
+/// Records `name: image` in the namespace's registry (the "outside system").
+pub async fn register(app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> {
+    let row: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": REGISTRY },
+        "data": { app.name_any(): app.spec.image },
+    }))?;
+    // Server-side apply with one field manager per app: each app owns exactly its row.
+    ctx.api::<ConfigMap>()
+        .patch(
+            REGISTRY,
+            &PatchParams::apply(&format!("{MANAGER}-{}", app.name_any())).force(),
+            &Patch::Apply(&row),
+        )
+        .await?;
+    Ok(())
+}
 
+/// Removes the app's row from the registry (gone already, or no registry: nothing to do).
+pub async fn unregister(app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> {
+    let patch = json!({ "data": { app.name_any(): null } });
+    let registry: Api<ConfigMap> = ctx.api();
+    match registry
+        .patch(REGISTRY, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Publishes an event about `app`; a failure is logged, never the reconcile's.
+pub async fn publish(
+    recorder: &Recorder,
+    app: &WebApp,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    let published = recorder.publish(app, type_, reason, action, Some(note.to_owned()));
+    if let Err(error) = published.await {
+        tracing::warn!(%error, "publishing an event failed");
+    }
+}
+
+impl WebAppController {
     async fn update_status(
         &self,
         app: &WebApp,
@@ -217,21 +239,18 @@ impl WebAppController {
             ctx.patch_status(&Patch::Merge(json!({ "status": status })))
                 .await?;
             if became_ready {
-                self.event(app, EventType::Normal, "RolledOut", "Reconcile", &message)
-                    .await;
+                publish(
+                    &self.recorder,
+                    app,
+                    EventType::Normal,
+                    "RolledOut",
+                    "Reconcile",
+                    &message,
+                )
+                .await;
             }
         }
         Ok(())
-    }
-
-    async fn event(&self, app: &WebApp, type_: EventType, reason: &str, action: &str, note: &str) {
-        if let Err(error) = self
-            .recorder
-            .publish(app, type_, reason, action, Some(note.to_owned()))
-            .await
-        {
-            tracing::warn!(%error, "publishing an event failed");
-        }
     }
 }
 

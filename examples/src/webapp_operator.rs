@@ -19,10 +19,11 @@ use kubeforge::k8s_openapi::api::apps::v1::Deployment;
 use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kubeforge::prelude::*;
 use kubeforge::serde_json::{self, json};
-use kubeforge::{kube, tracing};
+use kubeforge::tracing;
 
 use crate::webapp::{Exposure, WebApp, WebAppStatus};
 pub use crate::webapp_imperative::{Error, MANAGER, REGISTRY, selector_labels};
+use crate::webapp_imperative::{publish, register, unregister};
 
 /// The WebApp controller.
 pub struct WebAppController {
@@ -111,7 +112,7 @@ impl WebAppController {
 
     /// After the dependents: the registry row, and `RolledOut` when the app turned ready.
     async fn reconcile(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
-        self.register(&app, ctx).await?;
+        register(&app, ctx).await?;
         let was_ready = app
             .status
             .as_ref()
@@ -119,30 +120,30 @@ impl WebAppController {
         if ctx.dependents().is_some_and(Reconciled::all_ready) && !was_ready {
             let note = format!("{} pods created", app.spec.replicas);
             tracing::info!(webapp = %app.name_any(), "rolled out");
-            self.event(&app, EventType::Normal, "RolledOut", "Reconcile", &note)
-                .await;
+            publish(
+                &self.recorder,
+                &app,
+                EventType::Normal,
+                "RolledOut",
+                "Reconcile",
+                &note,
+            )
+            .await;
         }
         Ok(Action::Done)
     }
 
     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
         // Remove our row from the registry; the children go with garbage collection.
-        let patch = json!({ "data": { app.name_any(): null } });
-        let registry: Api<ConfigMap> = ctx.api();
-        match registry
-            .patch(REGISTRY, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-        self.event(
+        unregister(&app, ctx).await?;
+        let note = "removed from the registry";
+        publish(
+            &self.recorder,
             &app,
             EventType::Normal,
             "Unregistered",
             "Cleanup",
-            "removed from the registry",
+            note,
         )
         .await;
         Ok(Action::Done)
@@ -157,30 +158,4 @@ fn rolled_out(deployment: &Deployment) -> bool {
             && s.updated_replicas.unwrap_or(0) == wanted
             && s.replicas.unwrap_or(0) == wanted
     })
-}
-
-impl WebAppController {
-    /// Records `name: image` in the namespace's registry (the "outside system").
-    async fn register(&self, app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> {
-        let row: ConfigMap = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": { "name": REGISTRY },
-            "data": { app.name_any(): app.spec.image },
-        }))?;
-        // Server-side apply with one field manager per app: each app owns exactly its row.
-        let manager = PatchParams::apply(&format!("{MANAGER}-{}", app.name_any())).force();
-        ctx.api::<ConfigMap>()
-            .patch(REGISTRY, &manager, &Patch::Apply(&row))
-            .await?;
-        Ok(())
-    }
-
-    async fn event(&self, app: &WebApp, type_: EventType, reason: &str, action: &str, note: &str) {
-        let published = self
-            .recorder
-            .publish(app, type_, reason, action, Some(note.to_owned()));
-        if let Err(error) = published.await {
-            tracing::warn!(%error, "publishing an event failed");
-        }
-    }
 }
