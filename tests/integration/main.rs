@@ -32,6 +32,7 @@ mod reconcile_errors;
 mod retries;
 mod secret_mirror;
 mod selectors;
+mod sharding;
 mod static_site;
 mod stores;
 mod watcher;

@@ -11,6 +11,7 @@
 //! | `--leader-election-id NAME` | `LEADER_ELECTION_ID` | the binary's name |
 //! | `--leader-election-namespace NS` | `LEADER_ELECTION_NAMESPACE` | the client's default namespace |
 //! | `--leader-election-lease-duration`, `--leader-election-renew-deadline`, `--leader-election-retry-period` | | `15s`, `10s`, `2s` |
+//! | `--shards GROUP` | `SHARDS` | off: split the work between the replicas of shard group `GROUP` ([`crate::shard`]); its Leases live in the leader-election namespace and use its timings; excludes `--leader-elect` |
 //! | `--kube-api-qps N`, `--kube-api-burst N` | `KUBE_API_QPS`, `KUBE_API_BURST` | no client-side limit |
 //! | `--log-format text\|json` | `LOG_FORMAT` | `text` (level from `RUST_LOG`, default `info`) |
 //!
@@ -185,6 +186,10 @@ pub struct Options {
     /// How often to try to acquire or renew.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: Duration,
+    /// Split the work between the replicas of this shard group (instead of electing a leader);
+    /// the Leases live in the leader-election namespace and use its timings.
+    #[arg(long, env = "SHARDS", conflicts_with = "leader_elect")]
+    pub shards: Option<String>,
     /// Client-side limit of API requests per second (with --kube-api-burst).
     #[arg(long, env = "KUBE_API_QPS")]
     pub kube_api_qps: Option<f64>,
@@ -515,8 +520,24 @@ impl Options {
                 config = config.connection(connected.clone());
             }
             // Validate now, so a bad flag fails at start-up with one line.
-            crate::leader::LeaderElector::new(client, config.clone())?;
+            crate::leader::LeaderElector::new(client.clone(), config.clone())?;
             manager = manager.leader_election(config);
+        }
+        if let Some(group) = &self.shards {
+            let namespace = self
+                .leader_election_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned());
+            let mut config = crate::shard::ShardConfig::new(group.clone(), namespace).timings(
+                self.leader_election_lease_duration,
+                self.leader_election_renew_deadline,
+                self.leader_election_retry_period,
+            );
+            if let Some(connected) = self.connected.get() {
+                config = config.connection(connected.clone());
+            }
+            config.check()?;
+            manager = manager.shards(config);
         }
         manager = manager.webhooks(self.webhook.options()?);
         #[cfg(feature = "memcached")]

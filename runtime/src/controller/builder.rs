@@ -106,7 +106,14 @@ where
         config: InformerConfig,
     ) -> Self {
         let name: Arc<str> = name.into().into();
-        let primary = wiring.cache().informer(api, config);
+        let sharded = wiring
+            .shard()
+            .map(|membership| (Arc::clone(membership), api.clone(), config.clone()));
+        let primary = wiring.cache().informer(api, wiring.narrow(config));
+        if let Some((membership, api, config)) = sharded {
+            let informer = Arc::clone(&primary);
+            membership.register(&api, &config, move || informer.cached());
+        }
         let primary_events = primary.subscribe();
         let mut config = ControllerConfig::default();
         if let Some(metrics) = wiring.metrics() {
@@ -251,7 +258,7 @@ where
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        let events = subscribe(self.wiring.cache(), config);
+        let events = subscribe(self.wiring.cache(), self.wiring.narrow(config));
         let predicates: MetadataPredicates = owns.predicates.into();
         let map = gated(predicates, owner_keys::<K, T>(!owns.any_owner));
         self.sources.push(source(events, false, map));

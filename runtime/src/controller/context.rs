@@ -203,6 +203,8 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let mut child = child;
+        self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
         let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
         self.record_write(&written);
@@ -227,12 +229,22 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let mut child = child;
+        self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
         let (stored, created) = crate::client::create_owned(&self.api::<C>(), owner, child).await?;
         if created {
             self.record_write(&stored);
         }
         Ok((stored, created))
+    }
+
+    /// Labels `child` with this replica's shard when the manager shards (children follow their
+    /// owner's shard, see [`crate::shard`]); does nothing otherwise.
+    pub fn label_for_shard<C: Resource>(&self, child: &mut C) {
+        if let Some(membership) = self.wiring.shard() {
+            membership.label(child.meta_mut());
+        }
     }
 
     /// Opens a flight to `child`, about to be written in the namespace of the object being

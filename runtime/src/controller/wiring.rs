@@ -8,6 +8,7 @@ use crate::ObjectKey;
 use crate::cache::Cache;
 use crate::informer::InformerConfig;
 use crate::leader::{Gate, fenced};
+use crate::shard::Membership;
 use crate::writes::{Flight, WriteTracker, Writer};
 
 use super::ControllerMetrics;
@@ -32,6 +33,9 @@ pub struct Wiring {
     /// The informer options for every kind a controller watches unless it names its own (the
     /// default of [`Owns`](super::Owns), [`Watches`](super::Watches) and `#[controller]`).
     pub informer_defaults: InformerConfig,
+    /// This replica's shard membership, when the manager shards (see [`crate::shard`]): the
+    /// controllers wired from then on watch only this replica's objects.
+    shard: Option<Arc<Membership>>,
 }
 
 impl std::fmt::Debug for Wiring {
@@ -57,6 +61,7 @@ impl Wiring {
             metrics: None,
             namespace: None,
             informer_defaults: InformerConfig::default(),
+            shard: None,
         }
     }
 
@@ -76,6 +81,25 @@ impl Wiring {
     /// Reports reconciles and queues of the controllers wired from now on to `metrics`.
     pub(crate) fn set_metrics(&mut self, metrics: Arc<dyn ControllerMetrics>) {
         self.metrics = Some(metrics);
+    }
+
+    /// Shards the controllers wired from now on: their primary and owned kinds' informers watch
+    /// only `membership`'s objects, and their workers acknowledge drains.
+    pub(crate) fn set_shard(&mut self, membership: Arc<Membership>) {
+        self.shard = Some(membership);
+    }
+
+    /// This replica's shard membership, if the manager shards.
+    pub fn shard(&self) -> Option<&Arc<Membership>> {
+        self.shard.as_ref()
+    }
+
+    /// `config`, narrowed to this replica's shard when there is one.
+    pub(crate) fn narrow(&self, config: InformerConfig) -> InformerConfig {
+        match &self.shard {
+            Some(membership) => membership.narrow(config),
+            None => config,
+        }
     }
 
     /// The shared informer cache.

@@ -84,6 +84,12 @@ where
                 return;
             }
         };
+        if let Some(membership) = self.wiring.shard()
+            && membership.is_draining(obj.meta())
+        {
+            self.let_go(key, &obj, membership).await;
+            return;
+        }
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "reconcile",
@@ -93,6 +99,24 @@ where
             reconcile_id = %format_args!("{id:x}"),
         );
         self.process_object(key, obj).instrument(span).await;
+    }
+
+    /// The sharder asked this replica to let the object go: no reconcile of it runs (this
+    /// worker holds its key), so acknowledge by taking its shard labels off.
+    async fn let_go(&self, key: &ObjectKey, obj: &K, membership: &crate::shard::Membership) {
+        match membership.release(&self.api_for(obj), obj).await {
+            Ok(released) => {
+                if released {
+                    tracing::debug!(controller = %self.name, %key, "drained: the object goes to another replica");
+                }
+                self.retries.forget(key);
+            }
+            Err(error) => {
+                let error = crate::text::concise(&error);
+                tracing::warn!(controller = %self.name, %key, %error, "acknowledging a drain failed; retrying");
+                self.queue.add_after(key.clone(), Duration::from_secs(1));
+            }
+        }
     }
 
     async fn process_object(&self, key: &ObjectKey, obj: Arc<K>) {

@@ -784,6 +784,7 @@ where
         }
         // The owner reference the write will carry, so the comparison sees it too.
         crate::client::owned_by(&mut desired, primary, "dependent")?;
+        ctx.label_for_shard(&mut desired);
         let current = current::<P, K>(ctx, &name).await?;
         let stored = match current {
             Some(current) if self.create_only || unchanged(&desired, &current) => current,

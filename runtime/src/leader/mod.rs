@@ -63,6 +63,9 @@ pub struct LeaderElectionConfig {
     /// Where the elector opens a connection of its own (see [`LeaderElectionConfig::connection`]);
     /// `None`: it shares the client it is given.
     pub connection: Option<kube::Config>,
+    /// Labels the Lease carries (set when it is created or renewed): shard membership Leases
+    /// are found by them.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl LeaderElectionConfig {
@@ -83,6 +86,7 @@ impl LeaderElectionConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
             connection: None,
+            labels: std::collections::BTreeMap::new(),
         }
     }
 
@@ -143,6 +147,11 @@ impl LeaderElectionConfig {
         }
         Ok(())
     }
+}
+
+/// Checks `config`'s names and timings.
+pub(crate) fn validate(config: &LeaderElectionConfig) -> Result<(), LeaderElectionError> {
+    config.validate()
 }
 
 /// Why leader election failed.
@@ -436,6 +445,7 @@ impl LeaderElector {
                 metadata: ObjectMeta {
                     name: Some(self.config.lease_name.clone()),
                     namespace: Some(self.config.lease_namespace.clone()),
+                    labels: (!self.config.labels.is_empty()).then(|| self.config.labels.clone()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -478,6 +488,10 @@ impl LeaderElector {
             new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         lease.spec = Some(new_spec);
+        if !self.config.labels.is_empty() {
+            let labels = lease.metadata.labels.get_or_insert_with(Default::default);
+            labels.extend(self.config.labels.clone());
+        }
         // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
         api.replace(&self.config.lease_name, &PostParams::default(), &lease)
             .await?;

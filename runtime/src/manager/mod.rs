@@ -58,6 +58,7 @@ use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 mod backends;
 mod crd;
 mod leading;
+mod sharding;
 
 use leading::Leading;
 
@@ -85,6 +86,8 @@ pub struct Manager {
     /// `(group, kind)` of the primary kinds of the controllers and watchers: the kinds whose
     /// webhooks the manager serves by default.
     primary_kinds: Vec<(String, String)>,
+    /// Shard mode (see [`Manager::shards`]).
+    shards: Option<(crate::shard::ShardConfig, Arc<crate::shard::Membership>)>,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -245,6 +248,7 @@ impl Manager {
             dynamic: None,
             webhooks: None,
             primary_kinds: Vec::new(),
+            shards: None,
         }
     }
 
@@ -545,14 +549,22 @@ impl Manager {
     /// As [`Manager::run`].
     pub async fn run_until(mut self, shutdown: CancellationToken) -> Result<(), ManagerError> {
         let token = shutdown.child_token();
-        let elector = match self.leader_election.take() {
-            Some(config) => {
+        let elector = match (self.leader_election.take(), self.shards.take()) {
+            (Some(_), Some(_)) => {
+                return Err(LeaderElectionError::InvalidConfig(
+                    "leader election and sharding exclude each other: every shard replica works"
+                        .to_owned(),
+                )
+                .into());
+            }
+            (Some(config), None) => {
                 let elector = Arc::new(LeaderElector::new(self.client.clone(), config)?);
                 let gate = Arc::clone(&elector);
                 self.wiring.gate().install(move || gate.lease_valid());
                 Some(elector)
             }
-            None => None,
+            (None, Some((config, membership))) => Some(self.start_sharding(&config, membership)?),
+            (None, None) => None,
         };
         self.start_webhooks().await?;
         let tree = self.runner_tree(elector);

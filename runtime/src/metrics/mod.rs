@@ -116,7 +116,12 @@ impl Default for Metrics {
     }
 }
 
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub(crate) fn counter(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> IntCounterVec {
     let metric = IntCounterVec::new(Opts::new(name, help), labels)
         .expect("invariant: valid metric definition");
     registry
@@ -125,7 +130,7 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
     metric
 }
 
-fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+pub(crate) fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let metric = IntGaugeVec::new(Opts::new(name, help), labels)
         .expect("invariant: valid metric definition");
     registry

@@ -1,5 +1,19 @@
-//! Active-active sharding across replicas (#19) — the pure parts so far: the ring and the
-//! sharder's plan. Not wired into the manager yet; what follows is the design they serve.
+//! Active-active sharding across replicas: several replicas of an operator split the objects
+//! of its controllers' kinds between them, with Kubernetes itself as the engine — Leases for
+//! membership, labels and label-selected watches for assignment.
+//!
+//! Turn it on with [`Manager::shards`](crate::manager::Manager::shards) (or `--shards <group>`
+//! on the command line, [`crate::cli`]); it replaces leader election (each replica works, on
+//! its own objects).
+//!
+//! ```no_run
+//! use kubeforge::manager::Manager;
+//! use kubeforge::shard::ShardConfig;
+//!
+//! # fn doc(client: kube::Client) {
+//! let manager = Manager::new(client).shards(ShardConfig::new("my-operator", "operators"));
+//! # }
+//! ```
 //!
 //! **Membership.** Each replica of a sharded controller holds a membership Lease
 //! (`<group>-<identity>`, labelled `shard.kubeforge.dev/group: <group>`), renewed like the
@@ -23,8 +37,177 @@
 //! the objects' labels (metadata only), and applies [`plan`]'s moves as label patches guarded by
 //! the object's `resourceVersion`.
 
+//!
+//! **Failure cases.** A replica killed (`kill -9`): its Lease stops changing; after the lease
+//! duration the sharder assigns its objects to the others (its Lease stays behind, not live,
+//! until it is deleted). A replica frozen (SIGSTOP, a paused VM) past its renew deadline: its gate
+//! closes before its Lease expires for the sharder, so when it thaws it writes nothing to the
+//! objects it lost (and exits, as a leader that lost its Lease does). A clean shutdown releases
+//! the Lease after the replica's last reconcile, and its objects move at once. The sharder killed
+//! or frozen: another replica takes the sharder Lease after its duration; it starts by counting
+//! every member as live for a whole lease duration, so it never moves objects away from a member
+//! it has not watched long enough. The apiserver unreachable: no Lease can be listed, and a pass
+//! without a fresh list declares nobody gone. Objects not moving while the sharder is away is
+//! the cost: they stay with their owner, which keeps reconciling them.
+//!
+//! **What follows its owner.** Children written through the [`Context`](crate::controller::Context)
+//! helpers (`apply_owned`, `create_owned`, declarative dependents) carry their owner's shard
+//! label, and the informers of owned kinds are narrowed like the primary's, so each replica
+//! caches only its own children. A child written otherwise must carry the label
+//! ([`Membership::label`]) to be seen. Kinds a controller only `watches` are not sharded (each
+//! replica caches them whole).
+
+mod members;
+mod membership;
+mod metrics;
 mod plan;
 mod ring;
+mod sharder;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use membership::{DRAIN_LABEL_PREFIX, MEMBER_OF_LABEL, Membership, OWNER_LABEL_PREFIX};
 pub use plan::{Move, Placement, plan};
 pub use ring::Ring;
+
+pub(crate) use metrics::ShardMetrics;
+pub(crate) use sharder::Sharder;
+
+use crate::leader::{LeaderElectionConfig, LeaderElectionError};
+
+/// Options of a shard group: its name, where its Leases live, this replica's identity and the
+/// Leases' timings (the same rules as leader election's, defaults 15 s / 10 s / 2 s).
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    /// The group's name (a DNS-1123 label of at most 63 characters): the label
+    /// `shard.kubeforge.dev/<group>` and the Leases' names derive from it.
+    pub group: String,
+    /// The Leases' namespace, identity, timings and connection (its `lease_name` is unused).
+    pub lease: LeaderElectionConfig,
+}
+
+impl ShardConfig {
+    /// A group named `group` whose Leases live in `namespace`; the identity is
+    /// [`LeaderElectionConfig::new`]'s (`$POD_NAME`, or the host name with a random suffix).
+    pub fn new(group: impl Into<String>, namespace: impl Into<String>) -> Self {
+        let group = group.into();
+        let lease = LeaderElectionConfig::new(group.clone(), namespace);
+        Self { group, lease }
+    }
+
+    /// Sets this replica's identity (a label value: at most 63 characters of `[A-Za-z0-9_.-]`).
+    #[must_use]
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.lease.identity = identity.into();
+        self
+    }
+
+    /// Sets the Leases' timings (lease duration, renew deadline, retry period).
+    #[must_use]
+    pub fn timings(mut self, lease: Duration, renew: Duration, retry: Duration) -> Self {
+        self.lease = self.lease.timings(lease, renew, retry);
+        self
+    }
+
+    /// Renew the membership Lease over a connection of its own (see
+    /// [`LeaderElectionConfig::connection`]).
+    #[must_use]
+    pub fn connection(mut self, config: kube::Config) -> Self {
+        self.lease = self.lease.connection(config);
+        self
+    }
+
+    /// This replica's membership (what its controllers are wired with).
+    pub(crate) fn membership(&self) -> Arc<Membership> {
+        Arc::new(Membership::new(&self.group, &self.lease.identity))
+    }
+
+    /// The election of this replica's membership Lease, `<group>-member-<identity>`, labelled
+    /// with the group: held by this replica alone, it is "won" at once, and renewed like a
+    /// leader's; its validity is the gate of every reconcile and write of this replica.
+    pub(crate) fn member_election(&self) -> Result<LeaderElectionConfig, LeaderElectionError> {
+        self.validate()?;
+        let mut election = self.lease.clone();
+        election.lease_name = format!(
+            "{}-member-{}",
+            self.group,
+            membership::dns_fragment(&self.lease.identity)
+        );
+        election.labels = [(MEMBER_OF_LABEL.to_owned(), self.group.clone())].into();
+        Ok(election)
+    }
+
+    /// The sharder's election: Lease `<group>-sharder`, over the shared client.
+    pub(crate) fn sharder_election(&self) -> LeaderElectionConfig {
+        let mut election = self.lease.clone();
+        election.lease_name = format!("{}-sharder", self.group);
+        election.connection = None;
+        election
+    }
+
+    /// Checks the group, the identity and the timings (what the manager would refuse when it
+    /// runs).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderElectionError::InvalidConfig`] naming what is wrong.
+    pub fn check(&self) -> Result<(), LeaderElectionError> {
+        let election = self.member_election()?;
+        crate::leader::validate(&election)
+    }
+
+    fn validate(&self) -> Result<(), LeaderElectionError> {
+        let invalid = |message: String| Err(LeaderElectionError::InvalidConfig(message));
+        let group = &self.group;
+        let dns_label = !group.is_empty()
+            && group.len() <= 63
+            && group
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !group.starts_with('-')
+            && !group.ends_with('-');
+        if !dns_label {
+            return invalid(format!(
+                "shard group {group:?} must be a DNS-1123 label (lower-case alphanumerics and '-', at most 63)"
+            ));
+        }
+        if !membership::valid_label_value(&self.lease.identity) {
+            return invalid(format!(
+                "shard member identity {:?} must be a label value (at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends)",
+                self.lease.identity
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_should_name_the_leases_after_the_group_and_refuse_bad_names() {
+        let config = ShardConfig::new("web", "ops").identity("Host_1");
+        let member = config.member_election().expect("valid");
+        assert_eq!(member.lease_name, "web-member-host-1");
+        assert_eq!(member.identity, "Host_1");
+        assert_eq!(
+            member.labels.get(MEMBER_OF_LABEL).map(String::as_str),
+            Some("web")
+        );
+        assert_eq!(config.sharder_election().lease_name, "web-sharder");
+        assert!(
+            ShardConfig::new("Web", "ops")
+                .identity("a")
+                .member_election()
+                .is_err()
+        );
+        assert!(
+            ShardConfig::new("web", "ops")
+                .identity("a/b")
+                .member_election()
+                .is_err()
+        );
+    }
+}

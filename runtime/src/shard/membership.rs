@@ -1,0 +1,299 @@
+//! A replica's side of sharding: which objects are its own (the label its informers select),
+//! the drain acknowledgement, and the kinds its controllers shard (for the sharder).
+
+use std::any::TypeId;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::Scoped;
+use crate::cache::Cache;
+use crate::informer::InformerConfig;
+
+use super::sharder::{ShardedKind, Typed};
+
+/// The prefix of the label that names an object's owner: `shard.kubeforge.dev/<group>`.
+pub const OWNER_LABEL_PREFIX: &str = "shard.kubeforge.dev/";
+/// The prefix of the label that asks its owner to let an object go:
+/// `drain.shard.kubeforge.dev/<group>`.
+pub const DRAIN_LABEL_PREFIX: &str = "drain.shard.kubeforge.dev/";
+/// The label of the members' Leases; its value is the group.
+pub const MEMBER_OF_LABEL: &str = "shard.kubeforge.dev/member-of";
+
+/// Builds the sharder's view of one sharded kind in the sharder's cache, writing through the
+/// given (fenced) client.
+pub(crate) type KindFactory = Arc<dyn Fn(&Cache, Client) -> Arc<dyn ShardedKind> + Send + Sync>;
+
+/// This replica's membership in a shard group, as its controllers see it: the
+/// [`Wiring`](crate::controller::Wiring) of a sharded manager carries one.
+pub struct Membership {
+    group: String,
+    member: String,
+    owner_label: String,
+    drain_label: String,
+    /// (kind, resource URL) → what the sharder needs, registered by the controllers.
+    kinds: Mutex<Vec<((TypeId, String), KindFactory)>>,
+    /// How many objects each sharded kind's informer holds here.
+    owned: Mutex<Vec<(String, Box<dyn Fn() -> usize + Send + Sync>)>>,
+    released: AtomicU64,
+}
+
+impl Debug for Membership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Membership")
+            .field("group", &self.group)
+            .field("member", &self.member)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Membership {
+    pub(crate) fn new(group: &str, member: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            member: member.to_owned(),
+            owner_label: format!("{OWNER_LABEL_PREFIX}{group}"),
+            drain_label: format!("{DRAIN_LABEL_PREFIX}{group}"),
+            kinds: Mutex::default(),
+            owned: Mutex::default(),
+            released: AtomicU64::new(0),
+        }
+    }
+
+    /// The shard group.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// This replica's name in the group (its identity).
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// The label naming an object's owner (`shard.kubeforge.dev/<group>`).
+    pub fn owner_label(&self) -> &str {
+        &self.owner_label
+    }
+
+    /// The drain label (`drain.shard.kubeforge.dev/<group>`).
+    pub fn drain_label(&self) -> &str {
+        &self.drain_label
+    }
+
+    /// The selector of this replica's own objects: `shard.kubeforge.dev/<group>=<member>`.
+    pub fn selector(&self) -> String {
+        format!("{}={}", self.owner_label, self.member)
+    }
+
+    /// `config`, narrowed to this replica's own objects (its selector added to any it has).
+    pub fn narrow(&self, mut config: InformerConfig) -> InformerConfig {
+        config.label_selector = Some(match config.label_selector.take() {
+            Some(selector) if !selector.trim().is_empty() => {
+                format!("{selector},{}", self.selector())
+            }
+            _ => self.selector(),
+        });
+        config
+    }
+
+    /// Labels `meta` (a child about to be written) as this replica's: children follow their
+    /// owner's shard, so the informers of owned kinds, narrowed too, see them.
+    pub fn label(&self, meta: &mut ObjectMeta) {
+        meta.labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(self.owner_label.clone(), self.member.clone());
+    }
+
+    /// Whether the sharder asked this replica to let the object go.
+    pub fn is_draining(&self, meta: &ObjectMeta) -> bool {
+        meta.labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(&self.drain_label))
+    }
+
+    /// Acknowledges a drain: removes both labels, guarded by the resourceVersion the caller
+    /// saw (a conflict means the object changed — perhaps undrained — and its next event
+    /// decides). Call it only once no reconcile of the object runs (the controller's worker
+    /// holds the key). `Ok(true)` when the labels came off.
+    pub(crate) async fn release<K>(&self, api: &Api<K>, obj: &K) -> Result<bool, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        let patch = serde_json::json!({ "metadata": {
+            "resourceVersion": obj.meta().resource_version,
+            "labels": { &self.owner_label: null, &self.drain_label: null },
+        }});
+        match api
+            .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => {
+                self.released.fetch_add(1, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(false),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// How many objects this replica let go (drains acknowledged).
+    pub fn released(&self) -> u64 {
+        self.released.load(Ordering::Relaxed)
+    }
+
+    /// Records that a controller shards the objects of `api` that `config` selects (the
+    /// sharder watches their metadata and labels them); `cached` counts those held here.
+    pub(crate) fn register<K>(
+        &self,
+        api: &Api<K>,
+        config: &InformerConfig,
+        cached: impl Fn() -> usize + Send + Sync + 'static,
+    ) where
+        K: crate::controller::Kind,
+    {
+        let selected = InformerConfig {
+            label_selector: config.label_selector.clone(),
+            field_selector: config.field_selector.clone(),
+            ..InformerConfig::default()
+        };
+        let id = (
+            TypeId::of::<K>(),
+            format!(
+                "{}?{:?}&{:?}",
+                api.resource_url(),
+                selected.label_selector,
+                selected.field_selector
+            ),
+        );
+        let namespace = api.namespace().map(str::to_owned);
+        let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        if kinds.iter().any(|(known, _)| *known == id) {
+            return;
+        }
+        let factory: KindFactory = Arc::new(move |cache: &Cache, writer: Client| {
+            let typed = Typed::<K>::new(cache, writer, namespace.as_deref(), selected.clone());
+            Arc::new(typed) as Arc<dyn ShardedKind>
+        });
+        kinds.push((id, factory));
+        drop(kinds);
+        self.owned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((K::plural(&()).into_owned(), Box::new(cached)));
+    }
+
+    /// The registered kinds' factories.
+    pub(crate) fn kinds(&self) -> Vec<KindFactory> {
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        kinds
+            .iter()
+            .map(|(_, factory)| Arc::clone(factory))
+            .collect()
+    }
+
+    /// (plural, objects cached here) for each sharded kind.
+    pub fn owned(&self) -> Vec<(String, usize)> {
+        let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        owned
+            .iter()
+            .map(|(kind, count)| (kind.clone(), count()))
+            .collect()
+    }
+}
+
+/// Whether `value` is a valid label value (≤ 63 characters of `[A-Za-z0-9_.-]`, starting and
+/// ending with an alphanumeric one).
+pub(crate) fn valid_label_value(value: &str) -> bool {
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !value.is_empty()
+        && value.len() <= 63
+        && ends(value.chars().next())
+        && ends(value.chars().last())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// `text` as a DNS-1123 label fragment: lower case, anything else than `[a-z0-9-]` as `-`.
+pub(crate) fn dns_fragment(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The API of kind `K` for objects in `namespace`.
+pub(crate) fn api_in<K>(client: Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<DynamicType = ()>,
+    K::Scope: Scoped,
+{
+    <K::Scope as Scoped>::api::<K>(client, namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn narrow_should_add_the_members_selector_to_any_other() {
+        let m = Membership::new("web", "replica-1");
+        assert_eq!(
+            m.narrow(InformerConfig::default())
+                .label_selector
+                .as_deref(),
+            Some("shard.kubeforge.dev/web=replica-1")
+        );
+        let narrowed = m.narrow(InformerConfig::default().labels("app=x"));
+        assert_eq!(
+            narrowed.label_selector.as_deref(),
+            Some("app=x,shard.kubeforge.dev/web=replica-1")
+        );
+    }
+
+    #[test]
+    fn label_values_and_names_should_be_checked() {
+        assert!(valid_label_value("host_1a2b"));
+        assert!(valid_label_value("replica-0"));
+        assert!(!valid_label_value("-x"));
+        assert!(!valid_label_value("a/b"));
+        assert!(!valid_label_value(&"a".repeat(64)));
+        assert_eq!(dns_fragment("Host_1A"), "host-1a");
+    }
+
+    #[test]
+    fn draining_should_follow_the_groups_drain_label() {
+        let m = Membership::new("web", "r1");
+        let mut meta = ObjectMeta::default();
+        assert!(!m.is_draining(&meta));
+        meta.labels = Some(BTreeMap::from([(
+            "drain.shard.kubeforge.dev/other".to_owned(),
+            "true".to_owned(),
+        )]));
+        assert!(!m.is_draining(&meta));
+        m.label(&mut meta);
+        meta.labels
+            .as_mut()
+            .map(|l| l.insert("drain.shard.kubeforge.dev/web".into(), "true".into()));
+        assert!(m.is_draining(&meta));
+        assert_eq!(
+            meta.labels
+                .as_ref()
+                .and_then(|l| l.get("shard.kubeforge.dev/web"))
+                .map(String::as_str),
+            Some("r1")
+        );
+    }
+}

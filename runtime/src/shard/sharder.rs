@@ -1,0 +1,381 @@
+//! The sharder: under a Lease of its own (`<group>-sharder`), one replica of the group watches
+//! the members' Leases and the sharded objects' metadata, and writes [`plan`]'s moves as label
+//! patches guarded by each object's `resourceVersion`.
+//!
+//! Its writes go through a client fenced by *its* Lease: a sharder frozen past its renew
+//! deadline sees every Lease as stale when it thaws, and would move everything — the fence
+//! refuses those writes, and by then another replica has taken the sharder Lease.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+use prometheus::proto::MetricFamily;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::Cache;
+use crate::controller::Kind;
+use crate::informer::{Informer, InformerConfig};
+use crate::leader::{Gate, LeaderElector, fenced};
+use crate::runner::Runnable;
+use crate::{BoxError, ObjectKey};
+
+use super::members::LiveMembers;
+use super::membership::{MEMBER_OF_LABEL, Membership, api_in};
+use super::metrics::ShardMetrics;
+use super::plan::{Move, Placement, plan};
+use super::ring::Ring;
+
+/// Patches that may be in flight at once.
+const CONCURRENT_PATCHES: usize = 16;
+
+/// One object of a sharded kind as the sharder sees it.
+pub(crate) struct Placed {
+    pub(crate) key: ObjectKey,
+    pub(crate) resource_version: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) draining: bool,
+}
+
+/// A sharded kind, type-erased for the sharder.
+pub(crate) trait ShardedKind: Send + Sync {
+    /// The kind's plural (for logs and metrics).
+    fn plural(&self) -> String;
+    /// Wakes `notify` at each change of the kind's objects, until `stop`.
+    fn forward(&self, notify: Arc<Notify>, stop: CancellationToken);
+    /// Waits until the kind's informer has listed its objects.
+    fn synced(&self) -> BoxFuture<'_, ()>;
+    /// Where each object is.
+    fn placements<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>>;
+    /// Merge-patches the object's metadata with `patch`.
+    fn patch<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        patch: serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), kube::Error>>;
+}
+
+/// [`ShardedKind`] for kind `K`: a metadata-only informer over all its objects.
+pub(crate) struct Typed<K: Kind> {
+    informer: Arc<Informer<PartialObjectMeta<K>>>,
+    writer: Client,
+}
+
+impl<K: Kind> Typed<K> {
+    /// The objects of kind `K` in `namespace` (all namespaces: `None`) that `selected`'s
+    /// selectors select.
+    pub(crate) fn new(
+        cache: &Cache,
+        writer: Client,
+        namespace: Option<&str>,
+        selected: InformerConfig,
+    ) -> Self {
+        let api = api_in::<PartialObjectMeta<K>>(cache.client(), namespace);
+        Self {
+            informer: cache.informer(api, selected),
+            writer,
+        }
+    }
+}
+
+impl<K: Kind> ShardedKind for Typed<K> {
+    fn plural(&self) -> String {
+        K::plural(&()).into_owned()
+    }
+
+    fn forward(&self, notify: Arc<Notify>, stop: CancellationToken) {
+        let mut events = self.informer.subscribe();
+        crate::task::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    event = events.recv() => match event {
+                        Some(_) => notify.notify_one(),
+                        None => return,
+                    },
+                }
+            }
+        });
+    }
+
+    fn synced(&self) -> BoxFuture<'_, ()> {
+        self.informer.wait_for_sync().boxed()
+    }
+
+    fn placements<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>> {
+        async move {
+            let objects = self.informer.store().list().await.unwrap_or_default();
+            objects
+                .iter()
+                .filter(|o| o.metadata.deletion_timestamp.is_none())
+                .map(|o| {
+                    let labels = o.metadata.labels.as_ref();
+                    Placed {
+                        key: ObjectKey::of(&**o),
+                        resource_version: o.metadata.resource_version.clone().unwrap_or_default(),
+                        owner: labels.and_then(|l| l.get(membership.owner_label()).cloned()),
+                        draining: membership.is_draining(&o.metadata),
+                    }
+                })
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn patch<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        patch: serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), kube::Error>> {
+        async move {
+            let api: Api<K> = api_in(self.writer.clone(), key.namespace.as_deref());
+            api.patch_metadata(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map(drop)
+        }
+        .boxed()
+    }
+}
+
+/// The sharder's runnable (on every replica; it works only while it holds its Lease).
+pub(crate) struct Sharder {
+    pub(crate) membership: Arc<Membership>,
+    pub(crate) elector: Arc<LeaderElector>,
+    /// Reads (the Leases, the objects' metadata).
+    pub(crate) client: Client,
+    pub(crate) lease_namespace: String,
+    pub(crate) lease_duration: Duration,
+    pub(crate) retry_period: Duration,
+    pub(crate) metrics: Arc<ShardMetrics>,
+}
+
+impl Sharder {
+    /// Campaigns for the sharder Lease, shards while holding it, and campaigns again when it
+    /// is lost (the replica's own work does not depend on it).
+    async fn campaign(self: Arc<Self>, shutdown: CancellationToken) -> Result<(), BoxError> {
+        let gate = Gate::open();
+        let elector = Arc::clone(&self.elector);
+        gate.install(move || elector.lease_valid());
+        let writer = fenced(self.client.clone(), gate);
+        while !shutdown.is_cancelled() {
+            let this = Arc::clone(&self);
+            let writer = writer.clone();
+            let outcome = self
+                .elector
+                .run(shutdown.clone(), move |leading| this.lead(writer, leading))
+                .await;
+            if let Err(lost) = outcome {
+                tracing::warn!(error = %lost, "sharder lease lost; campaigning again");
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = tokio::time::sleep(self.retry_period) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn lead(self: Arc<Self>, writer: Client, leading: CancellationToken) {
+        tracing::info!(group = %self.membership.group(), "sharding");
+        let cache = Cache::new(self.client.clone());
+        let kinds: Vec<Arc<dyn ShardedKind>> = self
+            .membership
+            .kinds()
+            .iter()
+            .map(|factory| factory(&cache, writer.clone()))
+            .collect();
+        let notify = Arc::new(Notify::new());
+        for kind in &kinds {
+            kind.forward(Arc::clone(&notify), leading.clone());
+        }
+        cache.start(leading.clone());
+        let synced = futures::future::join_all(kinds.iter().map(|k| k.synced()));
+        tokio::select! {
+            () = leading.cancelled() => return,
+            _ = synced => {}
+        }
+        let mut pass = Pass::default();
+        // Members started together: let their Leases appear before the first assignment.
+        let mut wait = self.retry_period;
+        loop {
+            tokio::select! {
+                () = leading.cancelled() => return,
+                () = notify.notified() => {
+                    // Let a burst of events settle into one pass.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                () = tokio::time::sleep(wait) => {}
+            }
+            wait = self.retry_period;
+            if let Err(error) = self.pass(&kinds, &mut pass).await {
+                // Without a fresh view of the Leases nobody may be declared gone: skip the pass.
+                tracing::warn!(error = %crate::text::concise(&error), "listing the members' leases failed; sharding paused");
+            }
+        }
+    }
+
+    /// One planning pass over every sharded kind.
+    async fn pass(
+        &self,
+        kinds: &[Arc<dyn ShardedKind>],
+        state: &mut Pass,
+    ) -> Result<(), kube::Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
+        let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
+        let list = leases
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        state
+            .members
+            .observe(&list.items, Instant::now(), self.lease_duration);
+        let live = state.members.live(Instant::now());
+        self.metrics.set_live(live.len());
+        let ring = Ring::new(live.iter().cloned());
+        for (index, kind) in kinds.iter().enumerate() {
+            let placed = kind.placements(&self.membership).await;
+            self.observe_drains(index, &placed, state);
+            // Objects whose last move has not reached the informer yet wait for it.
+            let current: HashMap<ObjectKey, &str> = placed
+                .iter()
+                .map(|p| (p.key.clone(), p.resource_version.as_str()))
+                .collect();
+            state.pending.retain(|(i, key), rv| {
+                *i != index || current.get(key).is_some_and(|now| now == rv)
+            });
+            let waiting: HashSet<&ObjectKey> = state
+                .pending
+                .keys()
+                .filter(|(i, _)| *i == index)
+                .map(|(_, key)| key)
+                .collect();
+            let by_key: HashMap<String, &Placed> = placed
+                .iter()
+                .filter(|p| !waiting.contains(&p.key))
+                .map(|p| (p.key.to_string(), p))
+                .collect();
+            let placements: Vec<Placement> = by_key
+                .iter()
+                .map(|(key, p)| Placement {
+                    key: key.clone(),
+                    owner: p.owner.clone(),
+                    draining: p.draining,
+                })
+                .collect();
+            let moves = plan(&placements, &ring, &live);
+            if moves.is_empty() {
+                continue;
+            }
+            tracing::debug!(kind = %kind.plural(), moves = moves.len(), live = live.len(), "sharding moves");
+            let steps: Vec<(Move, ObjectKey, String)> = moves
+                .into_iter()
+                .filter_map(|step| {
+                    let key = match &step {
+                        Move::Assign { key, .. }
+                        | Move::Drain { key, .. }
+                        | Move::Undrain { key } => key,
+                    };
+                    let placed = by_key.get(key)?;
+                    Some((step, placed.key.clone(), placed.resource_version.clone()))
+                })
+                .collect();
+            let applied: Vec<_> = futures::stream::iter(steps)
+                .map(|(step, key, rv)| self.apply(kind.as_ref(), step, key, rv))
+                .buffer_unordered(CONCURRENT_PATCHES)
+                .collect()
+                .await;
+            for (key, rv, drained) in applied.into_iter().flatten() {
+                if drained {
+                    state.drains.insert((index, key.clone()), Instant::now());
+                }
+                state.pending.insert((index, key), rv);
+            }
+        }
+        Ok(())
+    }
+
+    /// Carries out one move: `Some((key, rv it was made from, whether it was a drain))` when
+    /// the patch went through.
+    async fn apply(
+        &self,
+        kind: &dyn ShardedKind,
+        step: Move,
+        key: ObjectKey,
+        rv: String,
+    ) -> Option<(ObjectKey, String, bool)> {
+        let (owner, drain) = (self.membership.owner_label(), self.membership.drain_label());
+        let (labels, what) = match &step {
+            Move::Assign { to, .. } => (serde_json::json!({ owner: to, drain: null }), "assign"),
+            Move::Drain { .. } => (serde_json::json!({ drain: "true" }), "drain"),
+            Move::Undrain { .. } => (serde_json::json!({ drain: null }), "undrain"),
+        };
+        let patch = serde_json::json!({ "metadata": { "resourceVersion": rv, "labels": labels } });
+        match kind.patch(&key, patch).await {
+            Ok(()) => {
+                tracing::debug!(%key, ?step, "sharding move applied");
+                self.metrics.moved(what);
+                Some((key, rv, what == "drain"))
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => None,
+            Err(error) => {
+                tracing::warn!(%key, ?step, error = %crate::text::concise(&error), "sharding move failed");
+                None
+            }
+        }
+    }
+
+    /// Drain time: from the drain mark to the object seen without an owner (or back with one).
+    fn observe_drains(&self, index: usize, placed: &[Placed], state: &mut Pass) {
+        if state.drains.is_empty() {
+            return;
+        }
+        for p in placed {
+            let key = (index, p.key.clone());
+            if !p.draining
+                && let Some(since) = state.drains.remove(&key)
+            {
+                self.metrics.drained(since.elapsed());
+            }
+        }
+    }
+}
+
+/// What the sharder carries from one pass to the next.
+#[derive(Default)]
+struct Pass {
+    members: LiveMembers,
+    /// (kind, object) → the resourceVersion a move was made from, until the informer shows a
+    /// newer one.
+    pending: HashMap<(usize, ObjectKey), String>,
+    /// Drains in progress and when they were asked for.
+    drains: HashMap<(usize, ObjectKey), Instant>,
+}
+
+impl Runnable for Arc<Sharder> {
+    fn run(&self, shutdown: CancellationToken) -> BoxFuture<'static, Result<(), BoxError>> {
+        Arc::clone(self).campaign(shutdown).boxed()
+    }
+
+    fn metrics(&self) -> Vec<MetricFamily> {
+        self.metrics.gather(&self.membership)
+    }
+
+    fn needs_leader_election(&self) -> bool {
+        false
+    }
+}
+
+impl Debug for Sharder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sharder")
+            .field("membership", &self.membership)
+            .finish_non_exhaustive()
+    }
+}

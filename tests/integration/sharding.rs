@@ -1,0 +1,491 @@
+//! Active-active sharding with several `shard-operator` processes (one shard group) against the
+//! real apiserver: the work split between them, each caching only its share, handoffs when a
+//! replica dies or joins, and never two replicas reconciling one object at once (an audit of
+//! every reconcile's start and end in the replicas' logs).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+
+use crate::support::{configmap, eventually};
+
+pub(crate) const GROUP: &str = "shard-test";
+pub(crate) const OWNER_LABEL: &str = "shard.kubeforge.dev/shard-test";
+/// The Leases' timings of the test replicas.
+pub(crate) const LEASE: Duration = Duration::from_secs(6);
+
+/// A `shard-operator` process, killed when dropped.
+pub(crate) struct Replica {
+    pub(crate) name: String,
+    pub(crate) log: PathBuf,
+    pub(crate) child: Child,
+    /// When it was killed (its unfinished reconciles end there).
+    pub(crate) killed_us: Option<u128>,
+}
+
+impl Replica {
+    /// Starts replica `name` with `kubeconfig`, its output in `<logs>/<name>.log`.
+    pub(crate) fn start(
+        kubeconfig: &Path,
+        ns: &str,
+        name: &str,
+        logs: &Path,
+        env: &[(&str, &str)],
+    ) -> Replica {
+        let log = logs.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_shard-operator"))
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+            .args(["--namespace", ns, "--shards", GROUP])
+            .args(["--leader-election-namespace", ns])
+            .args(["--leader-election-lease-duration", "6s"])
+            .args(["--leader-election-renew-deadline", "4s"])
+            .args(["--leader-election-retry-period", "1s"])
+            .args(["--health-probe-bind-address", "0"])
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "info,kubeforge::leader::fence=debug")
+            .envs(env.iter().copied())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        Replica {
+            name: name.to_owned(),
+            log,
+            child,
+            killed_us: None,
+        }
+    }
+
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.killed_us = Some(now_us());
+    }
+
+    /// The last `owned <n>` it printed.
+    pub(crate) fn owned(&self) -> Option<usize> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("owned ")?.trim().parse().ok())
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.child.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn now_us() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros()
+}
+
+/// One reconcile: by whom, from, to (µs).
+#[derive(Clone, Debug)]
+pub(crate) struct Run {
+    pub(crate) by: String,
+    pub(crate) start: u128,
+    pub(crate) end: u128,
+}
+
+/// Every reconcile in the replicas' logs, by object. A reconcile a replica did not finish
+/// (killed) lasts until it was killed, or forever.
+pub(crate) fn reconciles(replicas: &[&Replica]) -> HashMap<String, Vec<Run>> {
+    let mut runs: HashMap<String, Vec<Run>> = HashMap::new();
+    for replica in replicas {
+        let text = std::fs::read_to_string(&replica.log).unwrap_or_default();
+        let mut open: HashMap<String, u128> = HashMap::new();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let (Some(what), Some(key), Some(at)) = (words.next(), words.next(), words.next())
+            else {
+                continue;
+            };
+            let Ok(at) = at.parse::<u128>() else {
+                continue;
+            };
+            match what {
+                "start" => {
+                    open.insert(key.to_owned(), at);
+                }
+                "end" => {
+                    if let Some(start) = open.remove(key) {
+                        runs.entry(key.to_owned()).or_default().push(Run {
+                            by: replica.name.clone(),
+                            start,
+                            end: at,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (key, start) in open {
+            runs.entry(key).or_default().push(Run {
+                by: replica.name.clone(),
+                start,
+                end: replica.killed_us.unwrap_or(u128::MAX),
+            });
+        }
+    }
+    runs
+}
+
+/// Asserts that no object was reconciled by two replicas at once; returns how many reconciles
+/// the audit covered and how many objects were reconciled by more than one replica in turn.
+pub(crate) fn assert_no_overlap(replicas: &[&Replica]) -> (usize, usize) {
+    let runs = reconciles(replicas);
+    let mut total = 0;
+    let mut handed = 0;
+    for (key, mut list) in runs {
+        total += list.len();
+        list.sort_by_key(|r| r.start);
+        for pair in list.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(
+                a.by == b.by || a.end <= b.start,
+                "{key} reconciled by {} ({}..{}) and {} ({}..{}) at once",
+                a.by,
+                a.start,
+                a.end,
+                b.by,
+                b.start,
+                b.end
+            );
+        }
+        if list.iter().any(|r| r.by != list[0].by) {
+            handed += 1;
+        }
+    }
+    (total, handed)
+}
+
+/// Creates `count` ConfigMaps `obj-<i>` labelled for the shard operator with value `value`.
+pub(crate) async fn create_objects(ns: &TestNamespace, count: usize, value: &str) {
+    let api = ns.api::<ConfigMap>();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let mut cm = configmap(&format!("obj-{i}"), &[("value", value)]);
+                cm.metadata.labels = Some([("shard-test".to_owned(), "true".to_owned())].into());
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Sets every object's value to `value`.
+pub(crate) async fn update_objects(ns: &TestNamespace, count: usize, value: &str) {
+    let api = ns.api::<ConfigMap>();
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let api = api.clone();
+            let patch = serde_json::json!({ "data": { "value": value } });
+            async move {
+                api.patch(
+                    &format!("obj-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// The objects (not their children), by name.
+pub(crate) async fn objects(ns: &TestNamespace) -> Vec<ConfigMap> {
+    ns.api::<ConfigMap>()
+        .list(&ListParams::default().labels("shard-test=true"))
+        .await
+        .unwrap()
+        .items
+}
+
+fn annotation<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a str> {
+    cm.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+pub(crate) fn owner(cm: &ConfigMap) -> Option<&str> {
+    cm.metadata
+        .labels
+        .as_ref()?
+        .get(OWNER_LABEL)
+        .map(String::as_str)
+}
+
+/// `None` until every object carries `value`, stamped by its owner, which is one of `members`;
+/// then the number of objects per owner.
+pub(crate) async fn converged(
+    ns: &TestNamespace,
+    count: usize,
+    value: &str,
+    members: &[&str],
+) -> Option<HashMap<String, usize>> {
+    let objects = objects(ns).await;
+    if objects.len() != count {
+        return None;
+    }
+    let mut per_owner: HashMap<String, usize> = HashMap::new();
+    for cm in &objects {
+        let owner = owner(cm)?;
+        let done = members.contains(&owner)
+            && annotation(cm, "shard/by") == Some(owner)
+            && annotation(cm, "shard/value") == Some(value);
+        if !done {
+            return None;
+        }
+        *per_owner.entry(owner.to_owned()).or_default() += 1;
+    }
+    Some(per_owner)
+}
+
+/// Waits until `names` hold their membership Leases.
+pub(crate) async fn members_up(ns: &TestNamespace, names: &[&str]) {
+    let leases: Api<Lease> = ns.api();
+    eventually("the members' leases", Duration::from_secs(60), async || {
+        let list = leases
+            .list(&ListParams::default().labels(&format!("shard.kubeforge.dev/member-of={GROUP}")))
+            .await
+            .ok()?;
+        let holders: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|l| l.spec?.holder_identity)
+            .collect();
+        names
+            .iter()
+            .all(|n| holders.iter().any(|h| h == n))
+            .then_some(())
+    })
+    .await;
+}
+
+/// The replica holding the sharder Lease.
+pub(crate) async fn sharder(ns: &TestNamespace) -> String {
+    let leases: Api<Lease> = ns.api();
+    eventually("a sharder", Duration::from_secs(30), async || {
+        leases
+            .get_opt(&format!("{GROUP}-sharder"))
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    })
+    .await
+}
+
+pub(crate) fn logs_dir(ns: &TestNamespace) -> PathBuf {
+    let logs = std::env::temp_dir().join(format!("kubeforge-sharding-{}", ns.name()));
+    std::fs::create_dir_all(&logs).unwrap();
+    logs
+}
+
+/// Within ±15 % of an even split.
+fn even(count: usize, of: usize, members: usize) -> bool {
+    let fair = of as f64 / members as f64;
+    (count as f64 - fair).abs() <= 0.15 * fair
+}
+
+#[tokio::test]
+async fn three_replicas_should_split_three_thousand_objects_and_never_share_one() {
+    const COUNT: usize = 3000;
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let logs = logs_dir(&ns);
+    let names = ["r0", "r1", "r2"];
+    let replicas: Vec<Replica> = names
+        .iter()
+        .map(|n| Replica::start(plane.kubeconfig_path(), ns.name(), n, &logs, &[]))
+        .collect();
+    members_up(&ns, &names).await;
+
+    let started = Instant::now();
+    create_objects(&ns, COUNT, "v1").await;
+    let per_owner = eventually(
+        "3000 objects converged",
+        Duration::from_secs(240),
+        async || {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            converged(&ns, COUNT, "v1", &names).await
+        },
+    )
+    .await;
+    let took = started.elapsed();
+    for name in names {
+        let count = per_owner.get(name).copied().unwrap_or(0);
+        assert!(
+            even(count, COUNT, 3),
+            "{name} owns {count} of {COUNT}: {per_owner:?}"
+        );
+    }
+    // Each replica's cache holds its share, not everything.
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let cached = eventually(
+        "the caches to hold the shares",
+        Duration::from_secs(30),
+        async || {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let cached: Vec<usize> = refs.iter().map(|r| r.owned().unwrap_or(0)).collect();
+            cached
+                .iter()
+                .zip(names)
+                .all(|(c, n)| *c == per_owner.get(n).copied().unwrap_or(0))
+                .then_some(cached)
+        },
+    )
+    .await;
+    let (audited, handed) = assert_no_overlap(&refs);
+    println!(
+        "sharding: {COUNT} objects converged in {took:?}; owners {per_owner:?}; cached {cached:?}; {audited} reconciles audited, {handed} objects handed over"
+    );
+    assert!(audited >= COUNT, "every object was reconciled: {audited}");
+}
+
+#[tokio::test]
+async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share() {
+    const COUNT: usize = 300;
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let logs = logs_dir(&ns);
+    let env = [("SHARD_CHILDREN", "1")];
+    let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns.name(), name, &logs, &env);
+    let mut replicas = vec![start("r0"), start("r1"), start("r2")];
+    members_up(&ns, &["r0", "r1", "r2"]).await;
+    create_objects(&ns, COUNT, "v1").await;
+    let before = eventually("converged on 3", Duration::from_secs(120), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        converged(&ns, COUNT, "v1", &["r0", "r1", "r2"]).await
+    })
+    .await;
+    let children_follow = async |members: &[&str]| {
+        let children = ns
+            .api::<ConfigMap>()
+            .list(&ListParams::default().labels(OWNER_LABEL))
+            .await
+            .ok()?
+            .items;
+        let owners: HashMap<String, String> = objects(&ns)
+            .await
+            .iter()
+            .filter_map(|cm| Some((cm.metadata.name.clone()?, owner(cm)?.to_owned())))
+            .collect();
+        let children: Vec<_> = children
+            .iter()
+            .filter(|c| {
+                c.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.ends_with("-child"))
+            })
+            .collect();
+        (children.len() == COUNT
+            && children.iter().all(|c| {
+                let parent = c
+                    .metadata
+                    .name
+                    .as_deref()
+                    .unwrap()
+                    .trim_end_matches("-child");
+                owner(c).is_some_and(|o| {
+                    members.contains(&o) && owners.get(parent).map(String::as_str) == Some(o)
+                })
+            }))
+        .then_some(())
+    };
+    eventually(
+        "children labelled with their owner's shard",
+        Duration::from_secs(60),
+        async || children_follow(&["r0", "r1", "r2"]).await,
+    )
+    .await;
+
+    // kill -9 a replica that is not the sharder (a dead sharder costs another lease duration:
+    // its successor waits that long before declaring anyone gone), and change every object at
+    // once: its share must move and converge.
+    let sharder = sharder(&ns).await;
+    let victim = ["r1", "r2"].into_iter().find(|n| *n != sharder).unwrap();
+    let rest: Vec<&str> = ["r0", "r1", "r2"]
+        .into_iter()
+        .filter(|n| *n != victim)
+        .collect();
+    let killed = Instant::now();
+    replicas
+        .iter_mut()
+        .find(|r| r.name == victim)
+        .unwrap()
+        .kill();
+    update_objects(&ns, COUNT, "v2").await;
+    let after = eventually(
+        "converged without the killed one",
+        LEASE + Duration::from_secs(30),
+        async || {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            converged(&ns, COUNT, "v2", &rest).await
+        },
+    )
+    .await;
+    let moved_in = killed.elapsed();
+    assert!(
+        moved_in <= LEASE + Duration::from_secs(12),
+        "{victim}'s objects took {moved_in:?} to move and converge (lease {LEASE:?})"
+    );
+    let mut members = rest.clone();
+    members.push("r3");
+
+    // A replica added later takes a share.
+    let joined = Instant::now();
+    replicas.push(start("r3"));
+    let with_r3 = eventually("r3 to take a share", Duration::from_secs(60), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let per_owner = converged(&ns, COUNT, "v2", &members).await?;
+        (per_owner.get("r3").copied().unwrap_or(0) >= COUNT / 6).then_some(per_owner)
+    })
+    .await;
+    let join_took = joined.elapsed();
+    eventually(
+        "children follow the moves",
+        Duration::from_secs(60),
+        async || children_follow(&members).await,
+    )
+    .await;
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let (audited, handed) = assert_no_overlap(&refs);
+    println!(
+        "sharding handoff: before {before:?}; {victim} killed, moved and converged in {moved_in:?}: {after:?}; r3 joined and took its share in {join_took:?}: {with_r3:?}; {audited} reconciles audited, {handed} objects handed over"
+    );
+    assert!(
+        handed >= COUNT / 6,
+        "objects moved between replicas: {handed}"
+    );
+}
