@@ -7,7 +7,7 @@
 //! `start <namespace>/<name> <µs>` and `end <namespace>/<name> <µs>` around every reconcile (an
 //! audit: no object may be reconciled by two replicas at once), and `owned <n>` twice a second:
 //! the objects its shard's informer holds. `SHARD_RECONCILE_MS` makes every reconcile take that
-//! long (default 5), so overlaps would show.
+//! long (default 5), so overlaps would show; `SHARD_WORKERS` sets the concurrency (default 4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,6 +117,9 @@ async fn main() {
         Api::<ConfigMap>::namespaced(client.clone(), &namespace),
         InformerConfig::default().labels("shard-test=true"),
     );
+    if let Some(workers) = env("SHARD_WORKERS").and_then(|w| w.parse().ok()) {
+        controller = controller.configure(|config| config.concurrency(workers));
+    }
     if children {
         controller = controller.owns(
             Api::<ConfigMap>::namespaced(client, &namespace),

@@ -72,6 +72,20 @@ impl Replica {
         self.killed_us = Some(now_us());
     }
 
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
+        assert!(status.success(), "kill {signal} {pid}: {status}");
+    }
+
+    /// Whether the process is stopped (state `T` in `/proc/<pid>/stat`).
+    pub(crate) fn stopped(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()));
+        stat.ok()
+            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with('T')))
+            .unwrap_or(false)
+    }
+
     /// The last `owned <n>` it printed.
     pub(crate) fn owned(&self) -> Option<usize> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
@@ -378,7 +392,12 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();
     let logs = logs_dir(&ns);
-    let env = [("SHARD_CHILDREN", "1")];
+    // Long reconciles on many workers: objects often move while one of theirs runs.
+    let env = [
+        ("SHARD_CHILDREN", "1"),
+        ("SHARD_RECONCILE_MS", "600"),
+        ("SHARD_WORKERS", "64"),
+    ];
     let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns.name(), name, &logs, &env);
     let mut replicas = vec![start("r0"), start("r1"), start("r2")];
     members_up(&ns, &["r0", "r1", "r2"]).await;
@@ -463,13 +482,63 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     let mut members = rest.clone();
     members.push("r3");
 
-    // A replica added later takes a share.
+    // A replica added later takes a share — while every object keeps changing, so that
+    // reconciles are running when objects move (where two writers would show in the audit).
+    let churn = {
+        let ns_api = ns.api::<ConfigMap>();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut round = 0;
+            while !token.is_cancelled() {
+                round += 1;
+                let value = format!("churn-{round}");
+                futures::stream::iter(0..COUNT)
+                    .map(|i| {
+                        let api = ns_api.clone();
+                        let patch = serde_json::json!({ "data": { "value": value } });
+                        async move {
+                            let _ = api
+                                .patch(
+                                    &format!("obj-{i}"),
+                                    &PatchParams::default(),
+                                    &Patch::Merge(patch),
+                                )
+                                .await;
+                        }
+                    })
+                    .buffer_unordered(16)
+                    .collect::<Vec<()>>()
+                    .await;
+            }
+            round
+        });
+        (stop, task)
+    };
     let joined = Instant::now();
     replicas.push(start("r3"));
-    let with_r3 = eventually("r3 to take a share", Duration::from_secs(60), async || {
+    eventually(
+        "r3 to be assigned a share",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let r3 = objects(&ns)
+                .await
+                .iter()
+                .filter(|cm| owner(cm) == Some("r3"))
+                .count();
+            (r3 >= COUNT / 6).then_some(())
+        },
+    )
+    .await;
+    // Let the churn run on across the handoff for a moment, then settle on one value.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    churn.0.cancel();
+    let rounds = churn.1.await.unwrap();
+    update_objects(&ns, COUNT, "v3").await;
+    let with_r3 = eventually("converged with r3", Duration::from_secs(60), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let per_owner = converged(&ns, COUNT, "v2", &members).await?;
-        (per_owner.get("r3").copied().unwrap_or(0) >= COUNT / 6).then_some(per_owner)
+        converged(&ns, COUNT, "v3", &members).await
     })
     .await;
     let join_took = joined.elapsed();
@@ -482,7 +551,7 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     let refs: Vec<&Replica> = replicas.iter().collect();
     let (audited, handed) = assert_no_overlap(&refs);
     println!(
-        "sharding handoff: before {before:?}; {victim} killed, moved and converged in {moved_in:?}: {after:?}; r3 joined and took its share in {join_took:?}: {with_r3:?}; {audited} reconciles audited, {handed} objects handed over"
+        "sharding handoff: before {before:?}; {victim} killed, moved and converged in {moved_in:?}: {after:?}; r3 joined and took its share in {join_took:?} ({rounds} rounds of changes meanwhile): {with_r3:?}; {audited} reconciles audited, {handed} objects handed over"
     );
     assert!(
         handed >= COUNT / 6,

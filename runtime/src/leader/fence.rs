@@ -66,7 +66,7 @@ impl Gate {
 /// A reconcile sees it as [`kube::Error::Service`]; the controller retries the key later, and
 /// if leadership was lost the manager stops anyway.
 #[derive(Debug, thiserror::Error)]
-#[error("write refused: this replica does not hold a valid leader lease")]
+#[error("write refused: this replica does not hold a valid lease (leader or shard member)")]
 pub struct NotLeader;
 
 impl NotLeader {

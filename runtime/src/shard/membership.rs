@@ -29,6 +29,9 @@ pub const MEMBER_OF_LABEL: &str = "shard.kubeforge.dev/member-of";
 /// given (fenced) client.
 pub(crate) type KindFactory = Arc<dyn Fn(&Cache, Client) -> Arc<dyn ShardedKind> + Send + Sync>;
 
+/// Counts the objects an informer holds.
+type Count = Box<dyn Fn() -> usize + Send + Sync>;
+
 /// This replica's membership in a shard group, as its controllers see it: the
 /// [`Wiring`](crate::controller::Wiring) of a sharded manager carries one.
 pub struct Membership {
@@ -39,7 +42,7 @@ pub struct Membership {
     /// (kind, resource URL) → what the sharder needs, registered by the controllers.
     kinds: Mutex<Vec<((TypeId, String), KindFactory)>>,
     /// How many objects each sharded kind's informer holds here.
-    owned: Mutex<Vec<(String, Box<dyn Fn() -> usize + Send + Sync>)>>,
+    owned: Mutex<Vec<(String, Count)>>,
     released: AtomicU64,
 }
 

@@ -30,7 +30,7 @@ use serde_json::json;
 
 use crate::support::{configmap, eventually};
 
-const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+pub(super) const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 /// A replica under its own ServiceAccount, killed when dropped.
 struct Replica {
@@ -107,14 +107,14 @@ impl Drop for Replica {
 
 /// One request in the audit log.
 #[derive(Debug)]
-struct Request {
-    user: String,
-    method: String,
-    uri: String,
+pub(super) struct Request {
+    pub(super) user: String,
+    pub(super) method: String,
+    pub(super) uri: String,
 }
 
 impl Request {
-    fn is_write(&self) -> bool {
+    pub(super) fn is_write(&self) -> bool {
         WRITES.contains(&self.method.as_str())
     }
 }
@@ -127,7 +127,7 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// The requests of `users` in the audit log after byte `mark`, in the order received.
-fn requests_since(audit: &Path, mark: u64, users: &[&str]) -> Vec<Request> {
+pub(super) fn requests_since(audit: &Path, mark: u64, users: &[&str]) -> Vec<Request> {
     let text = std::fs::read(audit).unwrap();
     let text = String::from_utf8_lossy(&text[usize::try_from(mark).unwrap()..]).into_owned();
     text.lines()
@@ -143,13 +143,13 @@ fn requests_since(audit: &Path, mark: u64, users: &[&str]) -> Vec<Request> {
 }
 
 /// The path of a request URI, without its query.
-fn path(uri: &str) -> &str {
+pub(super) fn path(uri: &str) -> &str {
     uri.split('?').next().unwrap_or(uri)
 }
 
 /// The writes the fenced client logged as let through (`write passed the fence`), by path, in
 /// the complete lines of `log` (a line cut by a freeze is not counted).
-fn passed_the_fence(log: &[u8]) -> HashMap<String, usize> {
+pub(super) fn passed_the_fence(log: &[u8]) -> HashMap<String, usize> {
     let complete = log
         .iter()
         .rposition(|b| *b == b'\n')

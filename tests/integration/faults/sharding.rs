@@ -1,0 +1,223 @@
+//! A shard member frozen mid-work (SIGSTOP) past its membership Lease, its objects moved to the
+//! other members meanwhile, then thawed (SIGCONT): it must write nothing more to the objects it
+//! lost. Three `shard-operator` replicas, each under its own ServiceAccount; the apiserver's
+//! audit log names each request's identity in the order received. As in the leader fencing
+//! test, the only writes of the thawed member allowed after the thaw are those its fenced client
+//! logged as let through before the freeze (in flight: no client can call those back).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Patch, PatchParams, PostParams};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+use serde_json::json;
+
+use super::fencing::{passed_the_fence, path, requests_since};
+use crate::sharding::{Replica, create_objects, logs_dir, members_up, objects, owner, sharder};
+use crate::support::eventually;
+
+const COUNT: usize = 60;
+
+/// A Role with what the shard operator needs, bound to `names` in the namespace.
+async fn grant(ns: &TestNamespace, names: &[&str]) {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": "shard-operator" },
+        "rules": [
+            { "apiGroups": [""], "resources": ["configmaps"],
+              "verbs": ["get", "list", "watch", "patch", "update"] },
+            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+              "verbs": ["get", "list", "create", "update"] },
+        ],
+    }))
+    .unwrap();
+    ns.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let subjects: Vec<_> = names
+        .iter()
+        .map(|name| json!({ "kind": "ServiceAccount", "name": name, "namespace": ns.name() }))
+        .collect();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "shard-operator" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "shard-operator" },
+        "subjects": subjects,
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = ControlPlane::shared().unwrap();
+    let Some(audit) = plane.audit_log() else {
+        panic!("this test reads the audit log of the local control plane");
+    };
+    let names = ["s0", "s1", "s2"];
+    grant(&ns, &names).await;
+    let logs = logs_dir(&ns);
+    // Slow reconciles on many workers, stamping objects that keep changing: the frozen member
+    // has reconciles half done (their stamp still to write) when it is stopped.
+    let env = [("SHARD_RECONCILE_MS", "500"), ("SHARD_WORKERS", "32")];
+    let start_mark = std::fs::metadata(&audit).map_or(0, |m| m.len());
+    let mut replicas = Vec::new();
+    for name in names {
+        let kubeconfig = plane
+            .service_account_kubeconfig(ns.name(), name)
+            .await
+            .unwrap();
+        replicas.push(Replica::start(&kubeconfig, ns.name(), name, &logs, &env));
+    }
+    let user = |name: &str| format!("system:serviceaccount:{}:{name}", ns.name());
+    members_up(&ns, &names).await;
+    create_objects(&ns, COUNT, "v0").await;
+    eventually("objects assigned", Duration::from_secs(60), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let all = objects(&ns).await;
+        (all.len() == COUNT && all.iter().all(|cm| owner(cm).is_some())).then_some(())
+    })
+    .await;
+
+    // Keep every object changing.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let churn = {
+        let api = ns.api::<ConfigMap>();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut round = 0;
+            while !stop.is_cancelled() {
+                round += 1;
+                let value = format!("c{round}");
+                futures::stream::iter(0..COUNT)
+                    .map(|i| {
+                        let api = api.clone();
+                        let patch = json!({ "data": { "value": value } });
+                        async move {
+                            let _ = api
+                                .patch(
+                                    &format!("obj-{i}"),
+                                    &PatchParams::default(),
+                                    &Patch::Merge(patch),
+                                )
+                                .await;
+                        }
+                    })
+                    .buffer_unordered(8)
+                    .collect::<Vec<()>>()
+                    .await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Freeze a member that is not the sharder, mid-work.
+    let sharder = sharder(&ns).await;
+    let victim = names.iter().copied().find(|n| *n != sharder).unwrap();
+    let frozen = replicas.iter().find(|r| r.name == victim).unwrap();
+    let mark = std::fs::metadata(&audit).map_or(0, |m| m.len());
+    frozen.signal("-STOP");
+    eventually("the member to stop", Duration::from_secs(10), async || {
+        frozen.stopped().then_some(())
+    })
+    .await;
+    let log_at_freeze = std::fs::read(&frozen.log).unwrap();
+    let lost: HashSet<String> = objects(&ns)
+        .await
+        .iter()
+        .filter(|cm| owner(cm) == Some(victim))
+        .filter_map(|cm| cm.metadata.name.clone())
+        .collect();
+    assert!(!lost.is_empty(), "{victim} owned objects when frozen");
+
+    // Its objects move (after its Lease expired) and their new owners write to them.
+    let others: Vec<String> = names
+        .iter()
+        .filter(|n| **n != victim)
+        .map(|n| user(n))
+        .collect();
+    eventually(
+        "the frozen member's objects to move and be written",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let all = objects(&ns).await;
+            let moved = all
+                .iter()
+                .filter(|cm| cm.metadata.name.as_ref().is_some_and(|n| lost.contains(n)))
+                .all(|cm| owner(cm).is_some_and(|o| o != victim));
+            let users: Vec<&str> = others.iter().map(String::as_str).collect();
+            let written = requests_since(&audit, mark, &users)
+                .iter()
+                .filter(|r| r.is_write() && r.uri.contains("/configmaps/"))
+                .filter(|r| {
+                    lost.iter()
+                        .any(|n| path(&r.uri).ends_with(&format!("/{n}")))
+                })
+                .count();
+            (moved && written >= lost.len()).then_some(())
+        },
+    )
+    .await;
+    let thaw_mark = std::fs::metadata(&audit).map_or(0, |m| m.len());
+    let frozen = replicas.iter_mut().find(|r| r.name == victim).unwrap();
+    frozen.signal("-CONT");
+    let status = eventually(
+        "the thawed member to exit",
+        Duration::from_secs(30),
+        async || frozen.child.try_wait().unwrap(),
+    )
+    .await;
+    assert!(
+        !status.success(),
+        "losing the membership Lease is an error exit"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.cancel();
+    churn.await.unwrap();
+
+    // Every write of the thawed member received after the thaw must have passed the fence
+    // before the freeze and not have arrived before the thaw: per path, the passes logged
+    // before the freeze less its writes received before the thaw.
+    let victim_user = user(victim);
+    let mut in_flight = passed_the_fence(&log_at_freeze);
+    let received = requests_since(&audit, start_mark, &[victim_user.as_str()]);
+    let before_thaw =
+        received.len() - requests_since(&audit, thaw_mark, &[victim_user.as_str()]).len();
+    for r in received[..before_thaw].iter().filter(|r| r.is_write()) {
+        if let Some(n) = in_flight.get_mut(path(&r.uri)) {
+            *n = n.saturating_sub(1);
+        }
+    }
+    let mut late = Vec::new();
+    let mut arrived_in_flight = 0;
+    for r in requests_since(&audit, thaw_mark, &[victim_user.as_str()])
+        .iter()
+        .filter(|r| r.is_write())
+    {
+        match in_flight.get_mut(path(&r.uri)) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                arrived_in_flight += 1;
+            }
+            _ => late.push(format!("{} {}", r.method, r.uri)),
+        }
+    }
+    let text = String::from_utf8_lossy(&std::fs::read(&frozen.log).unwrap()).into_owned();
+    let refused = text.matches("does not hold a valid lease").count();
+    println!(
+        "shard fencing: {} objects moved from the frozen {victim}; after the thaw {arrived_in_flight} writes in flight arrived, {refused} refused by the fence",
+        lost.len()
+    );
+    assert!(
+        late.is_empty(),
+        "the thawed member wrote after the thaw: {late:?}"
+    );
+}
