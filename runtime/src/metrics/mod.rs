@@ -130,7 +130,7 @@ pub(crate) fn counter(
     metric
 }
 
-pub(crate) fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let metric = IntGaugeVec::new(Opts::new(name, help), labels)
         .expect("invariant: valid metric definition");
     registry

@@ -15,7 +15,7 @@ use crate::Scoped;
 use crate::cache::Cache;
 use crate::informer::InformerConfig;
 
-use super::sharder::{ShardedKind, Typed};
+use super::sharder::{ShardKind, ShardedKind, Typed};
 
 /// The prefix of the label that names an object's owner: `shard.kubeforge.dev/<group>`.
 pub const OWNER_LABEL_PREFIX: &str = "shard.kubeforge.dev/";
@@ -158,7 +158,7 @@ impl Membership {
         config: &InformerConfig,
         cached: impl Fn() -> usize + Send + Sync + 'static,
     ) where
-        K: crate::controller::Kind,
+        K: ShardKind,
     {
         let selected = InformerConfig {
             label_selector: config.label_selector.clone(),

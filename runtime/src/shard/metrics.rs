@@ -10,10 +10,9 @@
 
 use std::time::Duration;
 
+use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Registry};
-
-use crate::metrics::{counter, gauge};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use super::membership::Membership;
 
@@ -55,18 +54,17 @@ impl ShardMetrics {
             "The sharder's label patches",
             &["group", "move"],
         );
-        let drain = HistogramVec::new(
-            HistogramOpts::new(
-                "kubeforge_shard_drain_seconds",
-                "From a drain mark to its acknowledgement",
-            )
-            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
-            &["group"],
-        )
-        .expect("invariant: valid metric definition");
-        registry
-            .register(Box::new(drain.clone()))
-            .expect("invariant: metric names are unique");
+        let drain = register(
+            &registry,
+            HistogramVec::new(
+                HistogramOpts::new(
+                    "kubeforge_shard_drain_seconds",
+                    "From a drain mark to its acknowledgement",
+                )
+                .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+                &["group"],
+            ),
+        );
         Self {
             registry,
             group: group.to_owned(),
@@ -109,4 +107,24 @@ impl ShardMetrics {
             .set(i64::try_from(membership.released()).unwrap_or(i64::MAX));
         self.registry.gather()
     }
+}
+
+/// `metric`, registered with `registry` (the definitions are constants: neither step fails).
+fn register<M: Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: Result<M, prometheus::Error>,
+) -> M {
+    let metric = metric.expect("invariant: valid metric definition");
+    registry
+        .register(Box::new(metric.clone()))
+        .expect("invariant: metric names are unique");
+    metric
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    register(registry, IntGaugeVec::new(Opts::new(name, help), labels))
+}
+
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(registry, IntCounterVec::new(Opts::new(name, help), labels))
 }

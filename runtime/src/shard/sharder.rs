@@ -15,18 +15,18 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use prometheus::proto::MetricFamily;
+use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
-use crate::controller::Kind;
 use crate::informer::{Informer, InformerConfig};
 use crate::leader::{Gate, LeaderElector, fenced};
 use crate::runner::Runnable;
-use crate::{BoxError, ObjectKey};
+use crate::{BoxError, ObjectKey, Scoped};
 
 use super::members::LiveMembers;
 use super::membership::{MEMBER_OF_LABEL, Membership, api_in};
@@ -63,13 +63,39 @@ pub(crate) trait ShardedKind: Send + Sync {
     ) -> BoxFuture<'a, Result<(), kube::Error>>;
 }
 
+/// What a sharded kind is (what [`Kind`](crate::controller::Kind) is, without depending on the
+/// controller module, which depends on this one).
+pub(crate) trait ShardKind:
+    Resource<DynamicType = (), Scope: Scoped>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> ShardKind for K where
+    K: Resource<DynamicType = (), Scope: Scoped>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// [`ShardedKind`] for kind `K`: a metadata-only informer over all its objects.
-pub(crate) struct Typed<K: Kind> {
+pub(crate) struct Typed<K: ShardKind> {
     informer: Arc<Informer<PartialObjectMeta<K>>>,
     writer: Client,
 }
 
-impl<K: Kind> Typed<K> {
+impl<K: ShardKind> Typed<K> {
     /// The objects of kind `K` in `namespace` (all namespaces: `None`) that `selected`'s
     /// selectors select.
     pub(crate) fn new(
@@ -86,7 +112,7 @@ impl<K: Kind> Typed<K> {
     }
 }
 
-impl<K: Kind> ShardedKind for Typed<K> {
+impl<K: ShardKind> ShardedKind for Typed<K> {
     fn plural(&self) -> String {
         K::plural(&()).into_owned()
     }
