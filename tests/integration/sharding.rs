@@ -558,3 +558,99 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
         "objects moved between replicas: {handed}"
     );
 }
+
+/// A no-op reconciler for the in-process manager.
+struct Noop;
+
+impl kubeforge::controller::Reconciler<ConfigMap> for Noop {
+    type Error = kube::Error;
+
+    async fn reconcile(
+        &self,
+        _: std::sync::Arc<ConfigMap>,
+        _: &kubeforge::controller::Context<ConfigMap>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        Ok(kubeforge::controller::Action::Done)
+    }
+}
+
+#[tokio::test]
+async fn a_shard_member_should_report_its_share_and_membership_and_release_its_lease_on_shutdown()
+{
+    use kubeforge::controller::Controller;
+    use kubeforge::informer::InformerConfig;
+    use kubeforge::manager::Manager;
+    use kubeforge::shard::ShardConfig;
+
+    use crate::manager::http_get;
+
+    const COUNT: usize = 20;
+    let ns = TestNamespace::new().await.unwrap();
+    create_objects(&ns, COUNT, "v").await;
+    // One object the operator does not select: the sharder must leave it alone.
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap("bystander", &[]))
+        .await
+        .unwrap();
+    let s = Duration::from_secs;
+    let config = ShardConfig::new(GROUP, ns.name())
+        .identity("solo")
+        .timings(LEASE, s(4), s(1));
+    let local = "127.0.0.1:0".parse().unwrap();
+    let mut manager = Manager::new(ns.client())
+        .shards(config)
+        .metrics_bind_address(local)
+        .health_probe_bind_address(local);
+    let mut listening = manager.on_listening();
+    let controller = Controller::new(
+        "shard-test",
+        manager.wiring(),
+        ns.api::<ConfigMap>(),
+        InformerConfig::default().labels("shard-test=true"),
+    );
+    let manager = manager.add_controller(controller, Noop);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let mut addrs = HashMap::new();
+    for _ in 0..2 {
+        let (what, addr) = listening.recv().await.unwrap();
+        addrs.insert(what, addr);
+    }
+    let (metrics, health) = (addrs["metrics"], addrs["health probes"]);
+
+    let text = eventually("the member's share in its metrics", s(30), async || {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let (_, text) = http_get(metrics, "/metrics").await;
+        let owned = format!(
+            "kubeforge_shard_owned_objects{{group=\"{GROUP}\",kind=\"configmaps\",member=\"solo\"}} {COUNT}"
+        );
+        text.contains(&owned).then_some(text)
+    })
+    .await;
+    for line in [
+        format!("kubeforge_shard_moves_total{{group=\"{GROUP}\",move=\"assign\"}} {COUNT}"),
+        format!("kubeforge_shard_live_members{{group=\"{GROUP}\"}} 1"),
+        format!("kubeforge_shard_released_total{{group=\"{GROUP}\",member=\"solo\"}} 0"),
+    ] {
+        assert!(text.contains(&line), "{line} in\n{text}");
+    }
+    let (status, body) = http_get(health, "/readyz?verbose").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("shard-member"), "{body}");
+    let bystander = ns.api::<ConfigMap>().get("bystander").await.unwrap();
+    assert_eq!(owner(&bystander), None, "an object no controller selects stays unlabelled");
+
+    // A clean shutdown releases the membership Lease: the others take its objects at once.
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    let lease = ns
+        .api::<Lease>()
+        .get(&format!("{GROUP}-member-solo"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty()),
+        None,
+        "released"
+    );
+}

@@ -229,8 +229,13 @@ impl Sharder {
             _ = synced => {}
         }
         let mut pass = Pass::default();
-        // Members started together: let their Leases appear before the first assignment.
-        let mut wait = self.retry_period;
+        // Members started together: let their Leases appear before the first assignment (the
+        // informers' first events do not cut this short).
+        tokio::select! {
+            () = leading.cancelled() => return,
+            () = tokio::time::sleep(self.retry_period) => {}
+        }
+        let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
                 () = leading.cancelled() => return,
