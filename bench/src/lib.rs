@@ -59,6 +59,10 @@ pub struct DriverArgs {
     /// separated; shard key `bench`) instead of in memory. Not with `--watcher`.
     #[arg(long, value_delimiter = ',', conflicts_with = "watcher")]
     pub memcached_servers: Vec<String>,
+    /// kubeforge only: a replica of this shard group (identity `$POD_NAME`, Leases in
+    /// `--namespace`).
+    #[arg(long)]
+    pub shards: Option<String>,
 }
 
 /// Field manager of the ConfigMaps.

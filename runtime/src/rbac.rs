@@ -7,7 +7,7 @@
 //! | `for = K` | `get list watch update patch` on K; `get update patch` on `K/status`; `update` on `K/finalizers` with a finalizer or owned kinds (children get `blockOwnerDeletion`) |
 //! | `owns(C)` | `get list watch create update patch delete` on C |
 //! | `watches(W, ..)` | `get list watch` on W |
-//! | always | `create patch` on `events.k8s.io` events; `get create update` on `coordination.k8s.io` leases (leader election) |
+//! | always | `create patch` on `events.k8s.io` events; `get list create update delete` on `coordination.k8s.io` leases (leader election; `list`, `delete`: the sharder finds the shard members' Leases and deletes those of departed members) |
 //! | `rbac(group = .., resources = [..], verbs = [..], resource_names = [..])` | those verbs on those resources (only on the named objects with `resource_names`) |
 //!
 //! [`cluster_role`] merges the rules of every registered controller into one ClusterRole, except
@@ -198,13 +198,14 @@ impl Rules {
         self.allow("events.k8s.io", "events", &["create", "patch"])
     }
 
-    /// Leader election on Leases.
+    /// Leader election and shard membership on Leases (`list`, `delete`: the sharder lists the
+    /// members' Leases and deletes those of departed members).
     #[must_use]
     pub fn leases(self) -> Self {
         self.allow(
             "coordination.k8s.io",
             "leases",
-            &["get", "create", "update"],
+            &["get", "list", "create", "update", "delete"],
         )
     }
 

@@ -575,8 +575,7 @@ impl kubeforge::controller::Reconciler<ConfigMap> for Noop {
 }
 
 #[tokio::test]
-async fn a_shard_member_should_report_its_share_and_membership_and_release_its_lease_on_shutdown()
-{
+async fn a_shard_member_should_report_its_share_and_membership_and_release_its_lease_on_shutdown() {
     use kubeforge::controller::Controller;
     use kubeforge::informer::InformerConfig;
     use kubeforge::manager::Manager;
@@ -593,22 +592,26 @@ async fn a_shard_member_should_report_its_share_and_membership_and_release_its_l
         .await
         .unwrap();
     let s = Duration::from_secs;
-    let config = ShardConfig::new(GROUP, ns.name())
-        .identity("solo")
-        .timings(LEASE, s(4), s(1));
-    let local = "127.0.0.1:0".parse().unwrap();
-    let mut manager = Manager::new(ns.client())
-        .shards(config)
-        .metrics_bind_address(local)
-        .health_probe_bind_address(local);
+    // Short Leases: a departed member's Lease is deleted after ten of them.
+    let member = |identity: &str| {
+        let config = ShardConfig::new(GROUP, ns.name())
+            .identity(identity)
+            .timings(s(2), Duration::from_millis(1500), s(1));
+        let local = "127.0.0.1:0".parse().unwrap();
+        let manager = Manager::new(ns.client())
+            .shards(config)
+            .metrics_bind_address(local)
+            .health_probe_bind_address(local);
+        let controller = Controller::new(
+            "shard-test",
+            manager.wiring(),
+            ns.api::<ConfigMap>(),
+            InformerConfig::default().labels("shard-test=true"),
+        );
+        manager.add_controller(controller, Noop)
+    };
+    let mut manager = member("solo");
     let mut listening = manager.on_listening();
-    let controller = Controller::new(
-        "shard-test",
-        manager.wiring(),
-        ns.api::<ConfigMap>(),
-        InformerConfig::default().labels("shard-test=true"),
-    );
-    let manager = manager.add_controller(controller, Noop);
     let shutdown = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(manager.run_until(shutdown.clone()));
     let mut addrs = HashMap::new();
@@ -638,19 +641,57 @@ async fn a_shard_member_should_report_its_share_and_membership_and_release_its_l
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("shard-member"), "{body}");
     let bystander = ns.api::<ConfigMap>().get("bystander").await.unwrap();
-    assert_eq!(owner(&bystander), None, "an object no controller selects stays unlabelled");
+    assert_eq!(
+        owner(&bystander),
+        None,
+        "an object no controller selects stays unlabelled"
+    );
 
-    // A clean shutdown releases the membership Lease: the others take its objects at once.
+    // A clean shutdown releases the membership Lease: the next member takes its objects at
+    // once (no lease duration to wait), and deletes the Lease after ten lease durations.
     shutdown.cancel();
     running.await.unwrap().unwrap();
-    let lease = ns
-        .api::<Lease>()
-        .get(&format!("{GROUP}-member-solo"))
-        .await
-        .unwrap();
+    let leases = ns.api::<Lease>();
+    let solo_lease = format!("{GROUP}-member-solo");
+    let lease = leases.get(&solo_lease).await.unwrap();
     assert_eq!(
-        lease.spec.and_then(|s| s.holder_identity).filter(|h| !h.is_empty()),
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .filter(|h| !h.is_empty()),
         None,
         "released"
     );
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn(member("next").run_until(shutdown.clone()));
+    eventually("the next member to own every object", s(20), async || {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let all = objects(&ns).await;
+        all.iter().all(|cm| owner(cm) == Some("next")).then_some(())
+    })
+    .await;
+    let moved = started.elapsed();
+    // Its sharder's first pass waits one retry period (1 s); a lease duration is 2 s, and a new
+    // sharder counts a Lease it sees for the first time as fresh for one.
+    assert!(
+        moved < s(5),
+        "the released member's objects moved in {moved:?}"
+    );
+    eventually("the departed member's Lease deleted", s(40), async || {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        leases
+            .get_opt(&solo_lease)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    println!(
+        "shard member: objects of a released member moved in {moved:?}; its Lease deleted after {:?}",
+        started.elapsed()
+    );
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
 }

@@ -61,6 +61,10 @@ struct Args {
     /// objects the reconciler never reads); scenario names get a ` [owned: metadata]` suffix.
     #[arg(long)]
     owned_metadata_only: bool,
+    /// Replica counts for the sharded scenario (the `kubeforge` driver with `--shards`, N the
+    /// largest of `--n`, the first `--concurrency`); empty: skipped.
+    #[arg(long, value_delimiter = ',')]
+    shard_replicas: Vec<usize>,
     /// Write the results as JSON here too.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -331,6 +335,7 @@ impl Harness {
         concurrency: usize,
         keep_managed_fields: bool,
         report_heap: bool,
+        shard: Option<usize>,
     ) -> Driver {
         let mut command = Command::new(path);
         command
@@ -352,6 +357,12 @@ impl Harness {
         }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
+        }
+        // Replica `i` of shard group `bench` (its Leases in the run's namespace).
+        if let Some(i) = shard {
+            command
+                .args(["--shards", "bench"])
+                .env("POD_NAME", format!("bench-r{i}"));
         }
         // `kubeforge-memcached`: the kubeforge driver with the Bench cache in memcached, which
         // starts empty (a restart: it also gives memcached's memory back, `flush_all` does not).
@@ -520,6 +531,79 @@ async fn wait_idle(pid: u32) {
     }
 }
 
+/// The sharded scenario: 1, 2, 3... replicas of the kubeforge driver in one shard group
+/// converge N Benches; throughput, and the RSS of each replica afterwards (its cache holds its
+/// share). Columns `kubeforge ×<replicas>`.
+async fn sharded(h: &mut Harness, results: &mut Results) {
+    let Some((_, path)) = h
+        .args
+        .drivers
+        .iter()
+        .find(|(d, _)| d == "kubeforge")
+        .cloned()
+    else {
+        return;
+    };
+    let (Some(&n), Some(&concurrency)) = (h.args.n.iter().max(), h.args.concurrency.first()) else {
+        return;
+    };
+    let scenario = format!("sharded converge (c={concurrency}, N={n})");
+    for replicas in h.args.shard_replicas.clone() {
+        let column = format!("kubeforge ×{replicas}");
+        for _ in 0..h.args.repeats {
+            let ns = h.namespace("shard").await;
+            let mut processes = Vec::new();
+            for i in 0..replicas {
+                let driver = format!("kubeforge-shard-{i}");
+                processes.push(
+                    h.start(&driver, &path, &ns, concurrency, false, false, Some(i))
+                        .await,
+                );
+            }
+            // Every member's Lease up, and the sharder's first pass done.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let informer = Arc::new(Informer::new(
+                Api::<Bench>::namespaced(h.admin.clone(), &ns),
+                InformerConfig::default(),
+            ));
+            let stop = tokio_util::sync::CancellationToken::new();
+            tokio::spawn(informer.clone().run(stop.clone()));
+            informer.wait_for_sync().await;
+            let start = Instant::now();
+            h.create(&ns, 0..n, 1).await;
+            let took = converged(&informer.store(), n, 1, start)
+                .await
+                .as_secs_f64();
+            record_converge(results, &scenario, &column, n, took);
+            for process in &processes {
+                wait_idle(process.child.id()).await;
+            }
+            let rss: Vec<f64> = processes.iter().map(|p| rss_mib(p.child.id())).collect();
+            let mean = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
+            record(
+                results,
+                &scenario,
+                "rss per replica (mean)",
+                "MiB",
+                &column,
+                mean,
+            );
+            let max = rss.iter().copied().fold(0.0, f64::max);
+            record(
+                results,
+                &scenario,
+                "rss per replica (max)",
+                "MiB",
+                &column,
+                max,
+            );
+            stop.cancel();
+            drop(processes);
+            h.drop_namespace(&ns).await;
+        }
+    }
+}
+
 fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
@@ -585,7 +669,9 @@ async fn main() {
             order.rotate_left(repeat % drivers.len().max(1));
             for (driver, path) in &order {
                 let ns = h.namespace("run").await;
-                let process = h.start(driver, path, &ns, concurrency, false, false).await;
+                let process = h
+                    .start(driver, path, &ns, concurrency, false, false, None)
+                    .await;
                 let pid = process.child.id();
                 let informer = Arc::new(Informer::new(
                     Api::<Bench>::namespaced(h.admin.clone(), &ns),
@@ -744,6 +830,8 @@ async fn main() {
         }
     }
 
+    sharded(&mut h, &mut results).await;
+
     for &size in &h.args.sync_sizes.clone() {
         let ns = h.namespace("sync").await;
         let start = Instant::now();
@@ -762,7 +850,7 @@ async fn main() {
             // managedFields kept the difference lands in memcached, not in the driver.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h.start(driver, path, &ns, 4, keep, true).await;
+                    let process = h.start(driver, path, &ns, 4, keep, true, None).await;
                     let label = if keep {
                         "memory and sync, managedFields kept"
                     } else {

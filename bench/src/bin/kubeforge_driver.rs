@@ -156,6 +156,13 @@ async fn main() {
     let manager = Manager::new(client)
         .namespace(Some(args.namespace.clone()))
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
+    let manager = match &args.shards {
+        Some(group) => manager.shards(kubeforge::shard::ShardConfig::new(
+            group.clone(),
+            args.namespace.clone(),
+        )),
+        None => manager,
+    };
     let workers = args.concurrency;
     // A/B switch for the own-write skip (ControllerConfig::skip_own_writes, on by default).
     let skip_own = std::env::var_os("BENCH_KUBEFORGE_COUNT_OWN_WRITES").is_none();

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 /// What the observer last saw of one Lease, and since when.
 #[derive(Clone, Debug)]
 struct Seen {
+    resource_version: Option<String>,
     holder: Option<String>,
     renew_time: Option<MicroTime>,
     duration: Duration,
@@ -48,6 +49,7 @@ impl LiveMembers {
                 self.seen.insert(
                     name.clone(),
                     Seen {
+                        resource_version: lease.metadata.resource_version.clone(),
                         holder,
                         renew_time: spec.renew_time,
                         duration,
@@ -56,10 +58,21 @@ impl LiveMembers {
                 );
             } else if let Some(seen) = self.seen.get_mut(&name) {
                 seen.duration = duration;
+                seen.resource_version = lease.metadata.resource_version.clone();
             }
             listed.insert(name);
         }
         self.seen.retain(|name, _| listed.contains(name));
+    }
+
+    /// (name, resourceVersion) of the Leases unchanged for `factor` of their durations before
+    /// `now`: their members are long gone.
+    pub(crate) fn departed(&self, now: Instant, factor: u32) -> Vec<(String, String)> {
+        self.seen
+            .iter()
+            .filter(|(_, seen)| now.saturating_duration_since(seen.since) >= seen.duration * factor)
+            .filter_map(|(name, seen)| Some((name.clone(), seen.resource_version.clone()?)))
+            .collect()
     }
 
     /// The members whose Lease is held and has changed within its duration before `now`.
@@ -84,6 +97,7 @@ mod tests {
         Lease {
             metadata: ObjectMeta {
                 name: Some(name.into()),
+                resource_version: Some("7".into()),
                 ..ObjectMeta::default()
             },
             spec: Some(LeaseSpec {
@@ -125,5 +139,9 @@ mod tests {
         members.observe(&[lease("b", Some("b"), 9)], start + s(9), default);
         assert_eq!(members.live(start + s(14)), HashSet::from(["b".to_owned()]));
         assert!(members.live(start + s(15)).is_empty());
+        // Unchanged for ten durations: departed.
+        assert!(members.departed(start + s(68), 10).is_empty());
+        let departed = members.departed(start + s(69), 10);
+        assert_eq!(departed, vec![("b".to_owned(), "7".to_owned())]);
     }
 }

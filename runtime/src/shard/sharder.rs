@@ -37,6 +37,10 @@ use super::ring::Ring;
 /// Patches that may be in flight at once.
 const CONCURRENT_PATCHES: usize = 16;
 
+/// After how many of its lease durations without a change a member's Lease that is not live is
+/// deleted.
+const DEPARTED_AFTER: u32 = 10;
+
 /// One object of a sharded kind as the sharder sees it.
 pub(crate) struct Placed {
     pub(crate) key: ObjectKey,
@@ -236,20 +240,24 @@ impl Sharder {
             () = tokio::time::sleep(self.retry_period) => {}
         }
         let mut wait = Duration::ZERO;
+        let mut took = Duration::ZERO;
         loop {
             tokio::select! {
                 () = leading.cancelled() => return,
                 () = notify.notified() => {
-                    // Let a burst of events settle into one pass.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Let a burst of events settle into one pass; a large pass spaces the next
+                    // ones out (an update storm must not keep the sharder planning).
+                    tokio::time::sleep(Duration::from_millis(50).max(took * 4)).await;
                 }
                 () = tokio::time::sleep(wait) => {}
             }
             wait = self.retry_period;
-            if let Err(error) = self.pass(&kinds, &mut pass).await {
+            let started = Instant::now();
+            if let Err(error) = self.pass(&kinds, &mut pass, &writer).await {
                 // Without a fresh view of the Leases nobody may be declared gone: skip the pass.
                 tracing::warn!(error = %crate::text::concise(&error), "listing the members' leases failed; sharding paused");
             }
+            took = started.elapsed();
         }
     }
 
@@ -258,16 +266,17 @@ impl Sharder {
         &self,
         kinds: &[Arc<dyn ShardedKind>],
         state: &mut Pass,
+        writer: &Client,
     ) -> Result<(), kube::Error> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
         let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
         let list = leases
             .list(&ListParams::default().labels(&selector))
             .await?;
-        state
-            .members
-            .observe(&list.items, Instant::now(), self.lease_duration);
-        let live = state.members.live(Instant::now());
+        let now = Instant::now();
+        state.members.observe(&list.items, now, self.lease_duration);
+        self.forget_departed(&state.members, now, writer).await;
+        let live = state.members.live(now);
         self.metrics.set_live(live.len());
         let ring = Ring::new(live.iter().cloned());
         for (index, kind) in kinds.iter().enumerate() {
@@ -330,6 +339,32 @@ impl Sharder {
             }
         }
         Ok(())
+    }
+
+    /// Deletes the Leases of members gone for [`DEPARTED_AFTER`] lease durations (released at a
+    /// clean shutdown, or never renewed again): replicas of a Deployment get new identities, and
+    /// their Leases would pile up. Guarded by the `resourceVersion` seen, so a member that came
+    /// back meanwhile keeps its Lease.
+    async fn forget_departed(&self, members: &LiveMembers, now: Instant, writer: &Client) {
+        let leases: Api<Lease> = Api::namespaced(writer.clone(), &self.lease_namespace);
+        for (name, rv) in members.departed(now, DEPARTED_AFTER) {
+            let params = kube::api::DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    resource_version: Some(rv),
+                    uid: None,
+                }),
+                ..kube::api::DeleteParams::default()
+            };
+            match leases.delete(&name, &params).await {
+                Ok(_) => {
+                    tracing::info!(lease = %name, "deleted the Lease of a departed shard member")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(error) => {
+                    tracing::debug!(lease = %name, error = %crate::text::concise(&error), "deleting a departed member's Lease failed");
+                }
+            }
+        }
     }
 
     /// Carries out one move: `Some((key, rv it was made from, whether it was a drain))` when

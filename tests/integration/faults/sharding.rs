@@ -29,7 +29,7 @@ async fn grant(ns: &TestNamespace, names: &[&str]) {
             { "apiGroups": [""], "resources": ["configmaps"],
               "verbs": ["get", "list", "watch", "patch", "update"] },
             { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-              "verbs": ["get", "list", "create", "update"] },
+              "verbs": ["get", "list", "create", "update", "delete"] },
         ],
     }))
     .unwrap();
