@@ -135,6 +135,28 @@ fn uses_memcached(name: &str) -> bool {
 }
 
 /// A running driver process.
+/// How a driver is started.
+#[derive(Clone, Copy, Debug)]
+struct Start {
+    concurrency: usize,
+    keep_managed_fields: bool,
+    /// Print `heap <bytes>` every second (`BENCH_REPORT_HEAP`).
+    report_heap: bool,
+    /// Replica `i` of shard group `bench`.
+    shard: Option<usize>,
+}
+
+impl Start {
+    fn reconciling(concurrency: usize) -> Self {
+        Self {
+            concurrency,
+            keep_managed_fields: false,
+            report_heap: false,
+            shard: None,
+        }
+    }
+}
+
 struct Driver {
     child: Child,
     sync_seconds: f64,
@@ -327,16 +349,13 @@ impl Harness {
             .await;
     }
 
-    async fn start(
-        &mut self,
-        driver: &str,
-        path: &PathBuf,
-        ns: &str,
-        concurrency: usize,
-        keep_managed_fields: bool,
-        report_heap: bool,
-        shard: Option<usize>,
-    ) -> Driver {
+    async fn start(&mut self, driver: &str, path: &PathBuf, ns: &str, how: Start) -> Driver {
+        let Start {
+            concurrency,
+            keep_managed_fields,
+            report_heap,
+            shard,
+        } = how;
         let mut command = Command::new(path);
         command
             .arg("--kubeconfig")
@@ -850,7 +869,18 @@ async fn main() {
             // managedFields kept the difference lands in memcached, not in the driver.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h.start(driver, path, &ns, 4, keep, true, None).await;
+                    let process = h
+                        .start(
+                            driver,
+                            path,
+                            &ns,
+                            Start {
+                                keep_managed_fields: keep,
+                                report_heap: true,
+                                ..Start::reconciling(4)
+                            },
+                        )
+                        .await;
                     let label = if keep {
                         "memory and sync, managedFields kept"
                     } else {
