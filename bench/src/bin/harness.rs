@@ -575,8 +575,16 @@ async fn sharded(h: &mut Harness, results: &mut Results) {
             for i in 0..replicas {
                 let driver = format!("kubeforge-shard-{i}");
                 processes.push(
-                    h.start(&driver, &path, &ns, concurrency, false, false, Some(i))
-                        .await,
+                    h.start(
+                        &driver,
+                        &path,
+                        &ns,
+                        Start {
+                            shard: Some(i),
+                            ..Start::reconciling(concurrency)
+                        },
+                    )
+                    .await,
                 );
             }
             // Every member's Lease up, and the sharder's first pass done.
@@ -689,7 +697,7 @@ async fn main() {
             for (driver, path) in &order {
                 let ns = h.namespace("run").await;
                 let process = h
-                    .start(driver, path, &ns, concurrency, false, false, None)
+                    .start(driver, path, &ns, Start::reconciling(concurrency))
                     .await;
                 let pid = process.child.id();
                 let informer = Arc::new(Informer::new(
