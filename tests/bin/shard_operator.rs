@@ -1,7 +1,8 @@
 //! A test operator for sharding (`--shards <group>`): it reconciles the ConfigMaps labelled
 //! `shard-test=true` in its namespace, stamping each with its identity and the value it saw
 //! (annotations `shard/by`, `shard/value`, from the data key `value`) when they differ, and, with
-//! `SHARD_CHILDREN=1`, applies a child ConfigMap `<name>-child` owned by it.
+//! `SHARD_CHILDREN=1`, applies a child ConfigMap `<name>-child` owned by it and creates one
+//! `<name>-once` unless it exists (`create_owned`: children follow their owner's shard).
 //!
 //! What the sharding tests read from its output (one line each, wall-clock µs since the epoch):
 //! `start <namespace>/<name> <µs>` and `end <namespace>/<name> <µs>` around every reconcile (an
@@ -88,7 +89,15 @@ impl Stamper {
                 data: Some([("value".to_owned(), value)].into()),
                 ..ConfigMap::default()
             };
+            let once = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}-once", ctx.key().name)),
+                    ..ObjectMeta::default()
+                },
+                ..child.clone()
+            };
             ctx.apply_owned(cm, "shard-operator", child).await?;
+            ctx.create_owned(cm, once).await?;
         }
         Ok(())
     }

@@ -419,28 +419,27 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
             .iter()
             .filter_map(|cm| Some((cm.metadata.name.clone()?, owner(cm)?.to_owned())))
             .collect();
-        let children: Vec<_> = children
-            .iter()
-            .filter(|c| {
-                c.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.ends_with("-child"))
-            })
-            .collect();
-        (children.len() == COUNT
-            && children.iter().all(|c| {
-                let parent = c
-                    .metadata
-                    .name
-                    .as_deref()
-                    .unwrap()
-                    .trim_end_matches("-child");
-                owner(c).is_some_and(|o| {
-                    members.contains(&o) && owners.get(parent).map(String::as_str) == Some(o)
+        // Applied children (`-child`) and created-once ones (`-once`) alike.
+        let follow = |suffix: &str| {
+            let mine: Vec<_> = children
+                .iter()
+                .filter(|c| {
+                    c.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.ends_with(suffix))
                 })
-            }))
-        .then_some(())
+                .collect();
+            mine.len() == COUNT
+                && mine.iter().all(|c| {
+                    let name = c.metadata.name.as_deref().unwrap_or_default();
+                    let parent = name.trim_end_matches(suffix);
+                    owner(c).is_some_and(|o| {
+                        members.contains(&o) && owners.get(parent).map(String::as_str) == Some(o)
+                    })
+                })
+        };
+        (follow("-child") && follow("-once")).then_some(())
     };
     eventually(
         "children labelled with their owner's shard",

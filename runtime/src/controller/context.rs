@@ -232,9 +232,34 @@ impl<K> Context<K> {
         let mut child = child;
         self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
-        let (stored, created) = crate::client::create_owned(&self.api::<C>(), owner, child).await?;
+        let (mut stored, created) =
+            crate::client::create_owned(&self.api::<C>(), owner, child).await?;
         if created {
             self.record_write(&stored);
+        } else if let Some(membership) = self.wiring.shard() {
+            // Created by the owner's previous shard: take it along, so this replica's narrowed
+            // informer sees it.
+            let mine = stored
+                .meta()
+                .labels
+                .as_ref()
+                .and_then(|labels| labels.get(membership.owner_label()))
+                .is_some_and(|owner| owner == membership.member());
+            if !mine {
+                let patch = serde_json::json!({ "metadata": { "labels": {
+                    membership.owner_label(): membership.member(),
+                }}});
+                let name = stored.meta().name.clone().unwrap_or_default();
+                stored = self
+                    .api::<C>()
+                    .patch(
+                        &name,
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(patch),
+                    )
+                    .await?;
+                self.record_write(&stored);
+            }
         }
         Ok((stored, created))
     }

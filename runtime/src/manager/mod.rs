@@ -88,6 +88,8 @@ pub struct Manager {
     primary_kinds: Vec<(String, String)>,
     /// Shard mode (see [`Manager::shards`]).
     shards: Option<(crate::shard::ShardConfig, Arc<crate::shard::Membership>)>,
+    /// Watchers added (they are not sharded: shard mode refuses them).
+    watchers: usize,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -249,6 +251,7 @@ impl Manager {
             webhooks: None,
             primary_kinds: Vec::new(),
             shards: None,
+            watchers: 0,
         }
     }
 
@@ -491,6 +494,7 @@ impl Manager {
     #[must_use]
     pub fn watcher<W: WatcherSpec>(mut self, watcher: W) -> Self {
         self.primary::<W::Kind>();
+        self.watchers += 1;
         self.wire_later(move |wiring, _metrics| watcher_runnable(W::watcher(wiring), watcher));
         self
     }
@@ -504,6 +508,7 @@ impl Manager {
         W: Watcher<K>,
     {
         self.primary::<K>();
+        self.watchers += 1;
         self.runnables.push(watcher_runnable(watcher, handlers));
         self
     }

@@ -17,7 +17,8 @@ impl Manager {
     ///
     /// Set it before building controllers by hand from [`Manager::wiring`]: controllers see the
     /// shard their wiring had when they were built (those added with [`Manager::controller`]
-    /// are wired when the manager runs, so any order works for them).
+    /// are wired when the manager runs, so any order works for them). Watchers are not sharded:
+    /// a manager with both fails when it runs.
     #[must_use]
     pub fn shards(mut self, config: ShardConfig) -> Self {
         let membership = config.membership();
@@ -33,6 +34,14 @@ impl Manager {
         config: &ShardConfig,
         membership: Arc<Membership>,
     ) -> Result<Arc<LeaderElector>, LeaderElectionError> {
+        if self.watchers > 0 {
+            // A watcher handles every event of its kind, on every replica that runs it; it has
+            // no worker holding a key that could acknowledge a drain.
+            return Err(LeaderElectionError::InvalidConfig(
+                "watchers are not sharded: run them in a leader-elected manager of their own"
+                    .to_owned(),
+            ));
+        }
         let member = Arc::new(LeaderElector::new(
             self.client.clone(),
             config.member_election()?,
@@ -65,5 +74,60 @@ impl Manager {
             }),
         ));
         Ok(member)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{Api, Client};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::leader::LeaderElectionConfig;
+    use crate::manager::Manager;
+    use crate::shard::ShardConfig;
+    use crate::watcher::{WatchContext, Watcher, WatcherController};
+
+    fn offline_client() -> Client {
+        // Never contacted: the manager refuses to start first.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("static url"));
+        Client::try_from(config).expect("offline client")
+    }
+
+    struct Ignore;
+
+    impl Watcher<ConfigMap> for Ignore {
+        type Error = kube::Error;
+        async fn add(&self, _: Arc<ConfigMap>, _: &WatchContext) -> Result<(), kube::Error> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn shard_mode_should_refuse_leader_election_and_watchers_with_a_clear_error() {
+        let client = offline_client();
+        let config = ShardConfig::new("g", "ns").identity("a");
+        let both = Manager::new(client.clone())
+            .shards(config.clone())
+            .leader_election(LeaderElectionConfig::new("l", "ns"));
+        let error = both
+            .run_until(CancellationToken::new())
+            .await
+            .expect_err("refused");
+        assert!(error.to_string().contains("exclude each other"), "{error}");
+
+        let manager = Manager::new(client.clone()).shards(config);
+        let watcher = WatcherController::new("w", manager.wiring(), Api::<ConfigMap>::all(client));
+        let error = manager
+            .add_watcher(watcher, Ignore)
+            .run_until(CancellationToken::new())
+            .await
+            .expect_err("refused");
+        assert!(
+            error.to_string().contains("watchers are not sharded"),
+            "{error}"
+        );
     }
 }

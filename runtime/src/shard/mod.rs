@@ -53,9 +53,16 @@
 //! **What follows its owner.** Children written through the [`Context`](crate::controller::Context)
 //! helpers (`apply_owned`, `create_owned`, declarative dependents) carry their owner's shard
 //! label, and the informers of owned kinds are narrowed like the primary's, so each replica
-//! caches only its own children. A child written otherwise must carry the label
-//! ([`Membership::label`]) to be seen. Kinds a controller only `watches` are not sharded (each
-//! replica caches them whole).
+//! caches only its own children; a child `create_owned` finds created by the owner's previous
+//! shard is relabelled. A child written otherwise must carry the label
+//! ([`Context::label_for_shard`](crate::controller::Context::label_for_shard)) to be seen. Kinds
+//! a controller only `watches` are not sharded (each replica caches them whole). Watchers are not
+//! sharded either (a watcher has no worker holding a key that could acknowledge a drain): a
+//! sharded manager with a watcher refuses to run.
+//!
+//! **Identities** must be unique in the group (`$POD_NAME`): two processes with one identity
+//! would both hold its Lease. The sharder deletes the Leases of members gone for ten lease
+//! durations (a Deployment's replicas get new names at each rollout).
 
 mod members;
 mod membership;

@@ -143,9 +143,10 @@ impl<K: ShardKind> ShardedKind for Typed<K> {
     fn placements<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>> {
         async move {
             let objects = self.informer.store().list().await.unwrap_or_default();
+            // Objects being deleted move too: their new owner runs the cleanup a finalizer holds
+            // them for.
             objects
                 .iter()
-                .filter(|o| o.metadata.deletion_timestamp.is_none())
                 .map(|o| {
                     let labels = o.metadata.labels.as_ref();
                     Placed {
@@ -216,16 +217,9 @@ impl Sharder {
     async fn lead(self: Arc<Self>, writer: Client, leading: CancellationToken) {
         tracing::info!(group = %self.membership.group(), "sharding");
         let cache = Cache::new(self.client.clone());
-        let kinds: Vec<Arc<dyn ShardedKind>> = self
-            .membership
-            .kinds()
-            .iter()
-            .map(|factory| factory(&cache, writer.clone()))
-            .collect();
         let notify = Arc::new(Notify::new());
-        for kind in &kinds {
-            kind.forward(Arc::clone(&notify), leading.clone());
-        }
+        let mut kinds: Vec<Arc<dyn ShardedKind>> = Vec::new();
+        self.add_kinds(&mut kinds, &cache, &writer, &notify, &leading);
         cache.start(leading.clone());
         let synced = futures::future::join_all(kinds.iter().map(|k| k.synced()));
         tokio::select! {
@@ -252,12 +246,31 @@ impl Sharder {
                 () = tokio::time::sleep(wait) => {}
             }
             wait = self.retry_period;
+            // Controllers started later (following their CRD) register their kinds then.
+            self.add_kinds(&mut kinds, &cache, &writer, &notify, &leading);
             let started = Instant::now();
             if let Err(error) = self.pass(&kinds, &mut pass, &writer).await {
                 // Without a fresh view of the Leases nobody may be declared gone: skip the pass.
                 tracing::warn!(error = %crate::text::concise(&error), "listing the members' leases failed; sharding paused");
             }
             took = started.elapsed();
+        }
+    }
+
+    /// Adds the views of the kinds registered since the last call (the registry only grows); a
+    /// kind added to a running cache starts at once.
+    fn add_kinds(
+        &self,
+        kinds: &mut Vec<Arc<dyn ShardedKind>>,
+        cache: &Cache,
+        writer: &Client,
+        notify: &Arc<Notify>,
+        leading: &CancellationToken,
+    ) {
+        for factory in self.membership.kinds().iter().skip(kinds.len()) {
+            let kind = factory(cache, writer.clone());
+            kind.forward(Arc::clone(notify), leading.clone());
+            kinds.push(kind);
         }
     }
 
