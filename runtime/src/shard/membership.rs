@@ -12,7 +12,6 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::Scoped;
-use crate::cache::Cache;
 use crate::informer::InformerConfig;
 
 use super::sharder::{ShardKind, ShardedKind, Typed};
@@ -25,9 +24,9 @@ pub const DRAIN_LABEL_PREFIX: &str = "drain.shard.kubeforge.dev/";
 /// The label of the members' Leases; its value is the group.
 pub const MEMBER_OF_LABEL: &str = "shard.kubeforge.dev/member-of";
 
-/// Builds the sharder's view of one sharded kind in the sharder's cache, writing through the
-/// given (fenced) client.
-pub(crate) type KindFactory = Arc<dyn Fn(&Cache, Client) -> Arc<dyn ShardedKind> + Send + Sync>;
+/// Builds the sharder's view of one sharded kind, reading with the first client and writing
+/// through the second (fenced) one.
+pub(crate) type KindFactory = Arc<dyn Fn(Client, Client) -> Arc<dyn ShardedKind> + Send + Sync>;
 
 /// Counts the objects an informer holds.
 type Count = Box<dyn Fn() -> usize + Send + Sync>;
@@ -179,8 +178,15 @@ impl Membership {
         if kinds.iter().any(|(known, _)| *known == id) {
             return;
         }
-        let factory: KindFactory = Arc::new(move |cache: &Cache, writer: Client| {
-            let typed = Typed::<K>::new(cache, writer, namespace.as_deref(), selected.clone());
+        let labels = [self.owner_label.clone(), self.drain_label.clone()];
+        let factory: KindFactory = Arc::new(move |reader: Client, writer: Client| {
+            let typed = Typed::<K>::new(
+                reader,
+                writer,
+                namespace.as_deref(),
+                selected.clone(),
+                labels.clone(),
+            );
             Arc::new(typed) as Arc<dyn ShardedKind>
         });
         kinds.push((id, factory));

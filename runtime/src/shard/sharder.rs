@@ -22,7 +22,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::Cache;
 use crate::informer::{Informer, InformerConfig};
 use crate::leader::{Gate, LeaderElector, fenced};
 use crate::runner::Runnable;
@@ -53,8 +52,9 @@ pub(crate) struct Placed {
 pub(crate) trait ShardedKind: Send + Sync {
     /// The kind's plural (for logs and metrics).
     fn plural(&self) -> String;
-    /// Wakes `notify` at each change of the kind's objects, until `stop`.
-    fn forward(&self, notify: Arc<Notify>, stop: CancellationToken);
+    /// Starts the kind's informer, and wakes `notify` at each change of its objects, until
+    /// `stop`.
+    fn start(&self, notify: Arc<Notify>, stop: CancellationToken);
     /// Waits until the kind's informer has listed its objects.
     fn synced(&self) -> BoxFuture<'_, ()>;
     /// Where each object is.
@@ -101,16 +101,34 @@ pub(crate) struct Typed<K: ShardKind> {
 
 impl<K: ShardKind> Typed<K> {
     /// The objects of kind `K` in `namespace` (all namespaces: `None`) that `selected`'s
-    /// selectors select.
+    /// selectors select, read with `reader`; of each object the informer keeps only its name,
+    /// namespace, `resourceVersion` and the `labels` it is given (the shard labels): all the
+    /// sharder reads.
     pub(crate) fn new(
-        cache: &Cache,
+        reader: Client,
         writer: Client,
         namespace: Option<&str>,
         selected: InformerConfig,
+        labels: [String; 2],
     ) -> Self {
-        let api = api_in::<PartialObjectMeta<K>>(cache.client(), namespace);
+        let api = api_in::<PartialObjectMeta<K>>(reader, namespace);
+        let keep: crate::informer::Transform<PartialObjectMeta<K>> =
+            Arc::new(move |object: &mut PartialObjectMeta<K>| {
+                let meta = &mut object.metadata;
+                let shard_labels = meta.labels.take().map(|mut all| {
+                    all.retain(|key, _| labels.contains(key));
+                    all
+                });
+                *meta = kube::api::ObjectMeta {
+                    name: meta.name.take(),
+                    namespace: meta.namespace.take(),
+                    resource_version: meta.resource_version.take(),
+                    labels: shard_labels.filter(|l| !l.is_empty()),
+                    ..kube::api::ObjectMeta::default()
+                };
+            });
         Self {
-            informer: cache.informer(api, selected),
+            informer: Arc::new(Informer::new(api, selected).transform(keep)),
             writer,
         }
     }
@@ -121,8 +139,9 @@ impl<K: ShardKind> ShardedKind for Typed<K> {
         K::plural(&()).into_owned()
     }
 
-    fn forward(&self, notify: Arc<Notify>, stop: CancellationToken) {
+    fn start(&self, notify: Arc<Notify>, stop: CancellationToken) {
         let mut events = self.informer.subscribe();
+        crate::task::spawn(Arc::clone(&self.informer).run(stop.clone()));
         crate::task::spawn(async move {
             loop {
                 tokio::select! {
@@ -216,11 +235,9 @@ impl Sharder {
 
     async fn lead(self: Arc<Self>, writer: Client, leading: CancellationToken) {
         tracing::info!(group = %self.membership.group(), "sharding");
-        let cache = Cache::new(self.client.clone());
         let notify = Arc::new(Notify::new());
         let mut kinds: Vec<Arc<dyn ShardedKind>> = Vec::new();
-        self.add_kinds(&mut kinds, &cache, &writer, &notify, &leading);
-        cache.start(leading.clone());
+        self.add_kinds(&mut kinds, &writer, &notify, &leading);
         let synced = futures::future::join_all(kinds.iter().map(|k| k.synced()));
         tokio::select! {
             () = leading.cancelled() => return,
@@ -247,7 +264,7 @@ impl Sharder {
             }
             wait = self.retry_period;
             // Controllers started later (following their CRD) register their kinds then.
-            self.add_kinds(&mut kinds, &cache, &writer, &notify, &leading);
+            self.add_kinds(&mut kinds, &writer, &notify, &leading);
             let started = Instant::now();
             if let Err(error) = self.pass(&kinds, &mut pass, &writer).await {
                 // Without a fresh view of the Leases nobody may be declared gone: skip the pass.
@@ -257,19 +274,18 @@ impl Sharder {
         }
     }
 
-    /// Adds the views of the kinds registered since the last call (the registry only grows); a
-    /// kind added to a running cache starts at once.
+    /// Adds, and starts, the views of the kinds registered since the last call (the registry
+    /// only grows).
     fn add_kinds(
         &self,
         kinds: &mut Vec<Arc<dyn ShardedKind>>,
-        cache: &Cache,
         writer: &Client,
         notify: &Arc<Notify>,
         leading: &CancellationToken,
     ) {
         for factory in self.membership.kinds().iter().skip(kinds.len()) {
-            let kind = factory(cache, writer.clone());
-            kind.forward(Arc::clone(notify), leading.clone());
+            let kind = factory(self.client.clone(), writer.clone());
+            kind.start(Arc::clone(notify), leading.clone());
             kinds.push(kind);
         }
     }
