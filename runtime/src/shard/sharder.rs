@@ -36,6 +36,9 @@ use super::ring::Ring;
 /// Patches that may be in flight at once.
 const CONCURRENT_PATCHES: usize = 16;
 
+/// How often the sharder looks at every object even when the members did not change.
+const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
+
 /// After how many of its lease durations without a change a member's Lease that is not live is
 /// deleted.
 const DEPARTED_AFTER: u32 = 10;
@@ -57,8 +60,12 @@ pub(crate) trait ShardedKind: Send + Sync {
     fn start(&self, notify: Arc<Notify>, stop: CancellationToken);
     /// Waits until the kind's informer has listed its objects.
     fn synced(&self) -> BoxFuture<'_, ()>;
-    /// Where each object is.
+    /// Where each object is (all of them), forgetting the changed ones.
     fn placements<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>>;
+    /// Where the objects changed since the last call are (those deleted meanwhile left out).
+    fn changed<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>>;
+    /// Marks `key` as changed (a move that failed is planned again at the next pass).
+    fn touch(&self, key: ObjectKey);
     /// Merge-patches the object's metadata with `patch`.
     fn patch<'a>(
         &'a self,
@@ -97,6 +104,19 @@ impl<K> ShardKind for K where
 pub(crate) struct Typed<K: ShardKind> {
     informer: Arc<Informer<PartialObjectMeta<K>>>,
     writer: Client,
+    /// The objects changed since the last pass over them.
+    changed: Arc<std::sync::Mutex<HashSet<ObjectKey>>>,
+}
+
+/// Where `object` is.
+fn placed<K: ShardKind>(object: &PartialObjectMeta<K>, membership: &Membership) -> Placed {
+    let labels = object.metadata.labels.as_ref();
+    Placed {
+        key: ObjectKey::of(object),
+        resource_version: object.metadata.resource_version.clone().unwrap_or_default(),
+        owner: labels.and_then(|l| l.get(membership.owner_label()).cloned()),
+        draining: membership.is_draining(&object.metadata),
+    }
 }
 
 impl<K: ShardKind> Typed<K> {
@@ -130,6 +150,7 @@ impl<K: ShardKind> Typed<K> {
         Self {
             informer: Arc::new(Informer::new(api, selected).transform(keep)),
             writer,
+            changed: Arc::default(),
         }
     }
 }
@@ -142,17 +163,44 @@ impl<K: ShardKind> ShardedKind for Typed<K> {
     fn start(&self, notify: Arc<Notify>, stop: CancellationToken) {
         let mut events = self.informer.subscribe();
         crate::task::spawn(Arc::clone(&self.informer).run(stop.clone()));
+        let changed = Arc::clone(&self.changed);
         crate::task::spawn(async move {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     event = events.recv() => match event {
-                        Some(_) => notify.notify_one(),
+                        Some(event) => {
+                            let key = ObjectKey::of(&**event.object());
+                            changed.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
+                            notify.notify_one();
+                        }
                         None => return,
                     },
                 }
             }
         });
+    }
+
+    fn changed<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>> {
+        async move {
+            let keys = std::mem::take(&mut *self.changed.lock().unwrap_or_else(|e| e.into_inner()));
+            let store = self.informer.store();
+            let mut placements = Vec::with_capacity(keys.len());
+            for key in keys {
+                if let Ok(Some(object)) = store.get(&key).await {
+                    placements.push(placed(&object, membership));
+                }
+            }
+            placements
+        }
+        .boxed()
+    }
+
+    fn touch(&self, key: ObjectKey) {
+        self.changed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key);
     }
 
     fn synced(&self) -> BoxFuture<'_, ()> {
@@ -161,21 +209,14 @@ impl<K: ShardKind> ShardedKind for Typed<K> {
 
     fn placements<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>> {
         async move {
+            self.changed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
             let objects = self.informer.store().list().await.unwrap_or_default();
             // Objects being deleted move too: their new owner runs the cleanup a finalizer holds
             // them for.
-            objects
-                .iter()
-                .map(|o| {
-                    let labels = o.metadata.labels.as_ref();
-                    Placed {
-                        key: ObjectKey::of(&**o),
-                        resource_version: o.metadata.resource_version.clone().unwrap_or_default(),
-                        owner: labels.and_then(|l| l.get(membership.owner_label()).cloned()),
-                        draining: membership.is_draining(&o.metadata),
-                    }
-                })
-                .collect()
+            objects.iter().map(|o| placed(o, membership)).collect()
         }
         .boxed()
     }
@@ -297,77 +338,117 @@ impl Sharder {
         state: &mut Pass,
         writer: &Client,
     ) -> Result<(), kube::Error> {
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
-        let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
-        let list = leases
-            .list(&ListParams::default().labels(&selector))
-            .await?;
-        let now = Instant::now();
-        state.members.observe(&list.items, now, self.lease_duration);
-        self.forget_departed(&state.members, now, writer).await;
-        let live = state.members.live(now);
+        // The Leases are listed once a retry period; in between, passes (after object events)
+        // use the members seen then — one that expired meanwhile still counts as live, which
+        // only delays moves away from it.
+        let live = match (&state.last_live, state.listed_at) {
+            (Some(live), Some(at)) if at.elapsed() < self.retry_period => live.clone(),
+            _ => {
+                let leases: Api<Lease> =
+                    Api::namespaced(self.client.clone(), &self.lease_namespace);
+                let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
+                let list = leases
+                    .list(&ListParams::default().labels(&selector))
+                    .await?;
+                let now = Instant::now();
+                state.listed_at = Some(now);
+                state.members.observe(&list.items, now, self.lease_duration);
+                self.forget_departed(&state.members, now, writer).await;
+                state.members.live(now)
+            }
+        };
         self.metrics.set_live(live.len());
         let ring = Ring::new(live.iter().cloned());
-        for (index, kind) in kinds.iter().enumerate() {
-            let placed = kind.placements(&self.membership).await;
-            self.observe_drains(index, &placed, state);
-            // Objects whose last move has not reached the informer yet wait for it.
-            let current: HashMap<ObjectKey, &str> = placed
-                .iter()
-                .map(|p| (p.key.clone(), p.resource_version.as_str()))
-                .collect();
-            state.pending.retain(|(i, key), rv| {
-                *i != index || current.get(key).is_some_and(|now| now == rv)
-            });
-            let waiting: HashSet<&ObjectKey> = state
-                .pending
-                .keys()
-                .filter(|(i, _)| *i == index)
-                .map(|(_, key)| key)
-                .collect();
-            let by_key: HashMap<String, &Placed> = placed
-                .iter()
-                .filter(|p| !waiting.contains(&p.key))
-                .map(|p| (p.key.to_string(), p))
-                .collect();
-            let placements: Vec<Placement> = by_key
-                .iter()
-                .map(|(key, p)| Placement {
-                    key: key.clone(),
-                    owner: p.owner.clone(),
-                    draining: p.draining,
-                })
-                .collect();
-            let moves = plan(&placements, &ring, &live);
-            if moves.is_empty() {
-                continue;
-            }
-            tracing::debug!(kind = %kind.plural(), moves = moves.len(), live = live.len(), "sharding moves");
-            let steps: Vec<(Move, ObjectKey, String)> = moves
-                .into_iter()
-                .filter_map(|step| {
-                    let key = match &step {
-                        Move::Assign { key, .. }
-                        | Move::Drain { key, .. }
-                        | Move::Undrain { key } => key,
-                    };
-                    let placed = by_key.get(key)?;
-                    Some((step, placed.key.clone(), placed.resource_version.clone()))
-                })
-                .collect();
-            let applied: Vec<_> = futures::stream::iter(steps)
-                .map(|(step, key, rv)| self.apply(kind.as_ref(), step, key, rv))
-                .buffer_unordered(CONCURRENT_PATCHES)
-                .collect()
-                .await;
-            for (key, rv, drained) in applied.into_iter().flatten() {
-                if drained {
-                    state.drains.insert((index, key.clone()), Instant::now());
-                }
-                state.pending.insert((index, key), rv);
-            }
+        // A change of the members moves objects nobody touched: look at all of them then (and
+        // every full-pass period, in case anything was missed); otherwise at the changed ones.
+        let full = state.last_live.as_ref() != Some(&live)
+            || state
+                .last_full
+                .is_none_or(|at| at.elapsed() >= FULL_PASS_EVERY);
+        if full {
+            state.last_full = Some(Instant::now());
         }
+        for (index, kind) in kinds.iter().enumerate() {
+            let placed = if full {
+                kind.placements(&self.membership).await
+            } else {
+                kind.changed(&self.membership).await
+            };
+            self.place(index, kind.as_ref(), &placed, full, &ring, &live, state)
+                .await;
+        }
+        state.last_live = Some(live);
         Ok(())
+    }
+
+    /// Plans and applies the moves of `placed`, objects of kind number `index` (all of them when
+    /// `full`).
+    #[allow(clippy::too_many_arguments)]
+    async fn place(
+        &self,
+        index: usize,
+        kind: &dyn ShardedKind,
+        placed: &[Placed],
+        full: bool,
+        ring: &Ring,
+        live: &HashSet<String>,
+        state: &mut Pass,
+    ) {
+        self.observe_drains(index, placed, state);
+        // Objects whose last move has not reached the informer yet wait for it (an object
+        // missing from a full pass is gone).
+        let current: HashMap<&ObjectKey, &str> = placed
+            .iter()
+            .map(|p| (&p.key, p.resource_version.as_str()))
+            .collect();
+        state.pending.retain(|(i, key), rv| {
+            *i != index
+                || match current.get(key) {
+                    Some(now) => now == rv,
+                    None => !full,
+                }
+        });
+        let by_key: HashMap<String, &Placed> = placed
+            .iter()
+            .filter(|p| !state.pending.contains_key(&(index, p.key.clone())))
+            .map(|p| (p.key.to_string(), p))
+            .collect();
+        let placements: Vec<Placement> = by_key
+            .iter()
+            .map(|(key, p)| Placement {
+                key: key.clone(),
+                owner: p.owner.clone(),
+                draining: p.draining,
+            })
+            .collect();
+        let moves = plan(&placements, ring, live);
+        if moves.is_empty() {
+            return;
+        }
+        tracing::debug!(kind = %kind.plural(), moves = moves.len(), live = live.len(), full, "sharding moves");
+        let steps: Vec<(Move, ObjectKey, String)> = moves
+            .into_iter()
+            .filter_map(|step| {
+                let key = match &step {
+                    Move::Assign { key, .. } | Move::Drain { key, .. } | Move::Undrain { key } => {
+                        key
+                    }
+                };
+                let placed = by_key.get(key)?;
+                Some((step, placed.key.clone(), placed.resource_version.clone()))
+            })
+            .collect();
+        let applied: Vec<_> = futures::stream::iter(steps)
+            .map(|(step, key, rv)| self.apply(kind, step, key, rv))
+            .buffer_unordered(CONCURRENT_PATCHES)
+            .collect()
+            .await;
+        for (key, rv, drained) in applied.into_iter().flatten() {
+            if drained {
+                state.drains.insert((index, key.clone()), Instant::now());
+            }
+            state.pending.insert((index, key), rv);
+        }
     }
 
     /// Deletes the Leases of members gone for [`DEPARTED_AFTER`] lease durations (released at a
@@ -418,8 +499,10 @@ impl Sharder {
                 self.metrics.moved(what);
                 Some((key, rv, what == "drain"))
             }
+            // Changed or gone meanwhile: its event brings it back.
             Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => None,
             Err(error) => {
+                kind.touch(key.clone());
                 tracing::warn!(%key, ?step, error = %crate::text::concise(&error), "sharding move failed");
                 None
             }
@@ -446,6 +529,12 @@ impl Sharder {
 #[derive(Default)]
 struct Pass {
     members: LiveMembers,
+    /// The live members of the last pass.
+    last_live: Option<HashSet<String>>,
+    /// When the last pass over every object started.
+    last_full: Option<Instant>,
+    /// When the members' Leases were last listed.
+    listed_at: Option<Instant>,
     /// (kind, object) → the resourceVersion a move was made from, until the informer shows a
     /// newer one.
     pending: HashMap<(usize, ObjectKey), String>,
