@@ -15,7 +15,7 @@ use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kubeforge::testing::{ControlPlane, TestNamespace};
 
-use crate::support::{configmap, eventually};
+use crate::support::{configmap, eventually, process};
 
 pub(crate) const GROUP: &str = "shard-test";
 pub(crate) const OWNER_LABEL: &str = "shard.kubeforge.dev/shard-test";
@@ -73,17 +73,11 @@ impl Replica {
     }
 
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
-        assert!(status.success(), "kill {signal} {pid}: {status}");
+        process::signal(&self.child, signal);
     }
 
-    /// Whether the process is stopped (state `T` in `/proc/<pid>/stat`).
     pub(crate) fn stopped(&self) -> bool {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()));
-        stat.ok()
-            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with('T')))
-            .unwrap_or(false)
+        process::stopped(&self.child)
     }
 
     /// The last `owned <n>` it printed.
@@ -97,12 +91,57 @@ impl Replica {
 
 impl Drop for Replica {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::kill(&mut self.child);
+    }
+}
+
+/// A task setting every object's value again and again (`c1`, `c2`, ...), `concurrency` patches
+/// at a time, pausing `pause` between rounds, until stopped.
+pub(crate) struct Churn {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Churn {
+    pub(crate) fn start(
+        ns: &TestNamespace,
+        count: usize,
+        concurrency: usize,
+        pause: Duration,
+    ) -> Churn {
+        let api = ns.api::<ConfigMap>();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut round = 0;
+            while !token.is_cancelled() {
+                round += 1;
+                let value = format!("c{round}");
+                futures::stream::iter(0..count)
+                    .map(|i| {
+                        let api = api.clone();
+                        let patch = serde_json::json!({ "data": { "value": value } });
+                        async move {
+                            let name = format!("obj-{i}");
+                            let _ = api
+                                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                                .await;
+                        }
+                    })
+                    .buffer_unordered(concurrency)
+                    .collect::<Vec<()>>()
+                    .await;
+                tokio::time::sleep(pause).await;
+            }
+            round
+        });
+        Churn { stop, task }
+    }
+
+    /// Stops it; the rounds it made.
+    pub(crate) async fn stop(self) -> usize {
+        self.stop.cancel();
+        self.task.await.unwrap()
     }
 }
 
@@ -483,37 +522,7 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
 
     // A replica added later takes a share — while every object keeps changing, so that
     // reconciles are running when objects move (where two writers would show in the audit).
-    let churn = {
-        let ns_api = ns.api::<ConfigMap>();
-        let stop = tokio_util::sync::CancellationToken::new();
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut round = 0;
-            while !token.is_cancelled() {
-                round += 1;
-                let value = format!("churn-{round}");
-                futures::stream::iter(0..COUNT)
-                    .map(|i| {
-                        let api = ns_api.clone();
-                        let patch = serde_json::json!({ "data": { "value": value } });
-                        async move {
-                            let _ = api
-                                .patch(
-                                    &format!("obj-{i}"),
-                                    &PatchParams::default(),
-                                    &Patch::Merge(patch),
-                                )
-                                .await;
-                        }
-                    })
-                    .buffer_unordered(16)
-                    .collect::<Vec<()>>()
-                    .await;
-            }
-            round
-        });
-        (stop, task)
-    };
+    let churn = Churn::start(&ns, COUNT, 16, Duration::ZERO);
     let joined = Instant::now();
     replicas.push(start("r3"));
     eventually(
@@ -532,8 +541,7 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     .await;
     // Let the churn run on across the handoff for a moment, then settle on one value.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    churn.0.cancel();
-    let rounds = churn.1.await.unwrap();
+    let rounds = churn.stop().await;
     update_objects(&ns, COUNT, "v3").await;
     let with_r3 = eventually("converged with r3", Duration::from_secs(60), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -591,11 +599,11 @@ async fn a_shard_member_should_report_its_share_and_membership_and_release_its_l
         .await
         .unwrap();
     let s = Duration::from_secs;
-    // Short Leases: a departed member's Lease is deleted after ten of them.
+    // A released Lease says it lasts 1 s: it is deleted after ten of those.
     let member = |identity: &str| {
         let config = ShardConfig::new(GROUP, ns.name())
             .identity(identity)
-            .timings(s(2), Duration::from_millis(1500), s(1));
+            .timings(LEASE, s(4), s(1));
         let local = "127.0.0.1:0".parse().unwrap();
         let manager = Manager::new(ns.client())
             .shards(config)
@@ -671,8 +679,8 @@ async fn a_shard_member_should_report_its_share_and_membership_and_release_its_l
     })
     .await;
     let moved = started.elapsed();
-    // Its sharder's first pass waits one retry period (1 s); a lease duration is 2 s, and a new
-    // sharder counts a Lease it sees for the first time as fresh for one.
+    // Its sharder's first pass waits one retry period (1 s); had the Lease not been released,
+    // the new sharder would count it as fresh for a lease duration (6 s) first.
     assert!(
         moved < s(5),
         "the released member's objects moved in {moved:?}"

@@ -1,6 +1,8 @@
 //! Small helpers and fixtures shared by the integration tests.
 
 pub mod logs;
+pub mod process;
+pub mod rbac;
 pub mod widget;
 
 use std::time::Duration;

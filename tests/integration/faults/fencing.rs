@@ -22,13 +22,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::Api;
 use kube::api::PostParams;
 use kubeforge::testing::{ControlPlane, TestNamespace};
 use serde_json::json;
 
-use crate::support::{configmap, eventually};
+use crate::support::{configmap, eventually, process, rbac};
 
 pub(super) const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
@@ -78,30 +77,17 @@ impl Replica {
     }
 
     fn signal(&self, signal: &str) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args([signal, &pid]).status().unwrap();
-        assert!(status.success(), "kill {signal} {pid}: {status}");
+        process::signal(&self.child, signal);
     }
 
-    /// Whether the process is stopped (state `T` in `/proc/<pid>/stat`).
     fn stopped(&self) -> bool {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()));
-        // The state follows the command name, which is in parentheses.
-        stat.ok()
-            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with('T')))
-            .unwrap_or(false)
+        process::stopped(&self.child)
     }
 }
 
 impl Drop for Replica {
     fn drop(&mut self) {
-        // A frozen process ignores SIGKILL until it is continued.
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        process::kill(&mut self.child);
     }
 }
 
@@ -170,36 +156,15 @@ pub(super) fn passed_the_fence(log: &[u8]) -> HashMap<String, usize> {
 
 /// A Role with what the fencing operator needs, bound to `names` in the namespace.
 async fn grant(ns: &TestNamespace, names: &[&str]) {
-    let role: Role = serde_json::from_value(json!({
-        "metadata": { "name": "fencing-operator" },
-        "rules": [
-            { "apiGroups": [""], "resources": ["configmaps"],
-              "verbs": ["get", "list", "watch", "patch", "update"] },
-            { "apiGroups": ["events.k8s.io"], "resources": ["events"],
-              "verbs": ["create", "patch"] },
-            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-              "verbs": ["get", "create", "update"] },
-        ],
-    }))
-    .unwrap();
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let subjects: Vec<_> = names
-        .iter()
-        .map(|name| json!({ "kind": "ServiceAccount", "name": name, "namespace": ns.name() }))
-        .collect();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "fencing-operator" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fencing-operator" },
-        "subjects": subjects,
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let rules = json!([
+        { "apiGroups": [""], "resources": ["configmaps"],
+          "verbs": ["get", "list", "watch", "patch", "update"] },
+        { "apiGroups": ["events.k8s.io"], "resources": ["events"],
+          "verbs": ["create", "patch"] },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+          "verbs": ["get", "create", "update"] },
+    ]);
+    rbac::grant(ns, "fencing-operator", rules, names).await;
 }
 
 #[tokio::test]

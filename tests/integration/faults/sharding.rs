@@ -8,49 +8,26 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Patch, PatchParams, PostParams};
 use kubeforge::testing::{ControlPlane, TestNamespace};
 use serde_json::json;
 
 use super::fencing::{passed_the_fence, path, requests_since};
-use crate::sharding::{Replica, create_objects, logs_dir, members_up, objects, owner, sharder};
-use crate::support::eventually;
+use crate::sharding::{
+    Churn, Replica, create_objects, logs_dir, members_up, objects, owner, sharder,
+};
+use crate::support::{eventually, rbac};
 
 const COUNT: usize = 60;
 
 /// A Role with what the shard operator needs, bound to `names` in the namespace.
 async fn grant(ns: &TestNamespace, names: &[&str]) {
-    let role: Role = serde_json::from_value(json!({
-        "metadata": { "name": "shard-operator" },
-        "rules": [
-            { "apiGroups": [""], "resources": ["configmaps"],
-              "verbs": ["get", "list", "watch", "patch", "update"] },
-            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-              "verbs": ["get", "list", "create", "update", "delete"] },
-        ],
-    }))
-    .unwrap();
-    ns.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    let subjects: Vec<_> = names
-        .iter()
-        .map(|name| json!({ "kind": "ServiceAccount", "name": name, "namespace": ns.name() }))
-        .collect();
-    let binding: RoleBinding = serde_json::from_value(json!({
-        "metadata": { "name": "shard-operator" },
-        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "shard-operator" },
-        "subjects": subjects,
-    }))
-    .unwrap();
-    ns.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let rules = json!([
+        { "apiGroups": [""], "resources": ["configmaps"],
+          "verbs": ["get", "list", "watch", "patch", "update"] },
+        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+          "verbs": ["get", "list", "create", "update", "delete"] },
+    ]);
+    rbac::grant(ns, "shard-operator", rules, names).await;
 }
 
 #[tokio::test]
@@ -86,36 +63,7 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
     .await;
 
     // Keep every object changing.
-    let stop = tokio_util::sync::CancellationToken::new();
-    let churn = {
-        let api = ns.api::<ConfigMap>();
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let mut round = 0;
-            while !stop.is_cancelled() {
-                round += 1;
-                let value = format!("c{round}");
-                futures::stream::iter(0..COUNT)
-                    .map(|i| {
-                        let api = api.clone();
-                        let patch = json!({ "data": { "value": value } });
-                        async move {
-                            let _ = api
-                                .patch(
-                                    &format!("obj-{i}"),
-                                    &PatchParams::default(),
-                                    &Patch::Merge(patch),
-                                )
-                                .await;
-                        }
-                    })
-                    .buffer_unordered(8)
-                    .collect::<Vec<()>>()
-                    .await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    };
+    let churn = Churn::start(&ns, COUNT, 8, Duration::from_millis(200));
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Freeze a member that is not the sharder, mid-work.
@@ -180,8 +128,7 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
         "losing the membership Lease is an error exit"
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.cancel();
-    churn.await.unwrap();
+    churn.stop().await;
 
     // Every write of the thawed member received after the thaw must have passed the fence
     // before the freeze and not have arrived before the thaw: per path, the passes logged

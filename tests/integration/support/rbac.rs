@@ -1,0 +1,33 @@
+//! Roles for the test operators run under ServiceAccounts of their own.
+
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::PostParams;
+use kubeforge::testing::TestNamespace;
+use serde_json::{Value, json};
+
+/// A Role `name` with `rules` in the namespace, bound to the ServiceAccounts `accounts` there.
+pub async fn grant(ns: &TestNamespace, name: &str, rules: Value, accounts: &[&str]) {
+    let role: Role = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "rules": rules,
+    }))
+    .unwrap();
+    ns.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let subjects: Vec<_> = accounts
+        .iter()
+        .map(|account| json!({ "kind": "ServiceAccount", "name": account, "namespace": ns.name() }))
+        .collect();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name },
+        "subjects": subjects,
+    }))
+    .unwrap();
+    ns.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
