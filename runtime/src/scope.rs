@@ -1,7 +1,45 @@
-//! [`Scoped`]: namespaced and cluster-scoped kinds handled by one generic code path.
+//! [`Scoped`]: namespaced and cluster-scoped kinds handled by one generic code path; [`Kind`]:
+//! what the runtime needs of a kind (re-exported as `kubeforge::controller::Kind`).
 
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use std::fmt::Debug;
+
 use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
+/// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,
+/// `PartialObjectMeta<K>`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
+    label = "not a Kubernetes kind",
+    note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
+    note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+)]
+pub trait Kind:
+    Resource<DynamicType = (), Scope: Scoped>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+#[diagnostic::do_not_recommend]
+impl<K> Kind for K where
+    K: Resource<DynamicType = (), Scope: Scoped>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
 
 /// Implemented by k8s-openapi's scope markers so generic code can tell namespaced kinds from
 /// cluster-scoped ones and build the right [`Api`].

@@ -192,7 +192,12 @@ impl<K> Context<K> {
     /// # Errors
     ///
     /// The apiserver's error, or an owner without a UID.
-    pub async fn apply_owned<C>(&self, owner: &K, manager: &str, child: C) -> Result<C, kube::Error>
+    pub async fn apply_owned<C>(
+        &self,
+        owner: &K,
+        manager: &str,
+        mut child: C,
+    ) -> Result<C, kube::Error>
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
@@ -203,7 +208,6 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
-        let mut child = child;
         self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
         let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
@@ -218,7 +222,7 @@ impl<K> Context<K> {
     /// # Errors
     ///
     /// The apiserver's error, or an owner without a UID.
-    pub async fn create_owned<C>(&self, owner: &K, child: C) -> Result<(C, bool), kube::Error>
+    pub async fn create_owned<C>(&self, owner: &K, mut child: C) -> Result<(C, bool), kube::Error>
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
@@ -229,7 +233,6 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
-        let mut child = child;
         self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
         let (mut stored, created) =
@@ -239,13 +242,7 @@ impl<K> Context<K> {
         } else if let Some(membership) = self.wiring.shard() {
             // Created by the owner's previous shard: take it along, so this replica's narrowed
             // informer sees it.
-            let mine = stored
-                .meta()
-                .labels
-                .as_ref()
-                .and_then(|labels| labels.get(membership.owner_label()))
-                .is_some_and(|owner| owner == membership.member());
-            if !mine {
+            if !membership.is_mine(stored.meta()) {
                 let patch = serde_json::json!({ "metadata": { "labels": {
                     membership.owner_label(): membership.member(),
                 }}});

@@ -79,13 +79,11 @@ mod sources;
 mod wiring;
 mod worker;
 
-use std::fmt::Debug;
-
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::{Api, Client};
 
 use crate::scope::Scoped;
 
+pub use crate::scope::Kind;
 pub use action::{Action, ErrorPolicy};
 pub(crate) use builder::synced;
 pub use builder::{Controller, ControllerError, Idle};
@@ -103,40 +101,6 @@ pub use retries::RequeueRequested;
 pub use sources::{Owns, Watches};
 pub use wiring::Wiring;
 pub(crate) use worker::panic_message;
-
-/// Everything the runtime needs of a kind it watches: a static Kubernetes resource with serde.
-/// Implemented for every such type (k8s-openapi kinds, `#[custom_resource]` kinds,
-/// `PartialObjectMeta<K>`).
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
-    label = "not a Kubernetes kind",
-    note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-    note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
-)]
-pub trait Kind:
-    Resource<DynamicType = (), Scope: Scoped>
-    + Clone
-    + DeserializeOwned
-    + serde::Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-#[diagnostic::do_not_recommend]
-impl<K> Kind for K where
-    K: Resource<DynamicType = (), Scope: Scoped>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
 
 /// An [`Api`] for `K` in `namespace` (all namespaces when `None`; ignored for cluster-scoped kinds).
 pub fn api_for<K: Kind>(client: Client, namespace: Option<&str>) -> Api<K> {

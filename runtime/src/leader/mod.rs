@@ -129,7 +129,7 @@ impl LeaderElectionConfig {
         self.renew_deadline / 2
     }
 
-    fn validate(&self) -> Result<(), LeaderElectionError> {
+    pub(crate) fn validate(&self) -> Result<(), LeaderElectionError> {
         let invalid = |message: &str| Err(LeaderElectionError::InvalidConfig(message.to_owned()));
         if self.lease_name.is_empty() || self.lease_namespace.is_empty() || self.identity.is_empty()
         {
@@ -147,11 +147,6 @@ impl LeaderElectionConfig {
         }
         Ok(())
     }
-}
-
-/// Checks `config`'s names and timings.
-pub(crate) fn validate(config: &LeaderElectionConfig) -> Result<(), LeaderElectionError> {
-    config.validate()
 }
 
 /// Why leader election failed.

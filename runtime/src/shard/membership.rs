@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use crate::Scoped;
 use crate::informer::InformerConfig;
 
-use super::sharder::{ShardKind, ShardedKind, Typed};
+use super::sharder::{ShardedKind, Typed};
+use crate::scope::Kind;
 
 /// The prefix of the label that names an object's owner: `shard.kubeforge.dev/<group>`.
 pub const OWNER_LABEL_PREFIX: &str = "shard.kubeforge.dev/";
@@ -28,8 +29,15 @@ pub const MEMBER_OF_LABEL: &str = "shard.kubeforge.dev/member-of";
 /// through the second (fenced) one.
 pub(crate) type KindFactory = Arc<dyn Fn(Client, Client) -> Arc<dyn ShardedKind> + Send + Sync>;
 
-/// Counts the objects an informer holds.
-type Count = Box<dyn Fn() -> usize + Send + Sync>;
+/// A kind a controller shards: what the sharder needs of it, and how many of its objects this
+/// replica holds.
+struct Registered {
+    /// (kind, resource URL and selectors): a kind registered twice counts once.
+    id: (TypeId, String),
+    factory: KindFactory,
+    plural: String,
+    cached: Box<dyn Fn() -> usize + Send + Sync>,
+}
 
 /// This replica's membership in a shard group, as its controllers see it: the
 /// [`Wiring`](crate::controller::Wiring) of a sharded manager carries one.
@@ -38,10 +46,8 @@ pub struct Membership {
     member: String,
     owner_label: String,
     drain_label: String,
-    /// (kind, resource URL) → what the sharder needs, registered by the controllers.
-    kinds: Mutex<Vec<((TypeId, String), KindFactory)>>,
-    /// How many objects each sharded kind's informer holds here.
-    owned: Mutex<Vec<(String, Count)>>,
+    /// The kinds the controllers shard, in registration order (the sharder's kind numbers).
+    kinds: Mutex<Vec<Registered>>,
     released: AtomicU64,
 }
 
@@ -62,7 +68,6 @@ impl Membership {
             owner_label: format!("{OWNER_LABEL_PREFIX}{group}"),
             drain_label: format!("{DRAIN_LABEL_PREFIX}{group}"),
             kinds: Mutex::default(),
-            owned: Mutex::default(),
             released: AtomicU64::new(0),
         }
     }
@@ -111,6 +116,14 @@ impl Membership {
             .insert(self.owner_label.clone(), self.member.clone());
     }
 
+    /// Whether the object is labelled as this replica's.
+    pub fn is_mine(&self, meta: &ObjectMeta) -> bool {
+        meta.labels
+            .as_ref()
+            .and_then(|labels| labels.get(&self.owner_label))
+            .is_some_and(|owner| *owner == self.member)
+    }
+
     /// Whether the sharder asked this replica to let the object go.
     pub fn is_draining(&self, meta: &ObjectMeta) -> bool {
         meta.labels
@@ -157,7 +170,7 @@ impl Membership {
         config: &InformerConfig,
         cached: impl Fn() -> usize + Send + Sync + 'static,
     ) where
-        K: ShardKind,
+        K: Kind,
     {
         let selected = InformerConfig {
             label_selector: config.label_selector.clone(),
@@ -175,7 +188,7 @@ impl Membership {
         );
         let namespace = api.namespace().map(str::to_owned);
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        if kinds.iter().any(|(known, _)| *known == id) {
+        if kinds.iter().any(|known| known.id == id) {
             return;
         }
         let labels = [self.owner_label.clone(), self.drain_label.clone()];
@@ -189,29 +202,26 @@ impl Membership {
             );
             Arc::new(typed) as Arc<dyn ShardedKind>
         });
-        kinds.push((id, factory));
-        drop(kinds);
-        self.owned
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((K::plural(&()).into_owned(), Box::new(cached)));
+        kinds.push(Registered {
+            id,
+            factory,
+            plural: K::plural(&()).into_owned(),
+            cached: Box::new(cached),
+        });
     }
 
     /// The registered kinds' factories.
     pub(crate) fn kinds(&self) -> Vec<KindFactory> {
         let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
-        kinds
-            .iter()
-            .map(|(_, factory)| Arc::clone(factory))
-            .collect()
+        kinds.iter().map(|kind| Arc::clone(&kind.factory)).collect()
     }
 
     /// (plural, objects cached here) for each sharded kind.
     pub fn owned(&self) -> Vec<(String, usize)> {
-        let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
-        owned
+        let kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
+        kinds
             .iter()
-            .map(|(kind, count)| (kind.clone(), count()))
+            .map(|kind| (kind.plural.clone(), (kind.cached)()))
             .collect()
     }
 }

@@ -160,8 +160,7 @@ impl ShardConfig {
     ///
     /// [`LeaderElectionError::InvalidConfig`] naming what is wrong.
     pub fn check(&self) -> Result<(), LeaderElectionError> {
-        let election = self.member_election()?;
-        crate::leader::validate(&election)
+        self.member_election()?.validate()
     }
 
     fn validate(&self) -> Result<(), LeaderElectionError> {

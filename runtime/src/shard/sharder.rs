@@ -15,9 +15,8 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use prometheus::proto::MetricFamily;
-use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -25,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::informer::{Informer, InformerConfig};
 use crate::leader::{Gate, LeaderElector, fenced};
 use crate::runner::Runnable;
-use crate::{BoxError, ObjectKey, Scoped};
+use crate::scope::Kind;
+use crate::{BoxError, ObjectKey};
 
 use super::members::LiveMembers;
 use super::membership::{MEMBER_OF_LABEL, Membership, api_in};
@@ -74,34 +74,8 @@ pub(crate) trait ShardedKind: Send + Sync {
     ) -> BoxFuture<'a, Result<(), kube::Error>>;
 }
 
-/// What a sharded kind is (what [`Kind`](crate::controller::Kind) is, without depending on the
-/// controller module, which depends on this one).
-pub(crate) trait ShardKind:
-    Resource<DynamicType = (), Scope: Scoped>
-    + Clone
-    + DeserializeOwned
-    + serde::Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> ShardKind for K where
-    K: Resource<DynamicType = (), Scope: Scoped>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
 /// [`ShardedKind`] for kind `K`: a metadata-only informer over all its objects.
-pub(crate) struct Typed<K: ShardKind> {
+pub(crate) struct Typed<K: Kind> {
     informer: Arc<Informer<PartialObjectMeta<K>>>,
     writer: Client,
     /// The objects changed since the last pass over them.
@@ -109,7 +83,7 @@ pub(crate) struct Typed<K: ShardKind> {
 }
 
 /// Where `object` is.
-fn placed<K: ShardKind>(object: &PartialObjectMeta<K>, membership: &Membership) -> Placed {
+fn placed<K: Kind>(object: &PartialObjectMeta<K>, membership: &Membership) -> Placed {
     let labels = object.metadata.labels.as_ref();
     Placed {
         key: ObjectKey::of(object),
@@ -119,7 +93,7 @@ fn placed<K: ShardKind>(object: &PartialObjectMeta<K>, membership: &Membership) 
     }
 }
 
-impl<K: ShardKind> Typed<K> {
+impl<K: Kind> Typed<K> {
     /// The objects of kind `K` in `namespace` (all namespaces: `None`) that `selected`'s
     /// selectors select, read with `reader`; of each object the informer keeps only its name,
     /// namespace, `resourceVersion` and the `labels` it is given (the shard labels): all the
@@ -155,7 +129,7 @@ impl<K: ShardKind> Typed<K> {
     }
 }
 
-impl<K: ShardKind> ShardedKind for Typed<K> {
+impl<K: Kind> ShardedKind for Typed<K> {
     fn plural(&self) -> String {
         K::plural(&()).into_owned()
     }
@@ -368,49 +342,44 @@ impl Sharder {
         if full {
             state.last_full = Some(Instant::now());
         }
-        for (index, kind) in kinds.iter().enumerate() {
+        state.kinds.resize_with(kinds.len(), KindMoves::default);
+        for (kind, moves) in kinds.iter().zip(&mut state.kinds) {
             let placed = if full {
                 kind.placements(&self.membership).await
             } else {
                 kind.changed(&self.membership).await
             };
-            self.place(index, kind.as_ref(), &placed, full, &ring, &live, state)
+            self.place(kind.as_ref(), &placed, full, (&ring, &live), moves)
                 .await;
         }
         state.last_live = Some(live);
         Ok(())
     }
 
-    /// Plans and applies the moves of `placed`, objects of kind number `index` (all of them when
-    /// `full`).
-    #[allow(clippy::too_many_arguments)]
+    /// Plans and applies the moves of `placed`, objects of `kind` (all of them when `full`), by
+    /// the ring over the live members.
     async fn place(
         &self,
-        index: usize,
         kind: &dyn ShardedKind,
         placed: &[Placed],
         full: bool,
-        ring: &Ring,
-        live: &HashSet<String>,
-        state: &mut Pass,
+        (ring, live): (&Ring, &HashSet<String>),
+        state: &mut KindMoves,
     ) {
-        self.observe_drains(index, placed, state);
+        self.observe_drains(placed, state);
         // Objects whose last move has not reached the informer yet wait for it (an object
         // missing from a full pass is gone).
         let current: HashMap<&ObjectKey, &str> = placed
             .iter()
             .map(|p| (&p.key, p.resource_version.as_str()))
             .collect();
-        state.pending.retain(|(i, key), rv| {
-            *i != index
-                || match current.get(key) {
-                    Some(now) => now == rv,
-                    None => !full,
-                }
+        state.pending.retain(|key, rv| match current.get(key) {
+            Some(now) => now == rv,
+            None => !full,
         });
         let by_key: HashMap<String, &Placed> = placed
             .iter()
-            .filter(|p| !state.pending.contains_key(&(index, p.key.clone())))
+            .filter(|p| !state.pending.contains_key(&p.key))
             .map(|p| (p.key.to_string(), p))
             .collect();
         let placements: Vec<Placement> = by_key
@@ -445,9 +414,9 @@ impl Sharder {
             .await;
         for (key, rv, drained) in applied.into_iter().flatten() {
             if drained {
-                state.drains.insert((index, key.clone()), Instant::now());
+                state.drains.insert(key.clone(), Instant::now());
             }
-            state.pending.insert((index, key), rv);
+            state.pending.insert(key, rv);
         }
     }
 
@@ -510,14 +479,13 @@ impl Sharder {
     }
 
     /// Drain time: from the drain mark to the object seen without an owner (or back with one).
-    fn observe_drains(&self, index: usize, placed: &[Placed], state: &mut Pass) {
+    fn observe_drains(&self, placed: &[Placed], state: &mut KindMoves) {
         if state.drains.is_empty() {
             return;
         }
         for p in placed {
-            let key = (index, p.key.clone());
             if !p.draining
-                && let Some(since) = state.drains.remove(&key)
+                && let Some(since) = state.drains.remove(&p.key)
             {
                 self.metrics.drained(since.elapsed());
             }
@@ -535,11 +503,17 @@ struct Pass {
     last_full: Option<Instant>,
     /// When the members' Leases were last listed.
     listed_at: Option<Instant>,
-    /// (kind, object) → the resourceVersion a move was made from, until the informer shows a
-    /// newer one.
-    pending: HashMap<(usize, ObjectKey), String>,
+    /// Per sharded kind, in the membership's registration order.
+    kinds: Vec<KindMoves>,
+}
+
+/// The moves in progress on the objects of one kind.
+#[derive(Default)]
+struct KindMoves {
+    /// Object → the resourceVersion a move was made from, until the informer shows a newer one.
+    pending: HashMap<ObjectKey, String>,
     /// Drains in progress and when they were asked for.
-    drains: HashMap<(usize, ObjectKey), Instant>,
+    drains: HashMap<ObjectKey, Instant>,
 }
 
 impl Runnable for Arc<Sharder> {
