@@ -86,6 +86,14 @@
 //!   versions of a kind, served by the manager over HTTPS with certificates it manages itself;
 //!   [`crd::migrate_storage`] for a storage-version change.
 //!
+//! ## Cargo features
+//!
+//! On by default: `webhooks` (the manager's webhook server and its certificates), `cel`
+//! (client-side evaluation of CEL rules in [`crd::Validate`]; the apiserver enforces them either
+//! way) and `crdgen`. Off by default: `cli`, `memcached`, `anyhow`, `testing`. An operator that
+//! does not serve webhooks leaves the defaults out (`default-features = false`) and saves their
+//! build and link time.
+//!
 //! ## Macros
 //!
 //! - [`custom_resource`]: a complete kind from a spec struct (see its docs for every key and the
@@ -108,6 +116,7 @@ pub use tokio;
 pub use tracing;
 
 pub mod crd;
+#[cfg(feature = "crdgen")]
 pub mod crdgen;
 pub mod dependents;
 

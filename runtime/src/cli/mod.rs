@@ -199,7 +199,8 @@ pub struct Options {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
-    /// The webhook server (started when a kind has webhooks).
+    /// The webhook server (started when a kind has webhooks; feature `webhooks`).
+    #[cfg(feature = "webhooks")]
     #[command(flatten)]
     pub webhook: WebhookFlags,
     /// The memcached store backend (feature `memcached`).
@@ -213,6 +214,7 @@ pub struct Options {
 }
 
 /// The flags of the webhook server, in controller-runtime's style (see [`crate::webhook`]).
+#[cfg(feature = "webhooks")]
 #[derive(Clone, Debug, clap::Args)]
 pub struct WebhookFlags {
     /// Port of the webhook server (0: any free port).
@@ -235,6 +237,7 @@ pub struct WebhookFlags {
     pub webhook_name: Option<String>,
 }
 
+#[cfg(feature = "webhooks")]
 impl WebhookFlags {
     /// The manager's webhook options.
     ///
@@ -539,7 +542,10 @@ impl Options {
             config.check()?;
             manager = manager.shards(config);
         }
-        manager = manager.webhooks(self.webhook.options()?);
+        #[cfg(feature = "webhooks")]
+        {
+            manager = manager.webhooks(self.webhook.options()?);
+        }
         #[cfg(feature = "memcached")]
         if let Some(backend) = self.memcached.backend()? {
             manager = manager.store_backend(backend);

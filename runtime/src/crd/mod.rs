@@ -44,6 +44,10 @@
 //! assert_eq!(report.to_string().trim(), "spec.text: should be at least 1 chars long");
 //! ```
 
+#[cfg(feature = "cel")]
+mod cel;
+#[cfg(not(feature = "cel"))]
+#[path = "no_cel.rs"]
 mod cel;
 mod checks;
 mod condition;

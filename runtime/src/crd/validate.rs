@@ -3,6 +3,7 @@
 
 use garde::Report;
 use serde::Serialize;
+#[cfg(feature = "cel")]
 use serde_json::Value;
 
 /// Client-side validation of the types `#[custom_resource]` and `#[kubeforge::schema]` generate.
@@ -77,6 +78,8 @@ impl<T: Serialize + ?Sized> UpdateContext<T> for ValidationContext {
 /// ([`Default`]) or an update from an old object.
 #[derive(Debug, Clone, Default)]
 pub struct ValidationContext {
+    /// Only CEL transition rules read the old object (feature `cel`).
+    #[cfg(feature = "cel")]
     old: Option<Result<Value, String>>,
 }
 
@@ -90,12 +93,19 @@ impl ValidationContext {
     /// The context of an update from `old` (kept as JSON, the form CEL rules see).
     #[must_use]
     pub fn update<T: Serialize + ?Sized>(old: &T) -> Self {
-        Self {
+        #[cfg(feature = "cel")]
+        return Self {
             old: Some(serde_json::to_value(old).map_err(|e| e.to_string())),
+        };
+        #[cfg(not(feature = "cel"))]
+        {
+            let _ = old;
+            Self::default()
         }
     }
 
     /// The old object's JSON: `None` on a create, `Some(Err(..))` if it could not be serialized.
+    #[cfg(feature = "cel")]
     pub(crate) fn old(&self) -> Option<Result<&Value, &str>> {
         self.old
             .as_ref()

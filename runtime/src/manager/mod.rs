@@ -82,6 +82,7 @@ pub struct Manager {
     listening: Option<tokio::sync::mpsc::UnboundedSender<(&'static str, SocketAddr)>>,
     /// Runs the controllers that follow their CRD (see [`Manager::controller_following_crd`]).
     dynamic: Option<DynamicMultiRunner>,
+    #[cfg(feature = "webhooks")]
     webhooks: Option<crate::webhook::WebhookOptions>,
     /// `(group, kind)` of the primary kinds of the controllers and watchers: the kinds whose
     /// webhooks the manager serves by default.
@@ -248,6 +249,7 @@ impl Manager {
             readiness: Vec::new(),
             listening: None,
             dynamic: None,
+            #[cfg(feature = "webhooks")]
             webhooks: None,
             primary_kinds: Vec::new(),
             shards: None,
@@ -417,7 +419,9 @@ impl Manager {
         self
     }
 
-    /// Serve the webhooks of the registered kinds (see [`crate::webhook`]) on every replica.
+    /// Serve the webhooks of the registered kinds (see [`crate::webhook`]) on every replica
+    /// (feature `webhooks`, on by default).
+    #[cfg(feature = "webhooks")]
     #[must_use]
     pub fn webhooks(mut self, options: crate::webhook::WebhookOptions) -> Self {
         self.webhooks = Some(options);
@@ -637,17 +641,39 @@ impl Manager {
 }
 
 impl Manager {
+    /// The kinds of this manager's controllers and watchers that have webhooks.
+    fn primary_kinds_with_webhooks(&self) -> Vec<&'static str> {
+        crate::webhook::registered()
+            .into_iter()
+            .filter(|k| crate::webhook::listed(&self.primary_kinds, k.group, k.kind))
+            .map(|k| k.kind)
+            .collect()
+    }
+
+    /// Without the `webhooks` feature nothing can serve them: says so when kinds have webhooks.
+    #[cfg(not(feature = "webhooks"))]
+    #[allow(clippy::unused_async)]
+    async fn start_webhooks(&mut self) -> Result<(), ManagerError> {
+        let kinds = self.primary_kinds_with_webhooks();
+        if !kinds.is_empty() {
+            tracing::warn!(
+                ?kinds,
+                "kinds have webhooks but this build cannot serve them (kubeforge's `webhooks` \
+                 feature is off)"
+            );
+        }
+        Ok(())
+    }
+
     /// Binds the webhook server (when configured and some kind has webhooks) and adds it to the
     /// runnables of every replica.
+    #[cfg(feature = "webhooks")]
     async fn start_webhooks(&mut self) -> Result<(), ManagerError> {
         let Some(options) = self.webhooks.take() else {
-            let kinds: Vec<_> = crate::webhook::registered()
-                .into_iter()
-                .filter(|k| crate::webhook::listed(&self.primary_kinds, k.group, k.kind))
-                .collect();
+            let kinds = self.primary_kinds_with_webhooks();
             if !kinds.is_empty() {
                 tracing::warn!(
-                    kinds = ?kinds.iter().map(|k| k.kind).collect::<Vec<_>>(),
+                    ?kinds,
                     "kinds have webhooks but the manager serves none (set Manager::webhooks)"
                 );
             }

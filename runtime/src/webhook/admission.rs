@@ -291,8 +291,10 @@ pub trait Hook: Send + Sync {
     fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed>;
 }
 
-/// A review's response, and what the metrics record of it.
+/// A review's response, and what the metrics record of it (read by the server: feature
+/// `webhooks`).
 #[doc(hidden)]
+#[cfg_attr(not(feature = "webhooks"), allow(dead_code))]
 pub struct Reviewed {
     pub(crate) response: AdmissionResponse,
     pub(crate) operation: Option<Operation>,

@@ -115,6 +115,7 @@ impl KindConversions {
     }
 
     /// Answers a `ConversionReview` (every object, or a failure naming the first that failed).
+    #[cfg_attr(not(feature = "webhooks"), allow(dead_code))]
     pub(crate) fn review(&self, body: &[u8]) -> ConversionReview {
         let request = match serde_json::from_slice::<ConversionReview>(body)
             .map_err(|e| e.to_string())
