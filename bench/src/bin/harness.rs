@@ -640,6 +640,109 @@ fn median(values: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// One run's latency samples (ms), whole and by stage.
+struct Latency {
+    /// The harness's patch until its informer sees the status.
+    total: Vec<f64>,
+    /// The harness's patch request, until its answer.
+    patch: Vec<f64>,
+    /// From the patch's answer until the harness sees the driver's write of the owned ConfigMap:
+    /// the watch event to the driver, the driver's queue and dispatch, the apply's round trip and
+    /// the watch event back to the harness.
+    child: Vec<f64>,
+    /// From the ConfigMap seen until the status is seen: the status patch's round trip, what the
+    /// driver does between its two writes, and the watch event back.
+    status: Vec<f64>,
+}
+
+impl Latency {
+    /// The three slowest samples (index, ms).
+    fn slowest(&self) -> Vec<(usize, f64)> {
+        let mut slowest: Vec<(usize, f64)> = self.total.iter().copied().enumerate().collect();
+        slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        slowest.truncate(3);
+        slowest
+    }
+
+    /// The metrics' names (the whole sample unnamed) and their samples.
+    fn stages(&mut self) -> [(&'static str, &mut Vec<f64>); 4] {
+        [
+            ("", &mut self.total),
+            ("stage patch", &mut self.patch),
+            ("stage to child write seen", &mut self.child),
+            ("stage to status seen", &mut self.status),
+        ]
+    }
+}
+
+/// Patches one object at a time, 20 ms apart, and times each until its status records the new
+/// value, noting when the patch was answered and when the owned ConfigMap showed the value (the
+/// harness watches the ConfigMaps during this scenario only).
+async fn measure_latency(h: &Harness, ns: &str, n: usize, store: &Reader<Bench>) -> Latency {
+    let api: Api<Bench> = Api::namespaced(h.admin.clone(), ns);
+    let children = Arc::new(Informer::new(
+        Api::<ConfigMap>::namespaced(h.admin.clone(), ns),
+        InformerConfig::default(),
+    ));
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(children.clone().run(stop.clone()));
+    children.wait_for_sync().await;
+    let child_store = children.store();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut latency = Latency {
+        total: Vec::new(),
+        patch: Vec::new(),
+        child: Vec::new(),
+        status: Vec::new(),
+    };
+    for i in 0..h.args.latency_samples {
+        tokio::time::sleep(Duration::from_millis(20)).await; // idle
+        let value = 100 + i as i64;
+        let name = format!("b{}", i % n);
+        let key = kubeforge::ObjectKey::namespaced(ns, &name);
+        let start = Instant::now();
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "value": value } })),
+        )
+        .await
+        .expect("patch");
+        let answered = start.elapsed();
+        let mut child_seen = None;
+        let done = loop {
+            if child_seen.is_none()
+                && child_store
+                    .get(&key)
+                    .await
+                    .expect("the in-memory store")
+                    .and_then(|cm| cm.data.as_ref().and_then(|d| d.get("value").cloned()))
+                    == Some(value.to_string())
+            {
+                child_seen = Some(start.elapsed());
+            }
+            if store
+                .get(&key)
+                .await
+                .expect("the in-memory store")
+                .and_then(|b| b.status.as_ref().and_then(|s| s.observed_value))
+                == Some(value)
+            {
+                break start.elapsed();
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        };
+        // The status can be seen before the ConfigMap's event arrives: then the stage is 0.
+        let child_seen = child_seen.unwrap_or(done).max(answered);
+        latency.total.push(ms(done));
+        latency.patch.push(ms(answered));
+        latency.child.push(ms(child_seen - answered));
+        latency.status.push(ms(done - child_seen));
+    }
+    stop.cancel();
+    latency
+}
+
 fn percentile(values: &mut [f64], p: f64) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let index = ((values.len() as f64 - 1.0) * p).round() as usize;
@@ -763,55 +866,29 @@ async fn main() {
                 );
 
                 // Latency is measured at idle (the storm's follow-up reconciles are done).
-                let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
-                let mut samples = Vec::new();
-                for i in 0..h.args.latency_samples {
-                    tokio::time::sleep(Duration::from_millis(20)).await; // idle
-                    let value = 100 + i as i64;
-                    let name = format!("b{}", i % n);
-                    let start = Instant::now();
-                    api.patch(
-                        &name,
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({ "spec": { "value": value } })),
-                    )
-                    .await
-                    .expect("patch");
-                    loop {
-                        let key = kubeforge::ObjectKey::namespaced(&ns, &name);
-                        if store
-                            .get(&key)
-                            .await
-                            .expect("the in-memory store")
-                            .and_then(|b| b.status.as_ref().and_then(|s| s.observed_value))
-                            == Some(value)
-                        {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_micros(500)).await;
+                let mut latency = measure_latency(&h, &ns, n, &store).await;
+                eprintln!(
+                    "{driver} {ns}: slowest latency samples (index, ms): {:.1?}",
+                    latency.slowest()
+                );
+                for (metric, samples) in latency.stages() {
+                    for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+                        let metric = if metric.is_empty() {
+                            name.to_owned()
+                        } else {
+                            format!("{metric} {name}")
+                        };
+                        let value = percentile(samples, p);
+                        record(
+                            &mut results,
+                            &scenario("latency"),
+                            &metric,
+                            "ms",
+                            driver,
+                            value,
+                        );
                     }
-                    samples.push(start.elapsed().as_secs_f64() * 1000.0);
                 }
-                let mut slowest: Vec<(usize, f64)> = samples.iter().copied().enumerate().collect();
-                slowest.sort_by(|a, b| b.1.total_cmp(&a.1));
-                slowest.truncate(3);
-                eprintln!("{driver} {ns}: slowest latency samples (index, ms): {slowest:.1?}");
-                record(
-                    &mut results,
-                    &scenario("latency"),
-                    "p50",
-                    "ms",
-                    driver,
-                    percentile(&mut samples, 0.5),
-                );
-                record(
-                    &mut results,
-                    &scenario("latency"),
-                    "p99",
-                    "ms",
-                    driver,
-                    percentile(&mut samples, 0.99),
-                );
                 record(
                     &mut results,
                     &scenario("after the runs"),
