@@ -34,13 +34,12 @@ use std::sync::{Arc, Mutex};
 
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
 use crate::informer::{ApplyHook, Informer, InformerConfig};
-use crate::scope::Scoped;
+use crate::scope::{Kind, Scoped};
 use crate::store::{
     MemoryStore, Reader, Refill, RemoteStore, SharedBackend, SkeletonStore, Store, StoreChoice,
 };
@@ -254,15 +253,7 @@ impl Cache {
     /// its store; later ones with the same kind, namespace and selectors share it.
     pub fn informer<K>(&self, api: Api<K>, config: InformerConfig) -> Arc<Informer<K>>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Serialize
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-        K::Scope: Scoped,
+        K: Kind,
     {
         let choice = self.store_for(&api, &config);
         let strip = !config.keep_managed_fields;

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use kube::core::PartialObjectMeta;
 use kube::{Api, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -270,15 +269,7 @@ where
     #[must_use]
     pub fn watches<W>(mut self, api: Api<W>, watches: Watches<W>) -> Self
     where
-        W: Resource<DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + Debug
-            + Send
-            + Sync
-            + 'static,
-        W::Scope: Scoped,
+        W: Kind,
     {
         let config = watches
             .informer

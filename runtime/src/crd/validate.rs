@@ -93,14 +93,11 @@ impl ValidationContext {
     /// The context of an update from `old` (kept as JSON, the form CEL rules see).
     #[must_use]
     pub fn update<T: Serialize + ?Sized>(old: &T) -> Self {
-        #[cfg(feature = "cel")]
-        return Self {
-            old: Some(serde_json::to_value(old).map_err(|e| e.to_string())),
-        };
         #[cfg(not(feature = "cel"))]
-        {
-            let _ = old;
-            Self::default()
+        let _ = old;
+        Self {
+            #[cfg(feature = "cel")]
+            old: Some(serde_json::to_value(old).map_err(|e| e.to_string())),
         }
     }
 
