@@ -782,17 +782,21 @@ async fn owned_kinds_watched_uncached_should_still_restore_children() {
         .find(|s| s.name.ends_with("/configmaps"))
         .expect("a ConfigMap watch");
     assert!(children.synced);
-    // What the watch keeps of the child: its key, version and owner, nothing else.
-    let skeleton = cache
+    // What the watch keeps of the child: its key, version and owner, nothing else. The widget
+    // converged through the apiserver; the child's watch event may still be on its way.
+    let skeletons = cache
         .skeleton_informer(
             ns.api::<kube::core::PartialObjectMeta<ConfigMap>>(),
             InformerConfig::default(),
         )
-        .store()
-        .get(&ObjectKey::namespaced(ns.name(), "bare-cm"))
-        .await
-        .unwrap()
-        .expect("the child's skeleton");
+        .store();
+    let key = ObjectKey::namespaced(ns.name(), "bare-cm");
+    let skeleton = eventually(
+        "the child's skeleton in the informer",
+        Duration::from_secs(10),
+        async || skeletons.get(&key).await.unwrap(),
+    )
+    .await;
     assert_eq!(
         skeleton.metadata.owner_references.as_ref().unwrap()[0].name,
         "bare"
