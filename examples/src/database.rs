@@ -208,12 +208,19 @@ impl DatabaseController {
         db: Arc<Database>,
         ctx: &Context<Database>,
     ) -> Result<Action, BoxError> {
+        // At-least-once (a failover can run it again on the next leader): a claim deleted
+        // meanwhile is not an error.
         let claims = ctx.api::<PersistentVolumeClaim>();
         let selector = ListParams::default().labels(&format!("{LABEL}={}", db.name_any()));
         for claim in claims.list(&selector).await? {
-            claims
+            match claims
                 .delete(&claim.name_any(), &DeleteParams::default())
-                .await?;
+                .await
+            {
+                Ok(_) => {}
+                Err(kubeforge::kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(Action::Done)
     }

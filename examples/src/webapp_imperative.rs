@@ -99,8 +99,12 @@ impl WebAppController {
     }
 
     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
-        // Remove our row from the registry; the children go with garbage collection.
-        unregister(&app, ctx).await?;
+        // Remove our row from the registry; the children go with garbage collection. Cleanup
+        // is at-least-once (a failover can run it again on the next leader): only the run that
+        // removed the row says so.
+        if !unregister(&app, ctx).await? {
+            return Ok(Action::Done);
+        }
         let note = "removed from the registry";
         publish(
             &self.recorder,
@@ -152,16 +156,20 @@ pub async fn register(app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> 
     Ok(())
 }
 
-/// Removes the app's row from the registry (gone already, or no registry: nothing to do).
-pub async fn unregister(app: &WebApp, ctx: &Context<WebApp>) -> Result<(), Error> {
-    let patch = json!({ "data": { app.name_any(): null } });
+/// Removes the app's row from the registry; whether this call removed it (`false`: gone
+/// already, removed by an earlier run of the cleanup, or no registry). Idempotent: a JSON-patch
+/// `remove` of an absent row fails (422) and changes nothing.
+pub async fn unregister(app: &WebApp, ctx: &Context<WebApp>) -> Result<bool, Error> {
+    let key = app.name_any().replace('~', "~0").replace('/', "~1");
+    let patch: json_patch::Patch =
+        serde_json::from_value(json!([{ "op": "remove", "path": format!("/data/{key}") }]))?;
     let registry: Api<ConfigMap> = ctx.api();
     match registry
-        .patch(REGISTRY, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(REGISTRY, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
     {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 422 => Ok(false),
         Err(e) => Err(e.into()),
     }
 }

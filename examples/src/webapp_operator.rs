@@ -134,8 +134,12 @@ impl WebAppController {
     }
 
     async fn cleanup(&self, app: Arc<WebApp>, ctx: &Context<WebApp>) -> Result<Action, Error> {
-        // Remove our row from the registry; the children go with garbage collection.
-        unregister(&app, ctx).await?;
+        // Remove our row from the registry; the children go with garbage collection. Cleanup
+        // is at-least-once (a failover can run it again on the next leader): only the run that
+        // removed the row says so.
+        if !unregister(&app, ctx).await? {
+            return Ok(Action::Done);
+        }
         let note = "removed from the registry";
         publish(
             &self.recorder,

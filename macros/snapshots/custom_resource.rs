@@ -369,11 +369,16 @@ impl ::kubeforge::__private::garde::Validate for WebApp {
 ::kubeforge::__private::inventory::submit! {
     ::kubeforge::webhook::Registration { webhooks : { fn __kubeforge_webhooks() ->
     ::kubeforge::webhook::KindWebhooks { #[allow(unused_imports)] use
-    ::kubeforge::webhook::__private:: { NoDefaulter as _, NoValidator as _, ViaDefaulter
-    as _, ViaValidator as _, }; let probe = ::kubeforge::webhook::__private::Probe:: <
-    WebApp > ::new(); ::kubeforge::webhook::KindWebhooks { group : "apps.example.com",
-    version : "v1", kind : "WebApp", plural : "webapps", namespaced : true, hooks :
+    ::kubeforge::webhook::__private:: { NoDefaulter as _, NoDeleteValidator as _,
+    NoValidator as _, ViaDefaulter as _, ViaDeleteValidator as _, ViaValidator as _, };
+    let probe = ::kubeforge::webhook::__private::Probe:: < WebApp > ::new();
+    ::kubeforge::webhook::KindWebhooks { group : "apps.example.com", version : "v1", kind
+    : "WebApp", plural : "webapps", namespaced : true, hooks :
     ::kubeforge::webhook::__private::hooks((&& probe).validator(), (&& probe)
-    .defaulter(),), settings : ::kubeforge::webhook::Settings { failure_policy : "Fail",
-    side_effects : "None", timeout_seconds : 10u8, }, } } __kubeforge_webhooks }, }
+    .delete_validator(), (&& probe).defaulter(),), settings :
+    ::kubeforge::webhook::Settings { failure_policy : "Fail", side_effects : "None",
+    timeout_seconds : 10u8, operations : & ["CREATE", "UPDATE"], match_policy :
+    "Equivalent", reinvocation_policy : "IfNeeded", namespace_selector :
+    ::core::option::Option::None, object_selector : ::core::option::Option::None, }, } }
+    __kubeforge_webhooks }, }
 }

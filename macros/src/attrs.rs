@@ -164,22 +164,35 @@ const DEPRECATED: Table<DeprecatedAttrs> = Table {
     keys: &[Key::new("warning", Value::Str(|d, v| d.warning = Some(v)))],
 };
 
-/// `webhooks(validate, default, failure_policy = .., side_effects = .., timeout_seconds = ..)`.
+/// `webhooks(validate, validate_delete, default, failure_policy = .., side_effects = ..,
+/// timeout_seconds = .., operations = [..], match_policy = .., reinvocation_policy = ..,
+/// namespace_selector = "..", object_selector = "..")`.
 #[derive(Default)]
 pub struct WebhooksAttrs {
     /// `validate`: the kind implements `Validator` (checked at compile time).
     pub validate: Option<Keyed<bool>>,
+    /// `validate_delete`: the kind implements `DeleteValidator`.
+    pub validate_delete: Option<Keyed<bool>>,
     /// `default`: the kind implements `Defaulter`.
     pub default: Option<Keyed<bool>>,
     pub failure_policy: Option<LitStr>,
     pub side_effects: Option<LitStr>,
     pub timeout_seconds: Option<Keyed<u64>>,
+    pub operations: Option<Vec<LitStr>>,
+    pub match_policy: Option<LitStr>,
+    pub reinvocation_policy: Option<LitStr>,
+    pub namespace_selector: Option<LitStr>,
+    pub object_selector: Option<LitStr>,
 }
 
 const WEBHOOKS: Table<WebhooksAttrs> = Table {
     what: "webhooks",
     keys: &[
         Key::new("validate", Value::Flag(|w, v| w.validate = Some(v))),
+        Key::new(
+            "validate_delete",
+            Value::Flag(|w, v| w.validate_delete = Some(v)),
+        ),
         Key::new("default", Value::Flag(|w, v| w.default = Some(v))),
         Key::new(
             "failure_policy",
@@ -189,6 +202,20 @@ const WEBHOOKS: Table<WebhooksAttrs> = Table {
         Key::new(
             "timeout_seconds",
             Value::Unsigned(|w, v| w.timeout_seconds = Some(v)),
+        ),
+        Key::new("operations", Value::StrList(|w, v| w.operations = Some(v))),
+        Key::new("match_policy", Value::Str(|w, v| w.match_policy = Some(v))),
+        Key::new(
+            "reinvocation_policy",
+            Value::Str(|w, v| w.reinvocation_policy = Some(v)),
+        ),
+        Key::new(
+            "namespace_selector",
+            Value::Str(|w, v| w.namespace_selector = Some(v)),
+        ),
+        Key::new(
+            "object_selector",
+            Value::Str(|w, v| w.object_selector = Some(v)),
         ),
     ],
 };

@@ -15,6 +15,7 @@ use crate::keys::Keyed;
 pub use jsonpath::{ColumnStep, Filter, Operand, parse_column_path};
 
 mod jsonpath;
+pub mod selector;
 
 /// The scope of a kind.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -67,10 +68,40 @@ pub struct Conversion {
 /// key, where a missing impl is reported) and the settings of its webhook configurations.
 pub struct Webhooks {
     pub validate: Option<Span>,
+    pub validate_delete: Option<Span>,
     pub default: Option<Span>,
     pub failure_policy: String,
     pub side_effects: String,
     pub timeout_seconds: u8,
+    /// `CREATE` and/or `UPDATE`.
+    pub operations: Vec<String>,
+    pub match_policy: String,
+    pub reinvocation_policy: String,
+    pub namespace_selector: Option<selector::Selector>,
+    pub object_selector: Option<selector::Selector>,
+}
+
+/// One of `allowed` (else an error at the literal and `default`).
+fn choice(lit: Option<LitStr>, allowed: &[&str], default: &str, errors: &mut Errors) -> String {
+    let Some(lit) = lit else {
+        return default.to_owned();
+    };
+    let value = lit.value();
+    if !allowed.contains(&value.as_str()) {
+        errors.at(
+            lit.span(),
+            format!(
+                "expected one of {}",
+                allowed
+                    .iter()
+                    .map(|a| format!("\"{a}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        return default.to_owned();
+    }
+    value
 }
 
 impl Webhooks {
@@ -79,27 +110,6 @@ impl Webhooks {
         errors: &mut Errors,
     ) -> Self {
         let attrs = attrs.map(|a| a.value).unwrap_or_default();
-        let choice = |lit: Option<LitStr>, allowed: &[&str], default: &str, errors: &mut Errors| {
-            let Some(lit) = lit else {
-                return default.to_owned();
-            };
-            let value = lit.value();
-            if !allowed.contains(&value.as_str()) {
-                errors.at(
-                    lit.span(),
-                    format!(
-                        "expected one of {}",
-                        allowed
-                            .iter()
-                            .map(|a| format!("\"{a}\""))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                );
-                return default.to_owned();
-            }
-            value
-        };
         let timeout_seconds = match attrs.timeout_seconds {
             Some(t) if (1..=30).contains(&t.value) => t.value as u8,
             Some(t) => {
@@ -111,8 +121,23 @@ impl Webhooks {
             }
             None => 10,
         };
+        let operations = match attrs.operations {
+            None => vec!["CREATE".to_owned(), "UPDATE".to_owned()],
+            Some(list) => operations(list, errors),
+        };
+        let selector = |lit: Option<LitStr>, errors: &mut Errors| {
+            let lit = lit?;
+            match selector::parse(&lit.value()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    errors.at(lit.span(), e);
+                    None
+                }
+            }
+        };
         Self {
             validate: attrs.validate.filter(|v| v.value).map(|v| v.key),
+            validate_delete: attrs.validate_delete.filter(|v| v.value).map(|v| v.key),
             default: attrs.default.filter(|v| v.value).map(|v| v.key),
             failure_policy: choice(attrs.failure_policy, &["Fail", "Ignore"], "Fail", errors),
             side_effects: choice(
@@ -122,8 +147,52 @@ impl Webhooks {
                 errors,
             ),
             timeout_seconds,
+            operations,
+            match_policy: choice(
+                attrs.match_policy,
+                &["Equivalent", "Exact"],
+                "Equivalent",
+                errors,
+            ),
+            reinvocation_policy: choice(
+                attrs.reinvocation_policy,
+                &["IfNeeded", "Never"],
+                "IfNeeded",
+                errors,
+            ),
+            namespace_selector: selector(attrs.namespace_selector, errors),
+            object_selector: selector(attrs.object_selector, errors),
         }
     }
+}
+
+/// `operations = [..]`: `CREATE` and `UPDATE`, once each, at least one; `DELETE` comes from
+/// `DeleteValidator` (said at the literal).
+fn operations(list: Vec<LitStr>, errors: &mut Errors) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for lit in &list {
+        let value = lit.value();
+        match value.as_str() {
+            "CREATE" | "UPDATE" if !out.contains(&value) => out.push(value),
+            "CREATE" | "UPDATE" => errors.at(lit.span(), format!("`{value}` is listed twice")),
+            "DELETE" => errors.at(
+                lit.span(),
+                "deletes are validated by implementing `DeleteValidator` (a webhook of its own, \
+                 registered only then); `operations` lists `CREATE` and `UPDATE`",
+            ),
+            _ => errors.at(lit.span(), "expected \"CREATE\" or \"UPDATE\""),
+        }
+    }
+    if out.is_empty() {
+        if list.is_empty() {
+            errors.at(
+                proc_macro2::Span::call_site(),
+                "`operations` needs \"CREATE\", \"UPDATE\" or both",
+            );
+        }
+        return vec!["CREATE".to_owned(), "UPDATE".to_owned()];
+    }
+    out
 }
 
 impl Kind {

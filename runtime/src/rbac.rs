@@ -10,8 +10,9 @@
 //! | always | `create patch` on `events.k8s.io` events; `get list create update delete` on `coordination.k8s.io` leases (leader election; `list`, `delete`: the sharder finds the shard members' Leases and deletes those of departed members) |
 //! | `rbac(group = .., resources = [..], verbs = [..], resource_names = [..])` | those verbs on those resources (only on the named objects with `resource_names`) |
 //!
-//! [`cluster_role`] merges the rules of every registered controller into one ClusterRole, except
-//! the Leases, which [`leader_election_role`] grants in the operator's namespace only; `crdgen
+//! [`cluster_role`] merges the rules of every registered controller and of the webhook server
+//! ([`webhook_rules`]: its managed configurations, the conversion of the CRDs whose versions
+//! convert, its certificate's Secret) into one ClusterRole, except the Leases, which [`leader_election_role`] grants in the operator's namespace only; `crdgen
 //! --deploy` prints them with their bindings, as namespaced Roles when the operator watches one
 //! namespace.
 //!
@@ -270,10 +271,73 @@ pub fn registered_rules() -> Rules {
         .fold(Rules::new(), |acc, r| acc.merge((r.rules)()))
 }
 
-/// A ClusterRole named `name` with the rules of every registered controller, except those on
+/// What the manager's webhook server does besides serving, for the kinds with admission
+/// webhooks `webhooks` and those whose versions convert `conversions`: cluster-wide, apply the
+/// managed webhook configurations and point the converting CRDs (by name) at the conversion
+/// webhook; in the namespace of its self-signed certificate's Secret, keep that Secret. Both
+/// empty when nothing is served.
+///
+/// The one source of these rules: `crdgen --rbac` / `--all` put both in the ClusterRole, `crdgen
+/// --deploy` the first in a ClusterRole and the second in a Role in the operator's namespace.
+/// Nothing is deleted (the configurations and conversions stay when the operator stops).
+pub fn webhook_rules(
+    webhooks: &[crate::webhook::KindWebhooks],
+    conversions: &[crate::webhook::KindConversions],
+) -> (Rules, Rules) {
+    let mut cluster = Rules::new();
+    let mut certificate = Rules::new();
+    let admission = |hooks: &crate::webhook::Hooks| !hooks.is_empty();
+    if webhooks.iter().any(|k| admission(&k.hooks)) {
+        for resource in [
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+        ] {
+            cluster = cluster.allow(
+                "admissionregistration.k8s.io",
+                resource,
+                &["get", "create", "patch"],
+            );
+            cluster.cluster_scoped.insert((
+                "admissionregistration.k8s.io".to_owned(),
+                resource.to_owned(),
+            ));
+        }
+    }
+    if !conversions.is_empty() {
+        let names: Vec<String> = conversions
+            .iter()
+            .map(|c| format!("{}.{}", c.hub.plural, c.hub.group))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        cluster = cluster.allow_named(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &["get", "patch"],
+            &names,
+        );
+    }
+    if !webhooks.is_empty() || !conversions.is_empty() {
+        certificate = certificate.allow("", "secrets", &["get", "create", "update"]);
+    }
+    (cluster, certificate)
+}
+
+/// [`webhook_rules`] of the kinds linked into this binary, merged.
+pub fn registered_webhook_rules() -> Rules {
+    let (cluster, certificate) = webhook_rules(
+        &crate::webhook::registered(),
+        &crate::webhook::registered_conversions(),
+    );
+    cluster.merge(certificate)
+}
+
+/// A ClusterRole named `name` with everything the operator does: the rules of every
+/// registered controller and of its webhook server ([`webhook_rules`]), except those on
 /// Leases: leader election needs them only in its own namespace ([`leader_election_role`]).
 pub fn cluster_role(name: &str) -> ClusterRole {
-    let rules = registered_rules().without(LEASES.0, LEASES.1);
+    let rules = registered_rules()
+        .without(LEASES.0, LEASES.1)
+        .merge(registered_webhook_rules());
     ClusterRole {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),

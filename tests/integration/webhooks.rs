@@ -15,8 +15,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use kubeforge::manager::Manager;
-use kubeforge::testing::{FaultProxy, TestNamespace, apply_crds};
-use kubeforge::webhook::{AdmissionContext, Defaulter, Validator, Verdict, WebhookOptions};
+use kubeforge::testing::{FaultProxy, TestNamespace, WebhookCleanup, apply_crds};
+use kubeforge::webhook::{
+    AdmissionContext, Defaulter, DeleteValidator, Validator, Verdict, WebhookOptions,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -78,7 +80,9 @@ impl Validator for Gadget {
         }
         self.validate_create(ctx).await
     }
+}
 
+impl DeleteValidator for Gadget {
     async fn validate_delete(&self, _: &AdmissionContext) -> Verdict {
         let protected = self
             .metadata
@@ -138,6 +142,8 @@ fn gadget(name: &str, image: &str) -> serde_json::Value {
 /// A manager serving the webhooks for `ns` only, its health server and webhook addresses; the
 /// apiserver calls `url` when given (a proxy), else the server itself.
 struct Running {
+    /// Dropped with the test (also on a panic): removes the configurations.
+    _cleanup: WebhookCleanup,
     metrics: std::sync::Arc<kubeforge::metrics::Metrics>,
     shutdown: CancellationToken,
     health: SocketAddr,
@@ -167,6 +173,7 @@ impl Running {
             .await
             .unwrap();
         let name = format!("wh-{}", ns.name());
+        let cleanup = WebhookCleanup::new(ns, &name);
         let options = WebhookOptions::new(&name)
             .port(port)
             .url(url.unwrap_or_else(|| "https://127.0.0.1".to_owned()))
@@ -195,6 +202,7 @@ impl Running {
             }
         }
         let running = Running {
+            _cleanup: cleanup,
             metrics,
             shutdown,
             health: health.unwrap(),
@@ -243,7 +251,8 @@ impl Running {
         .await;
     }
 
-    /// Stops the manager, which removes its configurations (local development: URL mode).
+    /// Stops the manager, which leaves its configurations (whatever the mode: while it is down
+    /// the apiserver refuses what they cover); the test's [`WebhookCleanup`] removes them.
     async fn stop(self) {
         self.shutdown.cancel();
         let _ = self.task.await;
@@ -256,9 +265,14 @@ impl Running {
             .await
             .unwrap();
         assert!(
-            validating.is_none() && mutating.is_none(),
-            "the configurations of a stopped local manager are removed"
+            validating.is_some() && mutating.is_some(),
+            "the configurations of a stopped manager are kept"
         );
+    }
+
+    /// The metric label of a webhook path (the configurations' path, under the operator's name).
+    fn path(&self, path: &str) -> String {
+        format!("/{}{path}", self.name)
     }
 }
 
@@ -354,12 +368,17 @@ async fn the_validator_should_deny_with_its_message_and_allow_with_its_warnings(
 
     // controller-runtime's webhook metrics, and the rejection by kind and operation.
     let text = running.metrics.render(None);
-    let validate = "/validate/webhook-test.kubeforge.dev/v1/gadgets";
+    let validate = running.path("/validate/webhook-test.kubeforge.dev/v1/gadgets");
+    let mutate = running.path("/mutate/webhook-test.kubeforge.dev/v1/gadgets");
     for expected in [
-        format!(r#"controller_runtime_webhook_requests_total{{code="200",webhook="{validate}"}} 2"#),
-        format!(r#"kubeforge_webhook_rejections_total{{kind="Gadget",operation="CREATE",webhook="{validate}"}} 1"#),
+        format!(
+            r#"controller_runtime_webhook_requests_total{{code="200",webhook="{validate}"}} 2"#
+        ),
+        format!(
+            r#"kubeforge_webhook_rejections_total{{kind="Gadget",operation="CREATE",webhook="{validate}"}} 1"#
+        ),
         format!(r#"controller_runtime_webhook_latency_seconds_count{{webhook="{validate}"}} 2"#),
-        r#"controller_runtime_webhook_requests_in_flight{webhook="/mutate/webhook-test.kubeforge.dev/v1/gadgets"} 0"#.to_owned(),
+        format!(r#"controller_runtime_webhook_requests_in_flight{{webhook="{mutate}"}} 0"#),
     ] {
         assert!(text.contains(&expected), "{expected} in\n{text}");
     }
@@ -636,9 +655,10 @@ async fn the_webapp_example_should_deny_foreign_registries_and_serve_its_v2() {
     apply_crds(&client, webapps, Duration::from_secs(30))
         .await
         .unwrap();
+    let crd = "webapps.apps.kubeforge.dev";
+    let _unconfigured = WebhookCleanup::new(&ns, &format!("wh-{}", ns.name())).conversion(crd);
     let running = Running::start_with(&ns, 0, None, |o| o.serve::<WebApp>()).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = "webapps.apps.kubeforge.dev";
     eventually(
         "the WebApp CRD to convert through the webhook",
         Duration::from_secs(60),
@@ -706,7 +726,9 @@ async fn the_webapp_example_should_deny_foreign_registries_and_serve_its_v2() {
         other => panic!("expected a denial, got {other:?}"),
     }
     running.stop().await;
-    // The shared CRD converts nothing once this test's (local) server is gone.
+    // The CRD still converts through the webhook once this test's server is gone: a request
+    // that needs a conversion fails, none is stored lossily (the test's clean-up then points it
+    // at the unconfigured endpoint).
     let conversion = crds.get(crd).await.unwrap().spec.conversion.unwrap();
-    assert_eq!(conversion.strategy, "None");
+    assert_eq!(conversion.strategy, "Webhook");
 }

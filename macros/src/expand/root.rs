@@ -584,6 +584,9 @@ impl<'a> Root<'a> {
                 #p::Holds<{ #p::another_version(#spoke_info, #hub_info) }>,
             >();
             const _: () = #p::assert_hub_stored::<#p::Holds<{ (#hub_info).storage }>>();
+            const _: () = #p::assert_same_subresources::<
+                #p::Holds<{ #p::same_subresources(#spoke_info, #hub_info) }>,
+            >();
         };
         let functions = self.conversion_functions(conversion);
         let test = quote::format_ident!(
@@ -691,8 +694,8 @@ impl<'a> Root<'a> {
     }
 
     /// Registers the kind's webhooks: the trait impls found by autoref specialization (so the
-    /// impls alone wire them), `webhooks(validate, default)` checked to have their impl (the
-    /// error at the key), and the settings.
+    /// impls alone wire them), `webhooks(validate, validate_delete, default)` checked to have
+    /// their impl (the error at the key), and the settings.
     fn webhook_registration(&self) -> TokenStream {
         let Root {
             krate,
@@ -710,8 +713,32 @@ impl<'a> Root<'a> {
             &hooks.side_effects,
             hooks.timeout_seconds,
         );
+        let (operations, match_policy, reinvocation_policy) = (
+            &hooks.operations,
+            &hooks.match_policy,
+            &hooks.reinvocation_policy,
+        );
+        let selector = |s: &Option<crate::model::selector::Selector>| match s {
+            None => quote!(::core::option::Option::None),
+            Some(s) => {
+                let labels = s.match_labels.iter().map(|(k, v)| quote!((#k, #v)));
+                let expressions = s
+                    .match_expressions
+                    .iter()
+                    .map(|(k, o, v)| quote!((#k, #o, &[#(#v),*])));
+                quote!(::core::option::Option::Some(#krate::webhook::Selector {
+                    match_labels: &[#(#labels),*],
+                    match_expressions: &[#(#expressions),*],
+                }))
+            }
+        };
+        let (namespace_selector, object_selector) = (
+            selector(&hooks.namespace_selector),
+            selector(&hooks.object_selector),
+        );
         let asserts = [
             (hooks.validate, "assert_validator"),
+            (hooks.validate_delete, "assert_delete_validator"),
             (hooks.default, "assert_defaulter"),
         ]
         .into_iter()
@@ -732,8 +759,8 @@ impl<'a> Root<'a> {
                         fn __kubeforge_webhooks() -> #krate::webhook::KindWebhooks {
                             #[allow(unused_imports)]
                             use #krate::webhook::__private::{
-                                NoDefaulter as _, NoValidator as _, ViaDefaulter as _,
-                                ViaValidator as _,
+                                NoDefaulter as _, NoDeleteValidator as _, NoValidator as _,
+                                ViaDefaulter as _, ViaDeleteValidator as _, ViaValidator as _,
                             };
                             let probe = #krate::webhook::__private::Probe::<#root>::new();
                             #krate::webhook::KindWebhooks {
@@ -744,12 +771,18 @@ impl<'a> Root<'a> {
                                 namespaced: #namespaced,
                                 hooks: #krate::webhook::__private::hooks(
                                     (&&probe).validator(),
+                                    (&&probe).delete_validator(),
                                     (&&probe).defaulter(),
                                 ),
                                 settings: #krate::webhook::Settings {
                                     failure_policy: #failure_policy,
                                     side_effects: #side_effects,
                                     timeout_seconds: #timeout,
+                                    operations: &[#(#operations),*],
+                                    match_policy: #match_policy,
+                                    reinvocation_policy: #reinvocation_policy,
+                                    namespace_selector: #namespace_selector,
+                                    object_selector: #object_selector,
                                 },
                             }
                         }

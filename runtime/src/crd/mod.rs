@@ -51,6 +51,7 @@ mod cel;
 mod cel;
 mod checks;
 mod condition;
+pub mod conversion;
 mod kind;
 mod migrate;
 mod paths;

@@ -92,7 +92,8 @@ fn version_priority(name: &str) -> (u8, i64, i64, String) {
 }
 
 /// Merges single-version CRDs into one CRD per name, versions ordered by priority, and the CRDs
-/// sorted by name.
+/// sorted by name. A CRD whose versions differ in shape gets a webhook conversion that fails
+/// until an operator configures it (see [`conversion`](super::conversion)), never none.
 ///
 /// # Errors
 ///
@@ -154,6 +155,7 @@ pub fn merge_crds(
                 found: storage,
             });
         }
+        super::conversion::require_conversion(&mut crd);
         out.push(crd);
     }
     Ok(out)

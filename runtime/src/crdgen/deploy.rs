@@ -110,7 +110,7 @@ pub fn manifests_for(
         out.extend(webhook_manifests(
             options,
             webhooks,
-            !conversions.is_empty(),
+            conversions,
             &labels,
             &subject,
         ));
@@ -158,7 +158,7 @@ fn lease_access(name: &str, namespace: &str, labels: &Value, subject: &Value) ->
 fn webhook_manifests(
     options: &DeployOptions,
     webhooks: &[KindWebhooks],
-    converts: bool,
+    conversions: &[KindConversions],
     labels: &Value,
     subject: &Value,
 ) -> Vec<Value> {
@@ -183,27 +183,17 @@ fn webhook_manifests(
         ]
     };
     let mut out = Vec::new();
-    // The self-signed certificate's Secret, in the operator's namespace.
-    out.extend(rbac(
-        "Role",
-        Some(namespace),
-        json!([{ "apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update"] }]),
-    ));
-    // The managed configurations (server-side apply creates them: create and patch), and the
-    // conversion stanza of the CRDs whose versions convert.
-    let mut cluster = vec![json!({
-        "apiGroups": ["admissionregistration.k8s.io"],
-        "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-        "verbs": ["get", "create", "patch"],
-    })];
-    if converts {
-        cluster.push(json!({
-            "apiGroups": ["apiextensions.k8s.io"],
-            "resources": ["customresourcedefinitions"],
-            "verbs": ["get", "patch"],
-        }));
+    // One source for these rules (`rbac::webhook_rules`): the self-signed certificate's Secret
+    // in the operator's namespace; the managed configurations and the conversion stanza of the
+    // CRDs whose versions convert, cluster-wide.
+    let (cluster, certificate) = crate::rbac::webhook_rules(webhooks, conversions);
+    let rules = |rules: crate::rbac::Rules| {
+        serde_json::to_value(rules.policy_rules()).unwrap_or(Value::Null)
+    };
+    out.extend(rbac("Role", Some(namespace), rules(certificate)));
+    if !cluster.is_empty() || !cluster.policy_rules().is_empty() {
+        out.extend(rbac("ClusterRole", None, rules(cluster)));
     }
-    out.extend(rbac("ClusterRole", None, Value::Array(cluster)));
     out.push(json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -423,7 +413,11 @@ mod tests {
             kind: "Cart",
             plural: "carts",
             namespaced: true,
-            hooks: crate::webhook::__private::hooks(Some(std::sync::Arc::clone(&hook)), Some(hook)),
+            hooks: crate::webhook::__private::hooks(
+                Some(std::sync::Arc::clone(&hook)),
+                None,
+                Some(hook),
+            ),
             settings: crate::webhook::Settings::default(),
         };
         let all = manifests_for(&options(Some("shop")), &[kind], &[]);
@@ -448,7 +442,7 @@ mod tests {
         assert_eq!(webhook["name"], "validate-v1.carts.shop.example.com");
         assert_eq!(
             webhook["clientConfig"]["service"],
-            json!({ "namespace": "shop-system", "name": "shop-operator-webhook", "path": "/validate/shop.example.com/v1/carts", "port": 443 })
+            json!({ "namespace": "shop-system", "name": "shop-operator-webhook", "path": "/shop-operator/validate/shop.example.com/v1/carts", "port": 443 })
         );
         assert_eq!(
             webhook["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],

@@ -23,7 +23,14 @@
 //! kinds).
 //!
 //! Versions of one kind (several `#[custom_resource]` structs with the same group and kind) are
-//! merged into one CRD; exactly one of them must be the storage version.
+//! merged into one CRD; exactly one of them must be the storage version. When they differ in
+//! shape the CRD always carries its conversion webhook (the Service `--deploy` prints,
+//! `<name>-webhook` in `--namespace`; a locally run operator points it at itself), so no
+//! output of `crdgen` can be applied without it; versions that differ in shape without a
+//! `conversion(hub = ..)` are an error.
+//!
+//! Every RBAC output (`--rbac`, `--all`, `--deploy`) grants what the operator does, its webhook
+//! server included ([`rbac::webhook_rules`](crate::rbac::webhook_rules)).
 
 mod deploy;
 
@@ -49,6 +56,16 @@ pub enum CrdgenError {
     /// Versions of a kind cannot be merged.
     #[error(transparent)]
     Merge(#[from] MergeError),
+    /// The versions of a kind differ in shape and none converts.
+    #[error(
+        "CRD {crd}: its versions differ in shape, so the apiserver cannot convert between them \
+         without dropping fields; give the versions that are not the storage version \
+         `conversion(hub = ..)`"
+    )]
+    Unconverted {
+        /// The CRD's name.
+        crd: String,
+    },
     /// A CRD does not serialize to YAML.
     #[error("serializing {name} to YAML: {source}")]
     Yaml {
@@ -78,20 +95,77 @@ pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, CrdgenError> {
     serde_norway::to_string(crd).map_err(|source| CrdgenError::Yaml { name, source })
 }
 
-/// All registered CRDs, merged and sorted, as `(file name, YAML)`.
+/// All registered CRDs, merged and sorted, as `(file name, YAML)`, for the operator
+/// [`CLUSTER_ROLE`] in its namespace of the same name (see [`render_for`]).
 ///
 /// # Errors
 ///
-/// [`CrdgenError::Merge`] if the versions of a kind disagree, [`CrdgenError::Yaml`] if a CRD
-/// does not serialize.
+/// As [`render_for`].
 pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
-    crds()?
+    render_for(CLUSTER_ROLE, CLUSTER_ROLE)
+}
+
+/// All registered CRDs, merged and sorted, as `(file name, YAML)`, for the operator `name`
+/// running in `namespace`: a CRD whose versions convert carries the conversion webhook at the
+/// Service `crdgen --deploy` prints (`<name>-webhook` in `namespace`); a locally run operator
+/// points it at itself when it starts. Nothing the apiserver could apply converts lossily.
+///
+/// # Errors
+///
+/// [`CrdgenError::Merge`] if the versions of a kind disagree, [`CrdgenError::Unconverted`] if
+/// they differ in shape and none declares `conversion(hub = ..)`, [`CrdgenError::Yaml`] if a CRD
+/// does not serialize.
+pub fn render_for(name: &str, namespace: &str) -> Result<Vec<(String, String)>, CrdgenError> {
+    crds_for(name, namespace)?
         .iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();
             Ok((format!("{name}.yaml"), to_yaml(crd)?))
         })
         .collect()
+}
+
+/// The CRDs of [`render_for`].
+///
+/// # Errors
+///
+/// As [`render_for`], but for serializing.
+pub fn crds_for(name: &str, namespace: &str) -> Result<Vec<CustomResourceDefinition>, CrdgenError> {
+    let conversions = crate::webhook::registered_conversions();
+    let configurations = crate::webhook::Configurations {
+        name: name.to_owned(),
+        endpoint: crate::webhook::Endpoint::Service {
+            namespace: namespace.to_owned(),
+            name: format!("{name}-webhook"),
+            port: 443,
+        },
+        namespace_selector: None,
+        ca_bundle: None,
+    };
+    let mut out = crds()?;
+    for crd in &mut out {
+        let converts = conversions
+            .iter()
+            .find(|c| c.hub.group == crd.spec.group && c.hub.plural == crd.spec.names.plural);
+        match converts {
+            Some(kind) => {
+                // The admission API's client config and the CRD's have the same fields.
+                let client_config =
+                    serde_json::to_value(configurations.client_config(&kind.path()))
+                        .and_then(serde_json::from_value)
+                        .unwrap_or_default();
+                crd.spec.conversion =
+                    Some(crate::crd::conversion::webhook_conversion(client_config));
+            }
+            None if crd.spec.conversion.is_some() => {
+                return Err(CrdgenError::Unconverted {
+                    crd: crd.metadata.name.clone().unwrap_or_default(),
+                });
+            }
+            None => {}
+        }
+    }
+    Ok(out)
 }
 
 /// What `crdgen` should do.
@@ -230,7 +304,8 @@ pub fn run_named(
         .clone()
         .or_else(|| default_name.map(str::to_owned))
         .unwrap_or_else(|| CLUSTER_ROLE.to_owned());
-    let files = render()?;
+    let namespace = args.namespace.clone().unwrap_or_else(|| name.clone());
+    let files = render_for(&name, &namespace)?;
     let crds = |out: &mut String| {
         for (_, yaml) in &files {
             out.push_str("---\n");
@@ -254,7 +329,7 @@ pub fn run_named(
                 crds(out);
             }
             let options = DeployOptions {
-                namespace: args.namespace.clone().unwrap_or_else(|| name.clone()),
+                namespace,
                 name,
                 image: args.image.clone().unwrap_or_default(),
                 watch_namespace: args.watch_namespace.clone(),

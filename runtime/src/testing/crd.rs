@@ -37,6 +37,17 @@ pub async fn apply_crds(
         crd.metadata.managed_fields = None;
         crd.metadata.resource_version = None;
         crd.status = None;
+        // A conversion an operator configured (a manager of another test, on the shared plane)
+        // is kept: the CRD's own is the unconfigured one, which would point it away.
+        if let Some(live) = api
+            .get_opt(&name)
+            .await
+            .map_err(TestingError::api(format!("reading CRD {name}")))?
+            && configured(live.spec.conversion.as_ref())
+            && !configured(crd.spec.conversion.as_ref())
+        {
+            crd.spec.conversion = live.spec.conversion;
+        }
         let body = serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -67,4 +78,20 @@ pub async fn apply_crds(
         }
     }
     Ok(())
+}
+
+/// Whether `conversion` is a webhook some operator configured (not the unconfigured one).
+fn configured(
+    conversion: Option<
+        &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion,
+    >,
+) -> bool {
+    let config = conversion
+        .and_then(|c| c.webhook.as_ref())
+        .and_then(|w| w.client_config.as_ref());
+    config.is_some_and(|c| {
+        !c.url
+            .as_deref()
+            .is_some_and(|u| u.contains(crate::crd::conversion::UNCONFIGURED_HOST))
+    })
 }

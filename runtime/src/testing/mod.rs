@@ -10,6 +10,8 @@
 //! - [`TestNamespace::new`] gives a test a [`kube::Client`] and a fresh namespace, deleted when the
 //!   value is dropped (also when the test panics).
 //! - [`apply_crds`] installs CustomResourceDefinitions and waits until they are Established.
+//! - [`WebhookCleanup`] removes what a test's webhook-serving manager leaves on the shared plane
+//!   (its configurations, its CRDs' conversion endpoint), at the end of the test or on a panic.
 //! - [`FaultProxy`] sits between an operator and the apiserver and black-holes connections on
 //!   demand, for tests of how an operator survives a network that silently stops.
 //! - [`MemcachedServer`] runs a real `memcached` on loopback (stopped, restarted or emptied on
@@ -47,6 +49,7 @@ mod memcached;
 mod namespace;
 mod plane;
 mod proxy;
+mod webhooks;
 
 pub use crd::apply_crds;
 pub use error::TestingError;
@@ -54,3 +57,18 @@ pub use memcached::MemcachedServer;
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use plane::ControlPlane;
 pub use proxy::FaultProxy;
+pub use webhooks::WebhookCleanup;
+
+/// Shows the logs of the code under test (the operator's reconciles, its informers,
+/// kubeforge's warnings) in the test's output, where libtest prints them for a failing test
+/// only: without it a failing reconcile shows only as a timeout. The level comes from
+/// `RUST_LOG`, else `info` (kube's and hyper's own lines from `warn`). Call it first in each
+/// test; calls after the first (in the same test binary) do nothing.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,hyper=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}

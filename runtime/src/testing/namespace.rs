@@ -79,6 +79,11 @@ impl TestNamespace {
         &self.name
     }
 
+    /// The admin client's configuration (for a client on another runtime).
+    pub(crate) fn config(&self) -> &kube::Config {
+        &self.config
+    }
+
     /// An admin client (bound to the Tokio runtime of the test that created this value).
     pub fn client(&self) -> Client {
         self.client.clone()

@@ -246,12 +246,34 @@ pub trait Validator: Sized + Send + Sync {
         let _ = (old, ctx);
         async { Verdict::allow() }
     }
+}
 
+/// Validates deletes of a kind's objects (`self` is the stored object): a rule such as "not
+/// while it is in use". Implementing it registers a validating webhook for `DELETE` (and only
+/// then: a kind without it is never blocked from deletion by its operator, even while the
+/// operator is down); `#[custom_resource(.., webhooks(validate_delete))]` says so explicitly.
+///
+/// An object the webhook cannot decode as the kind is never blocked from deletion.
+///
+/// ```
+/// use kubeforge::webhook::{AdmissionContext, DeleteValidator, Verdict};
+/// # use kubeforge::prelude::*;
+/// # #[custom_resource(group = "demo.example.com", version = "v1", kind = "Site", namespaced)]
+/// # #[derive(Clone, Debug)]
+/// # pub struct SiteSpec { pub image: String }
+///
+/// impl DeleteValidator for Site {
+///     async fn validate_delete(&self, _: &AdmissionContext) -> Verdict {
+///         match self.metadata.labels.as_ref().and_then(|l| l.get("protected")) {
+///             Some(_) => Verdict::deny("remove the label `protected` first"),
+///             None => Verdict::allow(),
+///         }
+///     }
+/// }
+/// ```
+pub trait DeleteValidator: Sized + Send + Sync {
     /// A delete; `self` is the stored object.
-    fn validate_delete(&self, ctx: &AdmissionContext) -> impl Future<Output = Verdict> + Send {
-        let _ = ctx;
-        async { Verdict::allow() }
-    }
+    fn validate_delete(&self, ctx: &AdmissionContext) -> impl Future<Output = Verdict> + Send;
 }
 
 /// Sets defaults on a kind's objects before they are validated and stored (defaults that depend
@@ -300,23 +322,20 @@ pub struct Reviewed {
     pub(crate) operation: Option<Operation>,
 }
 
-/// A review's request, its objects decoded as `K`.
+/// A review's request, its objects decoded as `K` (each `Err` with why when it is not a `K`).
 struct Decoded<K> {
     request: AdmissionRequest<DynamicObject>,
-    object: Option<K>,
-    old: Option<K>,
+    object: Option<Result<K, String>>,
+    old: Option<Result<K, String>>,
     /// The object as received.
     raw: Option<serde_json::Value>,
 }
 
-/// A request whose object is not the kind, and why.
-type Unreadable = (AdmissionRequest<DynamicObject>, String);
-
 /// Decodes an `AdmissionReview` and its objects as `K`. An unreadable review is answered with
 /// `invalid` (the apiserver then applies the failure policy); an object that is not a `K` is
-/// `Err((request, why))`, for the hook to answer with the request's uid. Never a panic.
+/// an `Err` with why, for the hook to decide (never a panic).
 #[allow(clippy::result_large_err)]
-fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Result<Decoded<K>, Unreadable>, Reviewed> {
+fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Decoded<K>, Reviewed> {
     let review: kube::core::admission::AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(|e| Reviewed {
             response: AdmissionResponse::invalid(format!(
@@ -338,21 +357,16 @@ fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Result<Decoded<K>, Unreada
         .old_object
         .as_ref()
         .and_then(|o| serde_json::to_value(o).ok());
-    let typed = |o: &Option<serde_json::Value>| -> Result<Option<K>, String> {
+    let typed = |o: &Option<serde_json::Value>| -> Option<Result<K, String>> {
         o.clone()
             .map(|o| serde_json::from_value::<K>(o).map_err(|e| e.to_string()))
-            .transpose()
     };
-    let (object, old) = match (typed(&raw), typed(&old_raw)) {
-        (Ok(object), Ok(old)) => (object, old),
-        (Err(e), _) | (_, Err(e)) => return Ok(Err((request, e))),
-    };
-    Ok(Ok(Decoded {
+    Ok(Decoded {
+        object: typed(&raw),
+        old: typed(&old_raw),
         request,
-        object,
-        old,
         raw,
-    }))
+    })
 }
 
 /// `request` answered with `verdict` at once (an object the hook cannot read).
@@ -376,29 +390,74 @@ where
 {
     fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
         let decoded = match decode::<K>(body) {
-            Ok(Ok(decoded)) => decoded,
-            Ok(Err((request, why))) => {
+            Ok(decoded) => decoded,
+            Err(reviewed) => return async move { reviewed }.boxed(),
+        };
+        let Decoded {
+            request,
+            object,
+            old,
+            ..
+        } = decoded;
+        // A new object that is not a `K` cannot be admitted: it would be stored unreadable.
+        let object = match object {
+            Some(Ok(object)) => Some(object),
+            Some(Err(why)) => {
                 let verdict = Verdict::deny_with_code(
                     422,
                     format!("kubeforge: the object cannot be read: {why}"),
                 );
                 return answered(&request, verdict);
             }
+            None => None,
+        };
+        async move {
+            let ctx = AdmissionContext::new(&request, client);
+            let response = AdmissionResponse::from(&request);
+            let verdict = match (&request.operation, &object, old) {
+                (Operation::Create, Some(new), _) => new.validate_create(&ctx).await,
+                (Operation::Update, Some(new), Some(Ok(old))) => {
+                    new.validate_update(&old, &ctx).await
+                }
+                // The stored object is not a `K` (stored through another schema, or before a
+                // change of the kind): an update that repairs it is judged as a create.
+                (Operation::Update, Some(new), Some(Err(why))) => {
+                    new.validate_create(&ctx).await.warn(format!(
+                        "kubeforge: the stored object could not be read ({why}); validated as new"
+                    ))
+                }
+                _ => Verdict::allow(),
+            };
+            Reviewed {
+                response: verdict.respond(response),
+                operation: Some(request.operation),
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Validating webhook of `K`'s deletes.
+pub(crate) struct ValidatingDelete<K>(std::marker::PhantomData<fn() -> K>);
+
+impl<K> Hook for ValidatingDelete<K>
+where
+    K: DeleteValidator + DeserializeOwned + Send + Sync + 'static,
+{
+    fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
+        let Decoded { request, old, .. } = match decode::<K>(body) {
+            Ok(decoded) => decoded,
             Err(reviewed) => return async move { reviewed }.boxed(),
         };
         async move {
-            let Decoded {
-                request,
-                object,
-                old,
-                ..
-            } = decoded;
             let ctx = AdmissionContext::new(&request, client);
             let response = AdmissionResponse::from(&request);
-            let verdict = match (&request.operation, &object, &old) {
-                (Operation::Create, Some(new), _) => new.validate_create(&ctx).await,
-                (Operation::Update, Some(new), Some(old)) => new.validate_update(old, &ctx).await,
-                (Operation::Delete, _, Some(old)) => old.validate_delete(&ctx).await,
+            let verdict = match (&request.operation, old) {
+                (Operation::Delete, Some(Ok(old))) => old.validate_delete(&ctx).await,
+                // Never blocked from deletion for being unreadable: it could never go.
+                (Operation::Delete, Some(Err(why))) => Verdict::allow().warn(format!(
+                    "kubeforge: deleted without validation: the object cannot be read: {why}"
+                )),
                 _ => Verdict::allow(),
             };
             Reviewed {
@@ -418,23 +477,26 @@ where
     K: Defaulter + DeserializeOwned + Serialize + Send + Sync + 'static,
 {
     fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
-        let decoded = match decode::<K>(body) {
-            Ok(Ok(decoded)) => decoded,
+        let Decoded {
+            request,
+            object,
+            raw,
+            ..
+        } = match decode::<K>(body) {
+            Ok(decoded) => decoded,
+            Err(reviewed) => return async move { reviewed }.boxed(),
+        };
+        let object = match object {
+            Some(Ok(object)) => Some(object),
             // Not a `K`: left alone; the schema validation that follows says what is wrong.
-            Ok(Err((request, why))) => {
+            Some(Err(why)) => {
                 let verdict =
                     Verdict::allow().warn(format!("kubeforge: defaults not applied: {why}"));
                 return answered(&request, verdict);
             }
-            Err(reviewed) => return async move { reviewed }.boxed(),
+            None => None,
         };
         async move {
-            let Decoded {
-                request,
-                object,
-                raw,
-                ..
-            } = decoded;
             let ctx = AdmissionContext::new(&request, client);
             let response = AdmissionResponse::from(&request);
             let operation = Some(request.operation.clone());
@@ -444,8 +506,11 @@ where
                     operation,
                 };
             };
+            // The object as the type sees it before the defaulter: the patch holds only what
+            // the defaulter changed, not what serde filled in (`serde(default)`).
+            let before = serde_json::to_value(&object);
             let verdict = object.apply_defaults(&ctx).await;
-            let response = match patch_from(&raw, &object) {
+            let response = match before.and_then(|before| patch_from(&raw, &before, &object)) {
                 Ok(Some(patch)) if verdict.is_allowed() => {
                     response.with_patch(patch).unwrap_or_else(|e| {
                         AdmissionResponse::invalid(format!("kubeforge: defaulting patch: {e}"))
@@ -465,24 +530,129 @@ where
     }
 }
 
-/// The JSON patch from `raw` to `object`, `None` when nothing changed. `apiVersion` and `kind`
-/// are kept as received (a typed object always carries them; the request's may differ only in
-/// their presence).
+/// The JSON patch that makes `raw` (the object as received) hold what the defaulter changed:
+/// the changes from `before` (the decoded object, serialized before the defaulter ran) to
+/// `object` (after it), and nothing else; `None` when it changed nothing.
 fn patch_from<K: Serialize>(
     raw: &serde_json::Value,
+    before: &serde_json::Value,
     object: &K,
 ) -> Result<Option<json_patch::Patch>, serde_json::Error> {
-    let mut after = serde_json::to_value(object)?;
-    if let (Some(after), Some(raw)) = (after.as_object_mut(), raw.as_object()) {
-        for key in ["apiVersion", "kind"] {
+    let after = serde_json::to_value(object)?;
+    let mut desired = raw.clone();
+    for operation in json_patch::diff(before, &after).0 {
+        use json_patch::PatchOperation::{Add, Remove, Replace};
+        match operation {
+            Add(json_patch::AddOperation { path, .. })
+            | Replace(json_patch::ReplaceOperation { path, .. }) => {
+                set_path(&mut desired, &after, path.as_str());
+            }
+            Remove(json_patch::RemoveOperation { path }) => {
+                remove_path(&mut desired, path.as_str())
+            }
+            // `diff` emits only the three above.
+            _ => {}
+        }
+    }
+    for key in ["apiVersion", "kind"] {
+        if let (Some(desired), Some(raw)) = (desired.as_object_mut(), raw.as_object()) {
             match raw.get(key) {
-                Some(value) => after.insert(key.to_owned(), value.clone()),
-                None => after.remove(key),
+                Some(value) => desired.insert(key.to_owned(), value.clone()),
+                None => desired.remove(key),
             };
         }
     }
-    let patch = json_patch::diff(raw, &after);
+    let patch = json_patch::diff(raw, &desired);
     Ok((!patch.0.is_empty()).then_some(patch))
+}
+
+/// The JSON-pointer tokens of `path`, unescaped.
+fn tokens(path: &str) -> Vec<String> {
+    path.split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
+}
+
+/// Sets `path` in `target` to its value in `source`; where `target` lacks a parent, the
+/// shallowest missing one is copied from `source` whole.
+fn set_path(target: &mut serde_json::Value, source: &serde_json::Value, path: &str) {
+    let tokens = tokens(path);
+    let mut target = target;
+    let mut source = source;
+    for (i, token) in tokens.iter().enumerate() {
+        let Some(next_source) = child(source, token) else {
+            return;
+        };
+        let last = i + 1 == tokens.len();
+        let present = child(target, token).is_some();
+        if last || !present {
+            match target {
+                serde_json::Value::Object(map) => {
+                    map.insert(token.clone(), next_source.clone());
+                }
+                serde_json::Value::Array(items) => match token.parse::<usize>() {
+                    Ok(i) if i < items.len() => items[i] = next_source.clone(),
+                    Ok(i) if i == items.len() => items.push(next_source.clone()),
+                    _ => {}
+                },
+                _ => {}
+            }
+            return;
+        }
+        let Some(next_target) = child_mut(target, token) else {
+            return;
+        };
+        target = next_target;
+        source = next_source;
+    }
+}
+
+/// Removes `path` from `target` when present.
+fn remove_path(target: &mut serde_json::Value, path: &str) {
+    let tokens = tokens(path);
+    let Some((last, parents)) = tokens.split_last() else {
+        return;
+    };
+    let mut target = target;
+    for token in parents {
+        let Some(next) = child_mut(target, token) else {
+            return;
+        };
+        target = next;
+    }
+    match target {
+        serde_json::Value::Object(map) => {
+            map.remove(last);
+        }
+        serde_json::Value::Array(items) => {
+            if let Ok(i) = last.parse::<usize>()
+                && i < items.len()
+            {
+                items.remove(i);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn child<'a>(value: &'a serde_json::Value, token: &str) -> Option<&'a serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map.get(token),
+        serde_json::Value::Array(items) => items.get(token.parse::<usize>().ok()?),
+        _ => None,
+    }
+}
+
+fn child_mut<'a>(
+    value: &'a mut serde_json::Value,
+    token: &str,
+) -> Option<&'a mut serde_json::Value> {
+    match value {
+        serde_json::Value::Object(map) => map.get_mut(token),
+        serde_json::Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
+        _ => None,
+    }
 }
 
 /// The webhooks of one kind version, as `#[custom_resource]` finds them (see
@@ -490,6 +660,7 @@ fn patch_from<K: Serialize>(
 #[derive(Clone, Default)]
 pub struct Hooks {
     pub(crate) validate: Option<Arc<dyn Hook>>,
+    pub(crate) validate_delete: Option<Arc<dyn Hook>>,
     pub(crate) default: Option<Arc<dyn Hook>>,
 }
 
@@ -497,6 +668,7 @@ impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")
             .field("validate", &self.validate.is_some())
+            .field("validate_delete", &self.validate_delete.is_some())
             .field("default", &self.default.is_some())
             .finish()
     }
@@ -506,7 +678,7 @@ impl Hooks {
     /// Whether the kind has neither webhook.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.validate.is_none() && self.default.is_none()
+        self.validate.is_none() && self.validate_delete.is_none() && self.default.is_none()
     }
 }
 
@@ -557,6 +729,28 @@ pub mod __private {
     }
     impl<K> NoValidator for Probe<K> {}
 
+    /// Chosen when `K: DeleteValidator`.
+    pub trait ViaDeleteValidator {
+        /// The hook validating deletes.
+        fn delete_validator(&self) -> Option<Arc<dyn Hook>>;
+    }
+    impl<K> ViaDeleteValidator for &Probe<K>
+    where
+        K: DeleteValidator + DeserializeOwned + Send + Sync + 'static,
+    {
+        fn delete_validator(&self) -> Option<Arc<dyn Hook>> {
+            Some(Arc::new(ValidatingDelete::<K>(std::marker::PhantomData)))
+        }
+    }
+    /// Chosen otherwise.
+    pub trait NoDeleteValidator {
+        /// No hook.
+        fn delete_validator(&self) -> Option<Arc<dyn Hook>> {
+            None
+        }
+    }
+    impl<K> NoDeleteValidator for Probe<K> {}
+
     /// Chosen when `K: Defaulter`.
     pub trait ViaDefaulter {
         /// The defaulting hook.
@@ -581,12 +775,23 @@ pub mod __private {
 
     /// The hooks found.
     #[must_use]
-    pub fn hooks(validate: Option<Arc<dyn Hook>>, default: Option<Arc<dyn Hook>>) -> Hooks {
-        Hooks { validate, default }
+    pub fn hooks(
+        validate: Option<Arc<dyn Hook>>,
+        validate_delete: Option<Arc<dyn Hook>>,
+        default: Option<Arc<dyn Hook>>,
+    ) -> Hooks {
+        Hooks {
+            validate,
+            validate_delete,
+            default,
+        }
     }
 
     /// Fails to compile unless `K: Validator` (for `webhooks(validate)`).
     pub const fn assert_validator<K: Validator>() {}
+
+    /// Fails to compile unless `K: DeleteValidator` (for `webhooks(validate_delete)`).
+    pub const fn assert_delete_validator<K: DeleteValidator>() {}
 
     /// Fails to compile unless `K: Defaulter` (for `webhooks(default)`).
     pub const fn assert_defaulter<K: Defaulter>() {}
@@ -602,16 +807,76 @@ mod tests {
         let raw = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"x": "1"}});
         let same: k8s_openapi::api::core::v1::ConfigMap =
             serde_json::from_value(raw.clone()).unwrap();
-        assert!(patch_from(&raw, &same).unwrap().is_none());
+        let before = serde_json::to_value(&same).unwrap();
+        assert!(patch_from(&raw, &before, &same).unwrap().is_none());
         let mut changed = same.clone();
         changed
             .data
             .get_or_insert_default()
             .insert("y".into(), "2".into());
-        let patch = patch_from(&raw, &changed).unwrap().unwrap();
+        let patch = patch_from(&raw, &before, &changed).unwrap().unwrap();
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!([{"op": "add", "path": "/data/y", "value": "2"}])
+        );
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Sparse {
+        spec: SparseSpec,
+    }
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct SparseSpec {
+        #[serde(default = "standard")]
+        tier: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replicas: Option<i32>,
+        #[serde(default)]
+        ports: Vec<i32>,
+        #[serde(default)]
+        nested: Nested,
+    }
+    #[derive(Default, serde::Serialize, serde::Deserialize)]
+    struct Nested {
+        #[serde(default)]
+        a: i32,
+        #[serde(default)]
+        b: i32,
+    }
+    fn standard() -> String {
+        "standard".to_owned()
+    }
+
+    /// What serde fills in (`tier`, `ports`, `nested`) is not sent back; what the defaulter
+    /// sets is, even below a parent the request lacks.
+    #[test]
+    fn patch_should_hold_only_what_the_defaulter_changed() {
+        let raw = json!({"spec": {}});
+        let mut object: Sparse = serde_json::from_value(raw.clone()).unwrap();
+        let before = serde_json::to_value(&object).unwrap();
+        assert!(patch_from(&raw, &before, &object).unwrap().is_none());
+        object.spec.replicas = Some(1);
+        object.spec.nested.b = 2;
+        let patch = patch_from(&raw, &before, &object).unwrap().unwrap();
+        let mut patched = raw.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        assert_eq!(
+            patched,
+            json!({"spec": {"replicas": 1, "nested": {"a": 0, "b": 2}}})
+        );
+        // A field the request has and the defaulter changes is replaced; one it removes goes.
+        let raw = json!({"spec": {"tier": "premium", "replicas": 3, "ports": [1, 2]}});
+        let mut object: Sparse = serde_json::from_value(raw.clone()).unwrap();
+        let before = serde_json::to_value(&object).unwrap();
+        object.spec.tier = "gold".into();
+        object.spec.replicas = None;
+        object.spec.ports.push(3);
+        let patch = patch_from(&raw, &before, &object).unwrap().unwrap();
+        let mut patched = raw.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        assert_eq!(
+            patched,
+            json!({"spec": {"tier": "gold", "ports": [1, 2, 3]}})
         );
     }
 

@@ -1,6 +1,12 @@
 //! The `ValidatingWebhookConfiguration` and `MutatingWebhookConfiguration` of the registered
 //! kinds: built from the wiring (what `crdgen` prints), and kept applied with the current CA
 //! bundle by the running manager (managed configurations).
+//!
+//! Nothing here removes a configuration or weakens a CRD's conversion: when the operator is
+//! stopped or gone, the apiserver fails the requests its webhooks would have answered (a
+//! `Fail` webhook refuses, a conversion cannot be done), loudly and naming the operator (its
+//! name is the first segment of every webhook path), and never stores what the operator would
+//! have refused or converted.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -44,7 +50,15 @@ pub struct Configurations {
 }
 
 impl Configurations {
-    pub(crate) fn client_config(&self, path: String) -> WebhookClientConfig {
+    /// `path` under the operator's name (`/<name>/validate/...`): the URL the apiserver quotes
+    /// when it cannot call the webhook names the operator.
+    #[must_use]
+    pub fn path(&self, path: &str) -> String {
+        format!("/{}{path}", self.name)
+    }
+
+    pub(crate) fn client_config(&self, path: &str) -> WebhookClientConfig {
+        let path = self.path(path);
         let ca_bundle = self.ca_bundle.clone().map(ByteString);
         match &self.endpoint {
             Endpoint::Service {
@@ -83,25 +97,44 @@ impl Configurations {
         }
     }
 
-    /// The validating configuration (`None` when no kind validates).
+    /// The validating configuration (`None` when no kind validates): per kind version, one
+    /// webhook for its `Validator` (the operations of its settings, `CREATE` and `UPDATE` by
+    /// default) and one for its `DeleteValidator` (`DELETE`), each only when implemented.
     #[must_use]
     pub fn validating(&self, kinds: &[KindWebhooks]) -> Option<ValidatingWebhookConfiguration> {
-        let webhooks: Vec<ValidatingWebhook> = kinds
-            .iter()
-            .filter(|k| k.hooks.validate.is_some())
-            .map(|k| ValidatingWebhook {
+        let webhook =
+            |k: &KindWebhooks, what: &str, path: String, operations: &[&str]| ValidatingWebhook {
                 admission_review_versions: vec!["v1".to_owned()],
-                client_config: self.client_config(k.validate_path()),
+                client_config: self.client_config(&path),
                 failure_policy: Some(k.settings.failure_policy.to_owned()),
-                match_policy: Some("Equivalent".to_owned()),
-                name: k.webhook_name("validate"),
-                namespace_selector: self.namespace_selector.clone(),
-                rules: Some(vec![k.rule(&["CREATE", "UPDATE", "DELETE"])]),
+                match_policy: Some(k.settings.match_policy.to_owned()),
+                name: k.webhook_name(what),
+                namespace_selector: self.namespace_selector_of(k),
+                object_selector: k.settings.object_selector.map(|s| s.label_selector()),
+                rules: Some(vec![k.rule(operations)]),
                 side_effects: k.settings.side_effects.to_owned(),
                 timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
                 ..ValidatingWebhook::default()
-            })
-            .collect();
+            };
+        let mut webhooks = Vec::new();
+        for k in kinds {
+            if k.hooks.validate.is_some() {
+                webhooks.push(webhook(
+                    k,
+                    "validate",
+                    k.validate_path(),
+                    k.settings.operations,
+                ));
+            }
+            if k.hooks.validate_delete.is_some() {
+                webhooks.push(webhook(
+                    k,
+                    "validate-delete",
+                    k.validate_delete_path(),
+                    &["DELETE"],
+                ));
+            }
+        }
         (!webhooks.is_empty()).then(|| ValidatingWebhookConfiguration {
             metadata: self.metadata(),
             webhooks: Some(webhooks),
@@ -116,14 +149,14 @@ impl Configurations {
             .filter(|k| k.hooks.default.is_some())
             .map(|k| MutatingWebhook {
                 admission_review_versions: vec!["v1".to_owned()],
-                client_config: self.client_config(k.mutate_path()),
+                client_config: self.client_config(&k.mutate_path()),
                 failure_policy: Some(k.settings.failure_policy.to_owned()),
-                match_policy: Some("Equivalent".to_owned()),
+                match_policy: Some(k.settings.match_policy.to_owned()),
                 name: k.webhook_name("default"),
-                namespace_selector: self.namespace_selector.clone(),
-                // Another mutating webhook may change the object after ours: call ours again.
-                reinvocation_policy: Some("IfNeeded".to_owned()),
-                rules: Some(vec![k.rule(&["CREATE", "UPDATE"])]),
+                namespace_selector: self.namespace_selector_of(k),
+                object_selector: k.settings.object_selector.map(|s| s.label_selector()),
+                reinvocation_policy: Some(k.settings.reinvocation_policy.to_owned()),
+                rules: Some(vec![k.rule(k.settings.operations)]),
                 side_effects: k.settings.side_effects.to_owned(),
                 timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
                 ..MutatingWebhook::default()
@@ -133,6 +166,14 @@ impl Configurations {
             metadata: self.metadata(),
             webhooks: Some(webhooks),
         })
+    }
+
+    /// The operator's namespace selector and the kind's, both.
+    fn namespace_selector_of(&self, kind: &KindWebhooks) -> Option<LabelSelector> {
+        super::both(
+            self.namespace_selector.clone(),
+            kind.settings.namespace_selector.map(|s| s.label_selector()),
+        )
     }
 
     /// Applies both configurations (server-side apply, field manager `kubeforge-webhooks`):
@@ -158,11 +199,17 @@ impl Configurations {
 }
 
 impl Configurations {
-    /// The `spec.conversion` of the CRD of `conversions`' kind: a webhook at its path.
+    /// The `spec.conversion` of the CRD of `conversions`' kind: a webhook at its path. As a
+    /// merge patch it replaces whichever endpoint the CRD had (the other one is set to `null`).
     #[must_use]
     pub fn crd_conversion(&self, conversions: &super::KindConversions) -> serde_json::Value {
-        let client_config =
-            serde_json::to_value(self.client_config(conversions.path())).unwrap_or_default();
+        let mut client_config =
+            serde_json::to_value(self.client_config(&conversions.path())).unwrap_or_default();
+        if let Some(config) = client_config.as_object_mut() {
+            for endpoint in ["url", "service"] {
+                config.entry(endpoint).or_insert(serde_json::Value::Null);
+            }
+        }
         serde_json::json!({
             "strategy": "Webhook",
             "webhook": {
@@ -173,7 +220,8 @@ impl Configurations {
     }
 
     /// Points the CRD of each of `conversions` at its conversion webhook (a merge patch of
-    /// `spec.conversion`, so whoever applies the CRD keeps the rest).
+    /// `spec.conversion`, so whoever applies the CRD keeps the rest). Never anything weaker:
+    /// there is no call that turns a conversion off.
     ///
     /// # Errors
     ///
@@ -190,48 +238,6 @@ impl Configurations {
             let patch = serde_json::json!({ "spec": { "conversion": self.crd_conversion(kind) } });
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
-        }
-        Ok(())
-    }
-}
-
-impl Configurations {
-    /// Deletes both configurations and turns the conversion of `conversions`' CRDs off (what
-    /// [`Configurations::apply`] and [`Configurations::apply_conversions`] did); missing objects
-    /// are not an error.
-    ///
-    /// # Errors
-    ///
-    /// The apiserver refused or could not be reached.
-    pub async fn remove(
-        &self,
-        client: &kube::Client,
-        kinds: &[KindWebhooks],
-        conversions: &[super::KindConversions],
-    ) -> kube::Result<()> {
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-        let gone = |r: kube::Result<()>| match r {
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            other => other,
-        };
-        let params = kube::api::DeleteParams::default();
-        if self.validating(kinds).is_some() {
-            let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
-            gone(api.delete(&self.name, &params).await.map(|_| ()))?;
-        }
-        if self.mutating(kinds).is_some() {
-            let api = Api::<MutatingWebhookConfiguration>::all(client.clone());
-            gone(api.delete(&self.name, &params).await.map(|_| ()))?;
-        }
-        let crds = Api::<CustomResourceDefinition>::all(client.clone());
-        let off = serde_json::json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
-        for kind in conversions {
-            let name = format!("{}.{}", kind.hub.plural, kind.hub.group);
-            gone(
-                crds.patch(&name, &PatchParams::default(), &Patch::Merge(&off))
-                    .await
-                    .map(|_| ()),
-            )?;
         }
         Ok(())
     }
@@ -265,7 +271,8 @@ impl KindWebhooks {
         }
     }
 
-    /// `validate-v1.webapps.demo.example.com`: the name the apiserver quotes in denials.
+    /// `validate-v1.webapps.demo.example.com` (`validate-delete-v1..`, `default-v1..`): the
+    /// name the apiserver quotes in denials.
     pub(crate) fn webhook_name(&self, what: &str) -> String {
         format!("{what}-{}.{}.{}", self.version, self.plural, self.group)
     }

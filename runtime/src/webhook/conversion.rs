@@ -241,6 +241,23 @@ pub const fn assert_hub_of_another_version<T: HubOfAnotherVersion>() {}
 /// Compiles only if the hub is the storage version (`Holds<stored(..)>`).
 pub const fn assert_hub_stored<T: HubStored>() {}
 
+/// Implemented when the spoke has the hub's subresources.
+#[diagnostic::on_unimplemented(
+    message = "the versions of a kind must have the same subresources: this version and the hub of `conversion(hub = ..)` differ in `status` or `scale` (a client writing through one version, like `kubectl scale` through the version kubectl prefers, would get a 404)",
+    label = "its `status` / `scale` differ from this version's"
+)]
+pub trait SameSubresources {}
+impl SameSubresources for Holds<true> {}
+
+/// Compiles only if the spoke has the hub's subresources (`Holds<same_subresources(..)>`).
+pub const fn assert_same_subresources<T: SameSubresources>() {}
+
+/// Whether `spoke` and `hub` both have, or both lack, the status and the scale subresource.
+pub const fn same_subresources(spoke: &KindInfo, hub: &KindInfo) -> bool {
+    spoke.status_subresource == hub.status_subresource
+        && spoke.scale.is_some() == hub.scale.is_some()
+}
+
 /// Whether `spoke` and `hub` are versions of one kind (same group and kind).
 pub const fn same_kind(spoke: &KindInfo, hub: &KindInfo) -> bool {
     same(spoke.group, hub.group) && same(spoke.kind, hub.kind)

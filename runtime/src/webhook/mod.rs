@@ -1,10 +1,15 @@
 //! Admission webhooks served by the manager over HTTPS, with certificates it manages itself.
 //!
-//! A kind gets a validating webhook by implementing [`Validator`] and a mutating (defaulting) one
-//! by implementing [`Defaulter`]; `#[custom_resource(.., webhooks(validate, default))]` says so
-//! explicitly (and fails to compile without the impls), and sets the webhook's
-//! `failure_policy` (`"Fail"`, default, or `"Ignore"`), `side_effects` (`"None"`, default, or
-//! `"NoneOnDryRun"`) and `timeout_seconds` (1–30, default 10). Nothing else is registered by
+//! A kind gets a validating webhook by implementing [`Validator`] (creates and updates), one for
+//! deletes by implementing [`DeleteValidator`] (only then are deletes sent to the operator), and a
+//! mutating (defaulting) one by implementing [`Defaulter`];
+//! `#[custom_resource(.., webhooks(validate, validate_delete, default))]` says so explicitly (and
+//! fails to compile without the impls), and sets the registration: `failure_policy` (`"Fail"`,
+//! default, or `"Ignore"`), `side_effects` (`"None"`, default, or `"NoneOnDryRun"`),
+//! `timeout_seconds` (1–30, default 10), `operations` (`["CREATE", "UPDATE"]`, default both),
+//! `match_policy` (`"Equivalent"`, default, or `"Exact"`), `reinvocation_policy` (the defaulter's:
+//! `"IfNeeded"`, default, or `"Never"`), `namespace_selector` and `object_selector` (label
+//! selectors in `kubectl -l` syntax, checked at compile time). Nothing else is registered by
 //! hand: every `#[custom_resource]` records its webhooks here ([`registered`]).
 //!
 //! With [`WebhookOptions`] set (`Manager::webhooks`, or the `--webhook-*` flags of
@@ -15,7 +20,9 @@
 //!    when they change: cert-manager, a mounted Secret), or else self-signed — a CA and a serving
 //!    certificate created on first start and kept in a Secret so every replica serves the same,
 //!    renewed before expiry without a restart (see [`certs`]);
-//! 2. serves `POST /validate/<group>/<version>/<plural>` and `/mutate/<group>/<version>/<plural>`
+//! 2. serves `POST /<operator>/validate/<group>/<version>/<plural>`,
+//!    `/<operator>/validate-delete/..`, `/<operator>/mutate/..` and `/<operator>/convert/<group>/<plural>`
+//!    (also without the `/<operator>` prefix, the paths of earlier releases)
 //!    (`AdmissionReview` v1) on one HTTPS port (`--webhook-port`, 9443), each review answered
 //!    within its kind's timeout (a hook that does not answer in time gets a 504 and the failure
 //!    policy decides), with controller-runtime's metrics: `controller_runtime_webhook_requests_total`
@@ -23,14 +30,40 @@
 //!    `controller_runtime_webhook_latency_seconds` (`webhook`), plus
 //!    `kubeforge_webhook_rejections_total` (`webhook`, `kind`, `operation`);
 //! 3. applies the `ValidatingWebhookConfiguration` / `MutatingWebhookConfiguration` named after
-//!    the operator with the CA bundle injected, and applies them again when the bundle changes
+//!    the operator with the CA bundle injected, points the CRDs of the kinds it converts at its
+//!    conversion webhook, and applies both again when the bundle changes and every minute (a
+//!    configuration deleted by hand or a CRD applied again with another endpoint is repaired)
 //!    (managed configurations: no cert-manager, no `caBundle` by hand). A namespaced manager
 //!    selects its namespace only (`namespaceSelector`);
 //! 4. reports `webhook` on `/readyz`: ready once a TLS handshake with the server, through the
 //!    address the apiserver calls when it is known, succeeds.
 //!
 //! `crdgen --deploy` prints the same configurations (service mode, bundle injected at run time),
-//! the Service in front of the port, and the RBAC the manager needs for the above.
+//! the Service in front of the port, and the RBAC the manager needs for the above
+//! ([`rbac::webhook_rules`](crate::rbac::webhook_rules), also part of `crdgen --rbac`).
+//!
+//! # When the operator is down
+//!
+//! The manager never removes its configurations and never weakens a CRD's conversion, in any
+//! mode (a deployed operator, or one run locally with `--webhook-url`): stopped, crashed or
+//! being upgraded, its webhooks stay registered, so the apiserver **refuses** what they cover
+//! instead of admitting it unchecked or storing it converted by `strategy: None` (which drops
+//! the fields the other version does not have):
+//!
+//! | request while no replica answers | with `failure_policy = "Fail"` (default) | with `"Ignore"` |
+//! |---|---|---|
+//! | create / update of the kind | refused: `failed calling webhook "validate-v1...": ... Post "https://.../<operator>/validate/..."` (the path names the operator) | admitted without the webhook |
+//! | delete | admitted, unless the kind implements [`DeleteValidator`] | admitted |
+//! | any read or write through a version that needs a conversion | refused: `conversion webhook for <group>/<version> ... failed: ... /<operator>/convert/...` | (conversion has no failure policy) |
+//! | reads and writes through the storage version that need no conversion | served | served |
+//!
+//! An object the webhook cannot decode as its kind is never blocked from deletion, and an update
+//! that makes it decode again is judged as a create. For local development this is the same:
+//! start the operator again and the writes go through. To work with the kind without its
+//! operator, delete its configurations explicitly (`kubectl delete
+//! validatingwebhookconfiguration,mutatingwebhookconfiguration <operator>`: the admission rules
+//! are then not applied) — there is no such switch for the conversion, which cannot be turned off
+//! without losing data.
 //!
 //! Dry runs: the apiserver calls webhooks on dry-run requests too (our configurations declare
 //! `sideEffects: None`); [`AdmissionContext::dry_run`] tells a hook that nothing will be stored.
@@ -49,7 +82,11 @@ mod running;
 #[cfg(feature = "webhooks")]
 mod server;
 
-pub use admission::{AdmissionContext, Defaulter, Hooks, Validator, Verdict};
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+
+pub use admission::{AdmissionContext, Defaulter, DeleteValidator, Hooks, Validator, Verdict};
 
 /// Used by the code `#[custom_resource]` generates.
 #[doc(hidden)]
@@ -58,7 +95,8 @@ pub mod __private {
     pub use super::admission::{Hook, Reviewed};
     pub use super::conversion::{
         Holds, another_version, assert_hub_of_another_version, assert_hub_of_the_same_kind,
-        assert_hub_stored, from_hub, same_kind, to_hub,
+        assert_hub_stored, assert_same_subresources, from_hub, same_kind, same_subresources,
+        to_hub,
     };
     pub use super::generated::convert_json;
     pub use super::roundtrip::{Side, check_round_trips, normalize};
@@ -105,10 +143,19 @@ impl KindWebhooks {
     pub fn mutate_path(&self) -> String {
         format!("/mutate/{}/{}/{}", self.group, self.version, self.plural)
     }
+
+    /// `/validate-delete/<group>/<version>/<plural>`.
+    #[must_use]
+    pub fn validate_delete_path(&self) -> String {
+        format!(
+            "/validate-delete/{}/{}/{}",
+            self.group, self.version, self.plural
+        )
+    }
 }
 
-/// The settings of a kind's webhooks (`webhooks(failure_policy = .., side_effects = ..,
-/// timeout_seconds = ..)`).
+/// The settings of a kind's webhooks, as `webhooks(..)` gives them (every one has the default
+/// an operator author expects when left out).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
     /// `Fail` (default: refuse the request when the webhook cannot be called) or `Ignore`.
@@ -117,6 +164,19 @@ pub struct Settings {
     pub side_effects: &'static str,
     /// How long the apiserver waits (1–30 s, default 10).
     pub timeout_seconds: u8,
+    /// The operations the validating and the defaulting webhook are called for (`CREATE`,
+    /// `UPDATE`; default both). Deletes are validated when the kind implements
+    /// [`DeleteValidator`], by a webhook of their own.
+    pub operations: &'static [&'static str],
+    /// `Equivalent` (default: also requests through another version of the kind) or `Exact`.
+    pub match_policy: &'static str,
+    /// The defaulting webhook's `IfNeeded` (default: called again when another mutating
+    /// webhook changed the object after it) or `Never`.
+    pub reinvocation_policy: &'static str,
+    /// Only objects in namespaces whose labels match.
+    pub namespace_selector: Option<Selector>,
+    /// Only objects whose labels match.
+    pub object_selector: Option<Selector>,
 }
 
 impl Default for Settings {
@@ -125,7 +185,66 @@ impl Default for Settings {
             failure_policy: "Fail",
             side_effects: "None",
             timeout_seconds: 10,
+            operations: &["CREATE", "UPDATE"],
+            match_policy: "Equivalent",
+            reinvocation_policy: "IfNeeded",
+            namespace_selector: None,
+            object_selector: None,
         }
+    }
+}
+
+/// A label selector written as a string in `webhooks(namespace_selector = "..")` (`key=value`,
+/// `key!=value`, `key`, `!key`, `key in (a, b)`, `key notin (a, b)`, comma-separated), parsed
+/// at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selector {
+    /// `key=value` terms.
+    pub match_labels: &'static [(&'static str, &'static str)],
+    /// The other terms: key, operator (`In`, `NotIn`, `Exists`, `DoesNotExist`), values.
+    pub match_expressions: &'static [(&'static str, &'static str, &'static [&'static str])],
+}
+
+impl Selector {
+    /// The Kubernetes `LabelSelector`.
+    #[must_use]
+    pub fn label_selector(&self) -> LabelSelector {
+        let labels: BTreeMap<String, String> = self
+            .match_labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let expressions: Vec<LabelSelectorRequirement> = self
+            .match_expressions
+            .iter()
+            .map(|(key, operator, values)| LabelSelectorRequirement {
+                key: (*key).to_owned(),
+                operator: (*operator).to_owned(),
+                values: (!values.is_empty())
+                    .then(|| values.iter().map(|v| (*v).to_owned()).collect()),
+            })
+            .collect();
+        LabelSelector {
+            match_labels: (!labels.is_empty()).then_some(labels),
+            match_expressions: (!expressions.is_empty()).then_some(expressions),
+        }
+    }
+}
+
+/// Both selectors (their terms ANDed), or either.
+pub(crate) fn both(a: Option<LabelSelector>, b: Option<LabelSelector>) -> Option<LabelSelector> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let mut labels = a.match_labels.unwrap_or_default();
+            labels.extend(b.match_labels.unwrap_or_default());
+            let mut expressions = a.match_expressions.unwrap_or_default();
+            expressions.extend(b.match_expressions.unwrap_or_default());
+            Some(LabelSelector {
+                match_labels: (!labels.is_empty()).then_some(labels),
+                match_expressions: (!expressions.is_empty()).then_some(expressions),
+            })
+        }
+        (a, b) => a.or(b),
     }
 }
 

@@ -58,7 +58,7 @@ pub(crate) async fn start(
     let listener = TcpListener::bind(options.bind).await?;
     let local = listener.local_addr()?;
     let plan = Plan::new(options, client, namespace, local);
-    let routes = routes(&kinds, &conversions);
+    let routes = routes(&plan.configurations, &kinds, &conversions);
     tracing::info!(%local, endpoint = ?plan.configurations.endpoint, webhooks = routes.len(), "serving webhooks");
     let server = Server {
         routes,
@@ -81,10 +81,20 @@ pub(crate) async fn start(
     }))
 }
 
-fn routes(kinds: &[KindWebhooks], conversions: &[KindConversions]) -> HashMap<String, Route> {
+/// The routes, at the paths the configurations name (under the operator's name) and, for an
+/// upgrade from a release whose configurations did not name it, at the bare paths too.
+fn routes(
+    configurations: &Configurations,
+    kinds: &[KindWebhooks],
+    conversions: &[KindConversions],
+) -> HashMap<String, Route> {
     let mut routes = HashMap::new();
+    let mut add = |path: String, route: Route| {
+        routes.insert(configurations.path(&path), route.clone());
+        routes.insert(path, route);
+    };
     for kind in conversions {
-        routes.insert(
+        add(
             kind.path(),
             Route {
                 handler: Handler::Conversion(Arc::new(kind.clone())),
@@ -99,11 +109,12 @@ fn routes(kinds: &[KindWebhooks], conversions: &[KindConversions]) -> HashMap<St
         let timeout = Duration::from_secs(u64::from(kind.settings.timeout_seconds.max(2)) - 1);
         let hooks = [
             (kind.validate_path(), &kind.hooks.validate),
+            (kind.validate_delete_path(), &kind.hooks.validate_delete),
             (kind.mutate_path(), &kind.hooks.default),
         ];
         for (path, hook) in hooks {
             if let Some(hook) = hook {
-                routes.insert(
+                add(
                     path,
                     Route {
                         handler: Handler::Admission(Arc::clone(hook)),
@@ -334,8 +345,17 @@ async fn certificate(
     }
 }
 
-/// Applies the configurations with the current CA bundle, again whenever it changes; retries
-/// failures with backoff.
+/// How often the configurations are applied again although the bundle did not change: repairs
+/// a configuration deleted by hand or a CRD applied again with another conversion endpoint.
+const REAPPLY_EVERY: Duration = Duration::from_secs(60);
+
+/// Applies the configurations with the current CA bundle, again whenever it changes and every
+/// [`REAPPLY_EVERY`], until `shutdown`; retries failures with backoff.
+///
+/// Nothing is removed on shutdown, in any mode: while the operator is down the apiserver fails
+/// the requests these webhooks answer (a `Fail` webhook refuses them, a conversion cannot be
+/// done) instead of admitting what the webhooks would refuse or storing an object whose other
+/// version's fields were dropped.
 async fn keep_configured(
     plan: Plan,
     served: Served,
@@ -346,61 +366,43 @@ async fn keep_configured(
     if !plan.manage {
         return;
     }
-    let configurations =
-        apply_until_shutdown(plan.configurations, &served, &client, &certs, &shutdown).await;
-    // Local development (URL mode): the server goes away with the process, so do its
-    // configurations (a `Fail` webhook left pointing at nothing would refuse every object of
-    // the kind). In a cluster the other replicas and the next rollout keep serving them.
-    if matches!(configurations.endpoint, Endpoint::Url(_)) {
-        let removing = configurations.remove(&client, &served.kinds, &served.conversions);
-        match tokio::time::timeout(Duration::from_secs(5), removing).await {
-            Ok(Ok(())) => {
-                tracing::info!(name = %configurations.name, "webhook configurations removed")
-            }
-            Ok(Err(error)) => tracing::warn!(%error, "removing the webhook configurations failed"),
-            Err(_) => tracing::warn!("removing the webhook configurations timed out"),
-        }
-    }
-}
-
-/// Applies the configurations with the current CA bundle, again whenever it changes, until
-/// `shutdown`; returns them.
-async fn apply_until_shutdown(
-    mut configurations: Configurations,
-    served: &Served,
-    client: &Client,
-    certs: &ServingCerts,
-    shutdown: &CancellationToken,
-) -> Configurations {
+    let mut configurations = plan.configurations;
     let mut bundle = certs.ca_bundle();
     loop {
         configurations.ca_bundle = bundle.borrow_and_update().clone();
         let mut delay = Duration::from_millis(200);
+        let mut first = true;
         loop {
             let applied = async {
-                configurations.apply(client, &served.kinds).await?;
+                configurations.apply(&client, &served.kinds).await?;
                 configurations
-                    .apply_conversions(client, &served.conversions)
+                    .apply_conversions(&client, &served.conversions)
                     .await
             };
             match applied.await {
-                Ok(()) => {
+                Ok(()) if first => {
                     tracing::info!(name = %configurations.name, "webhook configurations applied");
+                    break;
+                }
+                Ok(()) => {
+                    tracing::info!(name = %configurations.name, "webhook configurations applied after failures");
                     break;
                 }
                 Err(error) => {
                     tracing::warn!(%error, retry_in = ?delay, "applying the webhook configurations failed");
                 }
             }
+            first = false;
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = shutdown.cancelled() => return configurations,
+                () = shutdown.cancelled() => return,
             }
             delay = (delay * 2).min(Duration::from_secs(30));
         }
         tokio::select! {
-            changed = bundle.changed() => if changed.is_err() { return configurations },
-            () = shutdown.cancelled() => return configurations,
+            changed = bundle.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(REAPPLY_EVERY) => {}
+            () = shutdown.cancelled() => return,
         }
     }
 }

@@ -23,6 +23,9 @@
 //! - `logs`: an outage at the default log level — one `warn` when a watch fails, one `info` when
 //!   it is back however many retries it took, an `info` with the reason when the informer
 //!   relists (410 Gone) and when the relist is complete.
+//! - `webhooks`: a stopped operator keeps its conversion and webhooks (writes refused loudly,
+//!   nothing stored lossily); the defaulter's patch; deletes after a crash; objects the webhook
+//!   cannot read are deletable and repairable; the operator under exactly the RBAC it prints.
 //! - `stuck`: reconciles that never return (the reconcile timeout), every worker stuck (the
 //!   liveness probe).
 
@@ -34,3 +37,4 @@ mod network;
 mod sharding;
 mod signals;
 mod stuck;
+mod webhooks;

@@ -1,0 +1,124 @@
+//! The conversion a merged CRD needs: versions of one kind whose schemas differ in shape cannot
+//! be converted by the apiserver (`strategy: None` only rewrites `apiVersion`, dropping what the
+//! other version does not have), so such a CRD always carries a webhook conversion. Until an
+//! operator points it at its webhook (the running manager does, `crdgen` prints its Service),
+//! it points at a URL that cannot resolve: every request that needs a conversion fails loudly,
+//! none is stored with fields dropped.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, WebhookClientConfig, WebhookConversion,
+};
+use serde_json::Value;
+
+/// The host of the conversion URL of a CRD no operator has configured yet (`.invalid` never
+/// resolves, RFC 2606), so the apiserver's error says what is missing.
+pub const UNCONFIGURED_HOST: &str = "conversion-webhook-not-configured.invalid";
+
+/// Whether the versions of `crd` differ in shape (their schemas without descriptions).
+#[must_use]
+pub fn versions_differ(crd: &CustomResourceDefinition) -> bool {
+    let mut shapes = crd.spec.versions.iter().map(|v| {
+        let mut schema = serde_json::to_value(&v.schema).unwrap_or(Value::Null);
+        strip_descriptions(&mut schema);
+        schema
+    });
+    let Some(first) = shapes.next() else {
+        return false;
+    };
+    shapes.any(|s| s != first)
+}
+
+/// `spec.conversion` of a CRD whose versions convert through a webhook at `client_config`.
+#[must_use]
+pub fn webhook_conversion(client_config: WebhookClientConfig) -> CustomResourceConversion {
+    CustomResourceConversion {
+        strategy: "Webhook".to_owned(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(client_config),
+            conversion_review_versions: vec!["v1".to_owned()],
+        }),
+    }
+}
+
+/// The conversion of a CRD no operator has configured: a webhook at a URL that cannot resolve.
+#[must_use]
+pub fn unconfigured(crd: &CustomResourceDefinition) -> CustomResourceConversion {
+    webhook_conversion(WebhookClientConfig {
+        url: Some(format!(
+            "https://{UNCONFIGURED_HOST}/convert/{}/{}",
+            crd.spec.group, crd.spec.names.plural
+        )),
+        ..WebhookClientConfig::default()
+    })
+}
+
+/// Sets the unconfigured webhook conversion on `crd` when its versions differ in shape and it
+/// has no conversion yet.
+pub(crate) fn require_conversion(crd: &mut CustomResourceDefinition) {
+    if crd.spec.conversion.is_none() && versions_differ(crd) {
+        crd.spec.conversion = Some(unconfigured(crd));
+    }
+}
+
+fn strip_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            map.values_mut().for_each(strip_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
+    };
+
+    use super::*;
+
+    fn version(name: &str, field: &str, description: &str) -> CustomResourceDefinitionVersion {
+        let schema: JSONSchemaProps = serde_json::from_value(serde_json::json!({
+            "type": "object",
+            "description": description,
+            "properties": { field: { "type": "string", "description": description } },
+        }))
+        .unwrap();
+        CustomResourceDefinitionVersion {
+            name: name.into(),
+            served: true,
+            storage: name == "v1",
+            schema: Some(CustomResourceValidation {
+                open_api_v3_schema: Some(schema),
+            }),
+            ..CustomResourceDefinitionVersion::default()
+        }
+    }
+
+    #[test]
+    fn versions_of_different_shapes_should_require_a_webhook_conversion() {
+        let mut crd = CustomResourceDefinition::default();
+        crd.spec.group = "t.kubeforge.dev".into();
+        crd.spec.names.plural = "things".into();
+        crd.spec.versions = vec![version("v2", "a", "new docs"), version("v1", "a", "old")];
+        require_conversion(&mut crd);
+        assert_eq!(crd.spec.conversion, None, "descriptions are not a shape");
+        crd.spec.versions[0] = version("v2", "b", "");
+        require_conversion(&mut crd);
+        let conversion = crd.spec.conversion.unwrap();
+        assert_eq!(conversion.strategy, "Webhook");
+        let url = conversion
+            .webhook
+            .unwrap()
+            .client_config
+            .unwrap()
+            .url
+            .unwrap();
+        assert_eq!(
+            url,
+            "https://conversion-webhook-not-configured.invalid/convert/t.kubeforge.dev/things"
+        );
+    }
+}
