@@ -143,7 +143,7 @@ fn gadget(name: &str, image: &str) -> serde_json::Value {
 /// apiserver calls `url` when given (a proxy), else the server itself.
 struct Running {
     /// Dropped with the test (also on a panic): removes the configurations.
-    _cleanup: WebhookCleanup,
+    cleanup: WebhookCleanup,
     metrics: std::sync::Arc<kubeforge::metrics::Metrics>,
     shutdown: CancellationToken,
     health: SocketAddr,
@@ -202,7 +202,7 @@ impl Running {
             }
         }
         let running = Running {
-            _cleanup: cleanup,
+            cleanup,
             metrics,
             shutdown,
             health: health.unwrap(),
@@ -252,8 +252,9 @@ impl Running {
     }
 
     /// Stops the manager, which leaves its configurations (whatever the mode: while it is down
-    /// the apiserver refuses what they cover); the test's [`WebhookCleanup`] removes them.
-    async fn stop(self) {
+    /// the apiserver refuses what they cover); the returned [`WebhookCleanup`] removes them
+    /// when dropped (keep it while another replica of the same name runs).
+    async fn stop(self) -> WebhookCleanup {
         self.shutdown.cancel();
         let _ = self.task.await;
         let validating = Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
@@ -268,6 +269,7 @@ impl Running {
             validating.is_some() && mutating.is_some(),
             "the configurations of a stopped manager are kept"
         );
+        self.cleanup
     }
 
     /// The metric label of a webhook path (the configurations' path, under the operator's name).
@@ -638,7 +640,7 @@ async fn replicas_should_share_the_certificate_and_pick_up_a_renewal_without_fai
         "every call admitted during the renewal: {results:?}"
     );
     assert_ne!(renewed, before);
-    first.stop().await;
+    let _cleanup = first.stop().await;
     second.stop().await;
 }
 

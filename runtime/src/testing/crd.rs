@@ -39,14 +39,20 @@ pub async fn apply_crds(
         crd.status = None;
         // A conversion an operator configured (a manager of another test, on the shared plane)
         // is kept: the CRD's own is the unconfigured one, which would point it away.
-        if let Some(live) = api
+        let live = api
             .get_opt(&name)
             .await
-            .map_err(TestingError::api(format!("reading CRD {name}")))?
-            && configured(live.spec.conversion.as_ref())
-            && !configured(crd.spec.conversion.as_ref())
-        {
-            crd.spec.conversion = live.spec.conversion;
+            .map_err(TestingError::api(format!("reading CRD {name}")))?;
+        if let Some(live) = live {
+            if configured(live.spec.conversion.as_ref())
+                && !configured(crd.spec.conversion.as_ref())
+            {
+                crd.spec.conversion = live.spec.conversion;
+            } else if crd.spec.conversion.is_some() && live.spec.conversion != crd.spec.conversion {
+                // Another endpoint (a URL where the CRD's is a Service): a merge patch replaces
+                // it, server-side apply would keep both (invalid).
+                replace_conversion(&api, &name, crd.spec.conversion.as_ref()).await?;
+            }
         }
         let body = serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -94,4 +100,30 @@ fn configured(
             .as_deref()
             .is_some_and(|u| u.contains(crate::crd::conversion::UNCONFIGURED_HOST))
     })
+}
+
+/// Sets the conversion of the CRD `name` to `conversion`, whichever endpoint it had.
+async fn replace_conversion(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+    conversion: Option<
+        &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion,
+    >,
+) -> Result<(), TestingError> {
+    let mut conversion = serde_json::to_value(conversion).unwrap_or_default();
+    if let Some(config) = conversion
+        .pointer_mut("/webhook/clientConfig")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for endpoint in ["url", "service", "caBundle"] {
+            config.entry(endpoint).or_insert(serde_json::Value::Null);
+        }
+    }
+    let patch = serde_json::json!({ "spec": { "conversion": conversion } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(TestingError::api(format!(
+            "replacing the conversion of CRD {name}"
+        )))?;
+    Ok(())
 }

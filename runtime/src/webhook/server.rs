@@ -121,8 +121,9 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Serves `listener` with `tls` until `shutdown`; connections already open finish on their
-    /// own tasks.
+    /// Serves `listener` with `tls` until `shutdown`; then every open connection finishes the
+    /// request in flight and is closed (a keep-alive connection the apiserver pools would
+    /// otherwise go on reaching a manager that has stopped).
     pub(crate) async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
@@ -141,7 +142,7 @@ impl Server {
                 },
                 () = shutdown.cancelled() => return,
             };
-            let (server, tls) = (Arc::clone(&self), tls.clone());
+            let (server, tls, shutdown) = (Arc::clone(&self), tls.clone(), shutdown.clone());
             tokio::spawn(async move {
                 let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await
                 {
@@ -156,10 +157,17 @@ impl Server {
                     let server = Arc::clone(&server);
                     async move { Ok::<_, Infallible>(server.handle(request).await) }
                 });
-                if let Err(error) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-                {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service);
+                let mut connection = std::pin::pin!(connection);
+                let ended = tokio::select! {
+                    ended = connection.as_mut() => ended,
+                    () = shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                };
+                if let Err(error) = ended {
                     tracing::debug!(%peer, %error, "webhook server: connection ended");
                 }
             });
