@@ -13,10 +13,15 @@
 //!   one);
 //! - every request other than a watch must produce its response headers within
 //!   [`ConnectionConfig::request_timeout`], and its body may not stall longer than that;
-//! - a watch's body may not stay silent longer than [`ConnectionConfig::watch_idle_timeout`]:
-//!   the apiserver sends a bookmark at least every minute to watchers that ask for them (kubeforge's
-//!   informers do), so a longer silence means the connection is dead (this also covers servers or
-//!   proxies that only speak HTTP/1.1, where there are no pings).
+//! - a watch's body may not stay silent longer than [`ConnectionConfig::watch_idle_timeout`]
+//!   (this also covers servers or proxies that only speak HTTP/1.1, where there are no pings).
+//!   A quiet watch hears nothing at all: the apiserver's bookmarks come about once a minute, and
+//!   only when the kind's resourceVersion moved. So every watch is sent with a `timeoutSeconds`
+//!   of two thirds of that deadline (60 s of 90 s; a smaller one the watch asked for is kept):
+//!   the apiserver ends a healthy watch itself, the watcher resumes it from its resourceVersion at
+//!   once, and only a dead one reaches the deadline. A streaming list (`sendInitialEvents`) keeps
+//!   its own timeout, which its initial events need; over HTTP/2, where the pings watch the
+//!   connection, its deadline is then that timeout plus 30 s.
 //!
 //! [`crate::cli::Options::client`] and the test harness build their clients this way.
 //!
@@ -65,14 +70,22 @@ pub struct ConnectionConfig {
 }
 
 impl Default for ConnectionConfig {
-    /// 10 s to connect (TCP and TLS); ping after 10 s of quiet, give up after 10 more (a dead
-    /// connection is closed within 20 s); 60 s for a request (the apiserver's own limit); 90 s
-    /// of watch silence.
+    /// 10 s to connect (TCP and TLS); ping after 5 s of quiet, give up after 5 more (a dead
+    /// connection is closed within 10 s, and the requests in flight on it fail then); 60 s for a
+    /// request (the apiserver's own limit); 90 s of watch silence.
+    ///
+    /// The pings are why the requests in flight on a dead connection are retried at all before
+    /// their own deadline, so their interval and timeout are most of what a dead connection
+    /// costs: with 10 s and 10 s, 41 reconciles in flight on a connection gone silent converged
+    /// 20.5–21.6 s after the fault (the ping closed it 19.9 s after it; retrying them on a new
+    /// connection took the rest), with 5 s and 5 s in 10.5–11.5 s. A ping costs a 17-byte frame
+    /// each way; a ping timeout must still cover the apiserver's answer on a loaded machine
+    /// (a PING is answered before the data queued on the connection).
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(10),
-            ping_interval: Duration::from_secs(10),
-            ping_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(5),
+            ping_timeout: Duration::from_secs(5),
             request_timeout: Some(Duration::from_secs(60)),
             watch_idle_timeout: Some(Duration::from_secs(90)),
             rate_limit: None,
@@ -107,8 +120,12 @@ impl ConnectionConfig {
         self
     }
 
-    /// The longest silence of a watch before it is considered dead (`None`: wait for ever). Keep
-    /// it above a minute: the apiserver's bookmarks are that far apart.
+    /// The longest silence of a watch before it is considered dead (`None`: wait for ever).
+    ///
+    /// Each watch's `timeoutSeconds` is lowered to two thirds of it (at least 1 s), so that the
+    /// apiserver ends a healthy but quiet watch before this deadline passes (see the
+    /// [module](self) docs): a shorter deadline notices a dead HTTP/1.1 connection sooner, at
+    /// the cost of resuming every watch that often.
     #[must_use]
     pub fn watch_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.watch_idle_timeout = timeout;
@@ -241,10 +258,111 @@ where
 
 /// Whether a request is a watch (`watch=true` or `watch=1` in its query).
 fn is_watch(uri: &http::Uri) -> bool {
-    uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
-    })
+    has_pair(uri, &["watch=true", "watch=1"])
+}
+
+/// Whether `uri`'s query holds one of `pairs` (`key=value`, as sent).
+fn has_pair(uri: &http::Uri, pairs: &[&str]) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|pair| pairs.contains(&pair)))
+}
+
+/// Margin between the end a watch's `timeoutSeconds` promises and the idle deadline of a watch
+/// that keeps its own (see [`WatchLimits`]).
+const SERVER_END_MARGIN: Duration = Duration::from_secs(30);
+
+/// The `timeoutSeconds` that makes the apiserver end a healthy watch before `idle` passes
+/// without a frame: two thirds of it (60 s of 90 s), at least 1 s (`0` would mean the
+/// apiserver's own, 30 to 60 minutes).
+fn server_timeout_within(idle: Duration) -> u64 {
+    (idle.as_secs() * 2 / 3).max(1)
+}
+
+/// The `timeoutSeconds` of `uri` (the longest the apiserver keeps the watch), if it has one.
+fn server_timeout(uri: &http::Uri) -> Option<u64> {
+    uri.query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("timeoutSeconds="))
+        .and_then(|seconds| seconds.parse().ok())
+}
+
+/// `uri` with `timeoutSeconds={seconds}` in place of its own (added when it has none).
+fn with_server_timeout(uri: &http::Uri, seconds: u64) -> Option<http::Uri> {
+    let kept = uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !pair.starts_with("timeoutSeconds="));
+    let query = std::iter::once(format!("timeoutSeconds={seconds}"))
+        .chain(kept.map(str::to_owned))
+        .collect::<Vec<_>>()
+        .join("&");
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(format!("{}?{query}", uri.path()).parse().ok()?);
+    http::Uri::from_parts(parts).ok()
+}
+
+/// How a watch is kept from being presumed dead while it is healthy.
+///
+/// The apiserver sends a watch's events and, to watchers that ask for them, bookmarks; but only
+/// about once a minute, and none while the kind's resourceVersion does not move (a quiet kind in a
+/// quiet cluster: a ConfigMap watch can hear nothing for the watch's whole life, 290 s with kube's
+/// watcher, 30 to 60 minutes by the apiserver's default). Silence alone therefore cannot tell a
+/// dead connection from a quiet watch, unless the watch is known to end sooner: its
+/// `timeoutSeconds` is lowered to [`server_timeout_within`] the idle deadline, so the apiserver
+/// itself ends a healthy watch (cleanly: the watcher resumes it from its resourceVersion at
+/// once, logged at `debug`) before the deadline can pass.
+///
+/// A streaming list (`sendInitialEvents=true`) keeps its timeout: its initial events must all
+/// arrive before it ends, or the watcher starts the list again, and a large one could never
+/// finish within a minute. Over HTTP/2 (the pings watch the connection) its idle deadline is
+/// then the end its timeout promises plus a margin; over HTTP/1.1 the idle deadline stays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct WatchLimits {
+    /// The `timeoutSeconds` to send instead of the request's own (`None`: keep it).
+    server_timeout: Option<u64>,
+    /// The idle deadline over HTTP/1.1.
+    idle: Option<Duration>,
+    /// The idle deadline over HTTP/2.
+    idle_h2: Option<Duration>,
+}
+
+impl WatchLimits {
+    fn of(uri: &http::Uri, idle: Option<Duration>) -> WatchLimits {
+        let Some(idle) = idle else {
+            return WatchLimits {
+                server_timeout: None,
+                idle: None,
+                idle_h2: None,
+            };
+        };
+        let within = server_timeout_within(idle);
+        // `timeoutSeconds=0` asks for the apiserver's default.
+        let requested = server_timeout(uri).filter(|&seconds| seconds > 0);
+        if !has_pair(uri, &["sendInitialEvents=true"]) {
+            return WatchLimits {
+                server_timeout: Some(requested.map_or(within, |r| r.min(within))),
+                idle: Some(idle),
+                idle_h2: Some(idle),
+            };
+        }
+        WatchLimits {
+            server_timeout: None,
+            idle: Some(idle),
+            // No timeoutSeconds: the apiserver picks one (at most an hour); the pings watch
+            // the connection meanwhile.
+            idle_h2: requested.map(|r| idle.max(Duration::from_secs(r) + SERVER_END_MARGIN)),
+        }
+    }
+
+    /// The idle deadline of a response of `version`.
+    fn idle(&self, version: http::Version) -> Option<Duration> {
+        if version == http::Version::HTTP_2 {
+            self.idle_h2
+        } else {
+            self.idle
+        }
+    }
 }
 
 /// A request or a watch took longer than its deadline.
@@ -300,11 +418,22 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let idle = if is_watch(request.uri()) {
-            self.limits.watch_idle
+            let limits = WatchLimits::of(request.uri(), self.limits.watch_idle);
+            if let Some(uri) = limits
+                .server_timeout
+                .and_then(|seconds| with_server_timeout(request.uri(), seconds))
+            {
+                *request.uri_mut() = uri;
+            }
+            limits
         } else {
-            self.limits.request
+            WatchLimits {
+                server_timeout: None,
+                idle: self.limits.request,
+                idle_h2: self.limits.request,
+            }
         };
         let limit = self.limits.request;
         let response = self.inner.call(request);
@@ -316,6 +445,7 @@ where
                 None => response.await,
             }
             .map_err(Into::into)?;
+            let idle = idle.idle(response.version());
             Ok(response.map(|body| IdleTimeout::new(body, idle)))
         }
         .boxed()
@@ -420,6 +550,63 @@ mod tests {
         )));
         assert!(!is_watch(&uri("/api/v1/pods?limit=500")));
         assert!(!is_watch(&uri("/api/v1/namespaces/watch")));
+    }
+
+    #[test]
+    fn a_watch_should_be_sent_with_a_server_timeout_below_its_idle_deadline() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        let idle = Some(Duration::from_secs(90));
+        // kube's watcher asks for 290 s: the apiserver would keep a quiet watch silent that long.
+        let kube = uri(
+            "https://h:6443/api/v1/namespaces/a/configmaps?watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=7",
+        );
+        let limits = WatchLimits::of(&kube, idle);
+        assert_eq!(limits.server_timeout, Some(60));
+        let sent = with_server_timeout(&kube, 60).unwrap();
+        assert_eq!(
+            sent.to_string(),
+            "https://h:6443/api/v1/namespaces/a/configmaps?timeoutSeconds=60&watch=true&allowWatchBookmarks=true&resourceVersion=7"
+        );
+        assert_eq!(server_timeout(&sent), Some(60));
+        assert_eq!(limits.idle(http::Version::HTTP_11), idle);
+        assert_eq!(limits.idle(http::Version::HTTP_2), idle);
+        // A shorter timeout is kept; none, or 0 (the apiserver's default: up to an hour), is set.
+        assert_eq!(
+            WatchLimits::of(&uri("/api/v1/pods?watch=1&timeoutSeconds=5"), idle).server_timeout,
+            Some(5)
+        );
+        for query in ["watch=1", "watch=1&timeoutSeconds=0"] {
+            let limits = WatchLimits::of(&uri(&format!("/api/v1/pods?{query}")), idle);
+            assert_eq!(limits.server_timeout, Some(60), "{query}");
+        }
+        assert_eq!(
+            with_server_timeout(&uri("/api/v1/pods?watch=1"), 60)
+                .unwrap()
+                .to_string(),
+            "/api/v1/pods?timeoutSeconds=60&watch=1"
+        );
+        // A tiny deadline still gets a real timeout (`0` would be the apiserver's default).
+        assert_eq!(server_timeout_within(Duration::from_millis(1500)), 1);
+        // Without an idle deadline nothing changes.
+        assert_eq!(WatchLimits::of(&kube, None).server_timeout, None);
+    }
+
+    #[test]
+    fn a_streaming_list_should_keep_its_timeout_and_rely_on_pings_over_http2() {
+        let uri: http::Uri =
+            "/api/v1/pods?watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                .parse()
+                .unwrap();
+        let limits = WatchLimits::of(&uri, Some(Duration::from_secs(90)));
+        assert_eq!(limits.server_timeout, None);
+        assert_eq!(
+            limits.idle(http::Version::HTTP_2),
+            Some(Duration::from_secs(320))
+        );
+        assert_eq!(
+            limits.idle(http::Version::HTTP_11),
+            Some(Duration::from_secs(90))
+        );
     }
 
     /// A body that yields one frame, then nothing for ever.

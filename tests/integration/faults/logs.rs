@@ -4,8 +4,8 @@
 //! complete.
 //!
 //! Regression tests: a watch resumed after its connection went silent logged nothing until the
-//! namespace's next event (a quiet namespace: never), and a relist after `410 Gone` was logged
-//! at `debug` only.
+//! namespace's next event (a quiet namespace: never), a relist after `410 Gone` was logged
+//! at `debug` only, and a healthy but quiet watch was presumed dead after the watch-idle deadline.
 //!
 //! The logs are captured in-process: a `#[tokio::test]` runs on a current-thread runtime, so a
 //! subscriber set as this thread's default sees everything the informer and its client log.
@@ -153,6 +153,68 @@ async fn retries_during_an_outage_should_not_each_log_a_line() {
         "the watch resumed from its resourceVersion: {}",
         logs.text()
     );
+    shutdown.cancel();
+}
+
+/// Regression test (#31, item 13): on a quiet plane a healthy ConfigMap watch hit the 90 s
+/// watch-idle deadline and logged `WARN list/watch failed … the apiserver sent nothing for 90s;
+/// the connection is presumed dead`: kube's watcher asks the apiserver for 290 s watches, and the
+/// apiserver sends a quiet watch no bookmark while the kind's resourceVersion does not move. The
+/// client now lowers each watch's `timeoutSeconds` below the deadline, so the apiserver ends a
+/// healthy watch itself first. A deadline of 6 s instead of 90 s stands for the long quiet.
+#[tokio::test]
+async fn a_healthy_watch_quiet_for_longer_than_the_idle_deadline_should_log_no_warning() {
+    let (logs, _capture) = Logs::capture();
+    let ns = TestNamespace::new().await.unwrap();
+    let idle = Duration::from_secs(6);
+    let plane = ControlPlane::shared().unwrap();
+    let client = connect_with(
+        plane.config().await.unwrap(),
+        &ConnectionConfig::default().watch_idle_timeout(Some(idle)),
+    )
+    .unwrap();
+    let informer = Arc::new(Informer::new(
+        Api::<ConfigMap>::namespaced(client, ns.name()),
+        InformerConfig::default(),
+    ));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(informer.clone().run(shutdown.clone()));
+    tokio::time::timeout(Duration::from_secs(30), informer.wait_for_sync())
+        .await
+        .expect("the informer to sync within 30 s");
+    let errors = || informer.stats().watch_errors.load(Ordering::Relaxed);
+    let (errors_before, lists_before) = (errors(), informer.stats().lists.load(Ordering::Relaxed));
+
+    // Nothing happens in the namespace for more than three deadlines.
+    tokio::time::sleep(idle * 3 + Duration::from_secs(2)).await;
+    let warnings: Vec<_> = logs
+        .json()
+        .into_iter()
+        .filter(|line| line["level"] == "WARN" || line["level"] == "ERROR")
+        .collect();
+    assert!(
+        warnings.is_empty() && errors() == errors_before,
+        "a quiet, healthy watch was presumed dead ({} watch errors):\n{}",
+        errors() - errors_before,
+        logs.text()
+    );
+    assert_eq!(
+        informer.stats().lists.load(Ordering::Relaxed),
+        lists_before,
+        "the watch resumed from its resourceVersion, no relist"
+    );
+    // And the watch still delivers.
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &configmap("after", &[("k", "v")]))
+        .await
+        .unwrap();
+    let key = kubeforge::ObjectKey::namespaced(ns.name(), "after");
+    eventually(
+        "the watch to deliver an event after the quiet",
+        Duration::from_secs(10),
+        async || informer.store().get(&key).await.unwrap(),
+    )
+    .await;
     shutdown.cancel();
 }
 

@@ -9,7 +9,8 @@
 //! - `finalizers`: one name deleted and created again in a tight loop, with and without the
 //!   finalizer on the manifest; a status writer racing slow cleanups; deletions while the operator
 //!   is down; a finalizer added to an object deleted meanwhile.
-//! - `network`: connections black-holed (existing ones, a request in flight, all for 60 s); a
+//! - `network`: connections black-holed (existing ones, a request in flight, 41 reconciles in
+//!   flight, all for 60 s); a
 //!   dedicated plane with the controller-manager stopped, then the operator cut off while objects
 //!   change, etcd is compacted and the apiserver is down (410 → relist).
 //! - `decode`: undecodable objects in watch events and in lists, deleted while undecodable; one
@@ -22,7 +23,8 @@
 //!   moved writes nothing more to them (audit log, each replica under its own ServiceAccount).
 //! - `logs`: an outage at the default log level — one `warn` when a watch fails, one `info` when
 //!   it is back however many retries it took, an `info` with the reason when the informer
-//!   relists (410 Gone) and when the relist is complete.
+//!   relists (410 Gone) and when the relist is complete; a healthy watch quiet for longer than
+//!   the watch-idle deadline logs nothing.
 //! - `webhooks`: a stopped operator keeps its conversion and webhooks (writes refused loudly,
 //!   nothing stored lossily); the defaulter's patch; deletes after a crash; objects the webhook
 //!   cannot read are deletable and repairable; the operator under exactly the RBAC it prints.
