@@ -21,6 +21,8 @@ pub(crate) const GROUP: &str = "shard-test";
 pub(crate) const OWNER_LABEL: &str = "shard.kubeforge.dev/shard-test";
 /// The Leases' timings of the test replicas.
 pub(crate) const LEASE: Duration = Duration::from_secs(6);
+/// Their retry period (the members renew, and the sharder lists the Leases, that often).
+pub(crate) const RETRY: Duration = Duration::from_secs(1);
 
 /// A `shard-operator` process, killed when dropped.
 pub(crate) struct Replica {
@@ -42,7 +44,10 @@ impl Replica {
     ) -> Replica {
         let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_shard-operator"))
+        // A copy of the binary may be named (a shared target directory is rebuilt by others).
+        let binary = std::env::var_os("KUBEFORGE_SHARD_OPERATOR")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_shard-operator").into());
+        let child = Command::new(binary)
             .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
             .args(["--namespace", ns, "--shards", GROUP])
             .args(["--leader-election-namespace", ns])
