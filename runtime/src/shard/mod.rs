@@ -117,8 +117,11 @@ impl ShardConfig {
         self
     }
 
-    /// Renew the membership Lease over a connection of its own (see
-    /// [`LeaderElectionConfig::connection`]).
+    /// Renew the membership Lease, and the sharder's, each over a connection of its own (see
+    /// [`LeaderElectionConfig::connection`]). Without it the sharder's renewals share the
+    /// replica's connection with its controllers, and on a loaded machine they time out behind
+    /// that traffic: each lost sharder Lease restarts the sharding (its informers list every
+    /// object again, and the moves in flight are refused by its fence).
     #[must_use]
     pub fn connection(mut self, config: kube::Config) -> Self {
         self.lease = self.lease.connection(config);
@@ -145,11 +148,11 @@ impl ShardConfig {
         Ok(election)
     }
 
-    /// The sharder's election: Lease `<group>-sharder`, over the shared client.
+    /// The sharder's election: Lease `<group>-sharder`, over a connection of its own when one
+    /// is configured (as the membership's).
     pub(crate) fn sharder_election(&self) -> LeaderElectionConfig {
         let mut election = self.lease.clone();
         election.lease_name = format!("{}-sharder", self.group);
-        election.connection = None;
         election
     }
 
