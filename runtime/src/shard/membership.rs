@@ -22,6 +22,10 @@ pub const OWNER_LABEL_PREFIX: &str = "shard.kubeforge.dev/";
 /// The prefix of the label that asks its owner to let an object go:
 /// `drain.shard.kubeforge.dev/<group>`.
 pub const DRAIN_LABEL_PREFIX: &str = "drain.shard.kubeforge.dev/";
+/// How many times in a row a drain acknowledgement refused for a conflict is tried again from
+/// the object as the apiserver has it.
+const RELEASE_ATTEMPTS: usize = 4;
+
 /// The label of the members' Leases; its value is the group.
 pub const MEMBER_OF_LABEL: &str = "shard.kubeforge.dev/member-of";
 
@@ -132,29 +136,46 @@ impl Membership {
     }
 
     /// Acknowledges a drain: removes both labels, guarded by the resourceVersion the caller
-    /// saw (a conflict means the object changed — perhaps undrained — and its next event
-    /// decides). Call it only once no reconcile of the object runs (the controller's worker
-    /// holds the key). `Ok(true)` when the labels came off.
+    /// saw. On a conflict (the object changed since — usually not its labels: it keeps being
+    /// written) the object is read again, and released from that version if it is still this
+    /// replica's and still draining (up to [`RELEASE_ATTEMPTS`] times; then its next event
+    /// decides); if it was undrained or moved meanwhile, it is left alone. Call it only once no
+    /// reconcile of the object runs (the controller's worker holds the key). `Ok(true)` when
+    /// the labels came off.
     pub(crate) async fn release<K>(&self, api: &Api<K>, obj: &K) -> Result<bool, kube::Error>
     where
         K: Resource + Clone + DeserializeOwned + Debug,
     {
         let name = obj.meta().name.clone().unwrap_or_default();
-        let patch = serde_json::json!({ "metadata": {
-            "resourceVersion": obj.meta().resource_version,
-            "labels": { &self.owner_label: null, &self.drain_label: null },
-        }});
-        match api
-            .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(_) => {
-                self.released.fetch_add(1, Ordering::Relaxed);
-                Ok(true)
+        let mut rv = obj.meta().resource_version.clone();
+        for _ in 0..RELEASE_ATTEMPTS {
+            let patch = serde_json::json!({ "metadata": {
+                "resourceVersion": rv,
+                "labels": { &self.owner_label: null, &self.drain_label: null },
+            }});
+            match api
+                .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => {
+                    self.released.fetch_add(1, Ordering::Relaxed);
+                    return Ok(true);
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(false),
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    match api.get_metadata_opt(&name).await? {
+                        Some(now)
+                            if self.is_mine(&now.metadata) && self.is_draining(&now.metadata) =>
+                        {
+                            rv = now.metadata.resource_version;
+                        }
+                        _ => return Ok(false),
+                    }
+                }
+                Err(error) => return Err(error),
             }
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(false),
-            Err(error) => Err(error),
         }
+        Ok(false)
     }
 
     /// How many objects this replica let go (drains acknowledged).

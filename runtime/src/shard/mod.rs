@@ -35,12 +35,21 @@
 //!
 //! **The sharder** runs under leader election on one replica: it watches the members' Leases and
 //! the objects' labels (metadata only), and applies [`plan`]'s moves as label patches guarded by
-//! the object's `resourceVersion`.
+//! the object's `resourceVersion`. A move refused for a conflict (the object changed since the
+//! sharder's informer saw it — usually not its labels) is planned again at once from the object
+//! as the apiserver has it, so objects that keep changing do not wait for a later pass; the
+//! owner's drain acknowledgement does the same. Passes follow the objects' events, spaced by
+//! their cost but never more than a retry period apart.
 
 //!
-//! **Failure cases.** A replica killed (`kill -9`): its Lease stops changing; after the lease
-//! duration the sharder assigns its objects to the others (its Lease stays behind, not live,
-//! until it is deleted). A replica frozen (SIGSTOP, a paused VM) past its renew deadline: its gate
+//! **Failure cases.** A replica killed (`kill -9`): its Lease stops changing; a lease duration
+//! after its last renewal was seen (at most a retry period after the renewal: the sharder lists
+//! the Leases that often, and again the moment a Lease can have expired) the sharder assigns
+//! all its objects to the others in one pass, however much they change meanwhile — the bound is
+//! a lease duration plus a retry period after the last renewal, plus the time the label patches
+//! take (its Lease stays behind, not live, until it is deleted). A Lease counts as unchanged
+//! only from listings *sent* after its state was first seen, so a slow response never makes a
+//! renewed Lease look expired. A replica frozen (SIGSTOP, a paused VM) past its renew deadline: its gate
 //! closes before its Lease expires for the sharder, so when it thaws it writes nothing to the
 //! objects it lost (and exits, as a leader that lost its Lease does). A clean shutdown releases
 //! the Lease after the replica's last reconcile, and its objects move at once. The sharder killed
@@ -117,8 +126,11 @@ impl ShardConfig {
         self
     }
 
-    /// Renew the membership Lease over a connection of its own (see
-    /// [`LeaderElectionConfig::connection`]).
+    /// Renew the membership Lease, and the sharder's, each over a connection of its own (see
+    /// [`LeaderElectionConfig::connection`]). Without it the sharder's renewals share the
+    /// replica's connection with its controllers, and on a loaded machine they time out behind
+    /// that traffic: each lost sharder Lease restarts the sharding (its informers list every
+    /// object again, and the moves in flight are refused by its fence).
     #[must_use]
     pub fn connection(mut self, config: kube::Config) -> Self {
         self.lease = self.lease.connection(config);
@@ -145,11 +157,11 @@ impl ShardConfig {
         Ok(election)
     }
 
-    /// The sharder's election: Lease `<group>-sharder`, over the shared client.
+    /// The sharder's election: Lease `<group>-sharder`, over a connection of its own when one
+    /// is configured (as the membership's).
     pub(crate) fn sharder_election(&self) -> LeaderElectionConfig {
         let mut election = self.lease.clone();
         election.lease_name = format!("{}-sharder", self.group);
-        election.connection = None;
         election
     }
 

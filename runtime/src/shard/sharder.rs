@@ -27,7 +27,7 @@ use crate::runner::Runnable;
 use crate::scope::Kind;
 use crate::{BoxError, ObjectKey};
 
-use super::members::LiveMembers;
+use super::members::{Listing, LiveMembers};
 use super::membership::{MEMBER_OF_LABEL, Membership, api_in};
 use super::metrics::ShardMetrics;
 use super::plan::{Move, Placement, plan};
@@ -38,6 +38,11 @@ const CONCURRENT_PATCHES: usize = 16;
 
 /// How often the sharder looks at every object even when the members did not change.
 const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
+
+/// How many times in a row a move refused for a conflict is planned again, at once, from the
+/// object as the apiserver has it: an object that keeps changing would otherwise lose the race
+/// against its informer pass after pass.
+const MOVE_ATTEMPTS: usize = 4;
 
 /// After how many of its lease durations without a change a member's Lease that is not live is
 /// deleted.
@@ -66,6 +71,12 @@ pub(crate) trait ShardedKind: Send + Sync {
     fn changed<'a>(&'a self, membership: &'a Membership) -> BoxFuture<'a, Vec<Placed>>;
     /// Marks `key` as changed (a move that failed is planned again at the next pass).
     fn touch(&self, key: ObjectKey);
+    /// Where the object is now, read from the apiserver (`None`: gone).
+    fn fetch<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        membership: &'a Membership,
+    ) -> BoxFuture<'a, Result<Option<Placed>, kube::Error>>;
     /// Merge-patches the object's metadata with `patch`.
     fn patch<'a>(
         &'a self,
@@ -77,6 +88,7 @@ pub(crate) trait ShardedKind: Send + Sync {
 /// [`ShardedKind`] for kind `K`: a metadata-only informer over all its objects.
 pub(crate) struct Typed<K: Kind> {
     informer: Arc<Informer<PartialObjectMeta<K>>>,
+    reader: Client,
     writer: Client,
     /// The objects changed since the last pass over them.
     changed: Arc<std::sync::Mutex<HashSet<ObjectKey>>>,
@@ -105,7 +117,7 @@ impl<K: Kind> Typed<K> {
         selected: InformerConfig,
         labels: [String; 2],
     ) -> Self {
-        let api = api_in::<PartialObjectMeta<K>>(reader, namespace);
+        let api = api_in::<PartialObjectMeta<K>>(reader.clone(), namespace);
         let keep: crate::informer::Transform<PartialObjectMeta<K>> =
             Arc::new(move |object: &mut PartialObjectMeta<K>| {
                 let meta = &mut object.metadata;
@@ -123,6 +135,7 @@ impl<K: Kind> Typed<K> {
             });
         Self {
             informer: Arc::new(Informer::new(api, selected).transform(keep)),
+            reader,
             writer,
             changed: Arc::default(),
         }
@@ -175,6 +188,19 @@ impl<K: Kind> ShardedKind for Typed<K> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key);
+    }
+
+    fn fetch<'a>(
+        &'a self,
+        key: &'a ObjectKey,
+        membership: &'a Membership,
+    ) -> BoxFuture<'a, Result<Option<Placed>, kube::Error>> {
+        async move {
+            let api: Api<K> = api_in(self.reader.clone(), key.namespace.as_deref());
+            let object = api.get_metadata_opt(&key.name).await?;
+            Ok(object.map(|o| placed(&o, membership)))
+        }
+        .boxed()
     }
 
     fn synced(&self) -> BoxFuture<'_, ()> {
@@ -267,21 +293,37 @@ impl Sharder {
         }
         let mut wait = Duration::ZERO;
         let mut took = Duration::ZERO;
+        let mut listed = true;
         loop {
+            // A member's Lease may expire between two listings: list again right then, so that
+            // its objects move a lease duration after its last renewal was seen (not after a
+            // failed listing: that waits for the retry period).
+            let expiry = match pass.members.next_expiry() {
+                Some(at) if listed => at,
+                _ => Instant::now() + wait,
+            };
             tokio::select! {
                 () = leading.cancelled() => return,
                 () = notify.notified() => {
                     // Let a burst of events settle into one pass; a large pass spaces the next
-                    // ones out (an update storm must not keep the sharder planning).
-                    tokio::time::sleep(Duration::from_millis(50).max(took * 4)).await;
+                    // ones out (an update storm must not keep the sharder planning), by at most
+                    // a retry period (a change is planned within one).
+                    let settle = Duration::from_millis(50).max(took * 4).min(self.retry_period);
+                    tokio::select! {
+                        () = leading.cancelled() => return,
+                        () = tokio::time::sleep(settle) => {}
+                    }
                 }
                 () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(expiry) => {}
             }
             wait = self.retry_period;
             // Controllers started later (following their CRD) register their kinds then.
             self.add_kinds(&mut kinds, &writer, &notify, &leading);
             let started = Instant::now();
-            if let Err(error) = self.pass(&kinds, &mut pass, &writer).await {
+            let outcome = self.pass(&kinds, &mut pass, &writer).await;
+            listed = outcome.is_ok();
+            if let Err(error) = outcome {
                 // Without a fresh view of the Leases nobody may be declared gone: skip the pass.
                 tracing::warn!(error = %crate::text::concise(&error), "listing the members' leases failed; sharding paused");
             }
@@ -312,25 +354,31 @@ impl Sharder {
         state: &mut Pass,
         writer: &Client,
     ) -> Result<(), kube::Error> {
-        // The Leases are listed once a retry period; in between, passes (after object events)
-        // use the members seen then — one that expired meanwhile still counts as live, which
-        // only delays moves away from it.
-        let live = match (&state.last_live, state.listed_at) {
-            (Some(live), Some(at)) if at.elapsed() < self.retry_period => live.clone(),
-            _ => {
-                let leases: Api<Lease> =
-                    Api::namespaced(self.client.clone(), &self.lease_namespace);
-                let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
-                let list = leases
-                    .list(&ListParams::default().labels(&selector))
-                    .await?;
-                let now = Instant::now();
-                state.listed_at = Some(now);
-                state.members.observe(&list.items, now, self.lease_duration);
-                self.forget_departed(&state.members, now, writer).await;
-                state.members.live(now)
-            }
-        };
+        // The Leases are listed once a retry period, and as soon as a listing could show a
+        // member gone; in between, passes (after object events) use the members seen then.
+        let now = Instant::now();
+        let fresh = state
+            .listed_at
+            .is_some_and(|sent| now.saturating_duration_since(sent) < self.retry_period)
+            && state.members.next_expiry().is_none_or(|at| at > now);
+        if !fresh {
+            let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
+            let selector = format!("{MEMBER_OF_LABEL}={}", self.membership.group());
+            let sent = Instant::now();
+            let list = leases
+                .list(&ListParams::default().labels(&selector))
+                .await?;
+            let listing = Listing {
+                sent,
+                received: Instant::now(),
+            };
+            state.listed_at = Some(sent);
+            state
+                .members
+                .observe(&list.items, listing, self.lease_duration);
+            self.forget_departed(&state.members, writer).await;
+        }
+        let live = state.members.live();
         self.metrics.set_live(live.len());
         let ring = Ring::new(live.iter().cloned());
         // A change of the members moves objects nobody touched: look at all of them then (and
@@ -408,7 +456,7 @@ impl Sharder {
             })
             .collect();
         let applied: Vec<_> = futures::stream::iter(steps)
-            .map(|(step, key, rv)| self.apply(kind, step, key, rv))
+            .map(|step| self.apply(kind, step, (ring, live)))
             .buffer_unordered(CONCURRENT_PATCHES)
             .collect()
             .await;
@@ -424,9 +472,9 @@ impl Sharder {
     /// clean shutdown, or never renewed again): replicas of a Deployment get new identities, and
     /// their Leases would pile up. Guarded by the `resourceVersion` seen, so a member that came
     /// back meanwhile keeps its Lease.
-    async fn forget_departed(&self, members: &LiveMembers, now: Instant, writer: &Client) {
+    async fn forget_departed(&self, members: &LiveMembers, writer: &Client) {
         let leases: Api<Lease> = Api::namespaced(writer.clone(), &self.lease_namespace);
-        for (name, rv) in members.departed(now, DEPARTED_AFTER) {
+        for (name, rv) in members.departed(DEPARTED_AFTER) {
             let params = kube::api::DeleteParams {
                 preconditions: Some(kube::api::Preconditions {
                     resource_version: Some(rv),
@@ -447,35 +495,73 @@ impl Sharder {
     }
 
     /// Carries out one move: `Some((key, rv it was made from, whether it was a drain))` when
-    /// the patch went through.
+    /// a patch went through. A move refused for a conflict (the object changed since the
+    /// informer saw it — usually not its labels) is planned again at once from the object as
+    /// the apiserver has it now, up to [`MOVE_ATTEMPTS`] times, then left to the next pass.
     async fn apply(
         &self,
         kind: &dyn ShardedKind,
-        step: Move,
-        key: ObjectKey,
-        rv: String,
+        (mut step, key, mut rv): (Move, ObjectKey, String),
+        (ring, live): (&Ring, &HashSet<String>),
     ) -> Option<(ObjectKey, String, bool)> {
+        for attempt in 1..=MOVE_ATTEMPTS {
+            let error = match self.patch(kind, &step, &key, &rv).await {
+                Ok(what) => return Some((key, rv, what == "drain")),
+                // Gone meanwhile: nothing to move.
+                Err(kube::Error::Api(e)) if e.code == 404 => return None,
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < MOVE_ATTEMPTS => {
+                    match kind.fetch(&key, &self.membership).await {
+                        Ok(Some(now)) => {
+                            let placement = Placement {
+                                key: key.to_string(),
+                                owner: now.owner,
+                                draining: now.draining,
+                            };
+                            // Nothing left to do (moved, or acknowledged, meanwhile): the
+                            // object's event brings it back to a pass.
+                            step = plan(&[placement], ring, live).pop()?;
+                            rv = now.resource_version;
+                            continue;
+                        }
+                        Ok(None) => return None,
+                        Err(error) => error,
+                    }
+                }
+                Err(error) => error,
+            };
+            kind.touch(key.clone());
+            match &error {
+                kube::Error::Api(e) if e.code == 409 => {
+                    tracing::debug!(%key, ?step, attempts = attempt, "sharding move kept conflicting; planned again at the next pass");
+                }
+                _ => {
+                    tracing::warn!(%key, ?step, error = %crate::text::concise(&error), "sharding move failed");
+                }
+            }
+            return None;
+        }
+        None
+    }
+
+    /// One label patch of `step`, guarded by `rv`: what kind of move it was.
+    async fn patch(
+        &self,
+        kind: &dyn ShardedKind,
+        step: &Move,
+        key: &ObjectKey,
+        rv: &str,
+    ) -> Result<&'static str, kube::Error> {
         let (owner, drain) = (self.membership.owner_label(), self.membership.drain_label());
-        let (labels, what) = match &step {
+        let (labels, what) = match step {
             Move::Assign { to, .. } => (serde_json::json!({ owner: to, drain: null }), "assign"),
             Move::Drain { .. } => (serde_json::json!({ drain: "true" }), "drain"),
             Move::Undrain { .. } => (serde_json::json!({ drain: null }), "undrain"),
         };
         let patch = serde_json::json!({ "metadata": { "resourceVersion": rv, "labels": labels } });
-        match kind.patch(&key, patch).await {
-            Ok(()) => {
-                tracing::debug!(%key, ?step, "sharding move applied");
-                self.metrics.moved(what);
-                Some((key, rv, what == "drain"))
-            }
-            // Changed or gone meanwhile: its event brings it back.
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => None,
-            Err(error) => {
-                kind.touch(key.clone());
-                tracing::warn!(%key, ?step, error = %crate::text::concise(&error), "sharding move failed");
-                None
-            }
-        }
+        kind.patch(key, patch).await?;
+        tracing::debug!(%key, ?step, "sharding move applied");
+        self.metrics.moved(what);
+        Ok(what)
     }
 
     /// Drain time: from the drain mark to the object seen without an owner (or back with one).
@@ -501,7 +587,7 @@ struct Pass {
     last_live: Option<HashSet<String>>,
     /// When the last pass over every object started.
     last_full: Option<Instant>,
-    /// When the members' Leases were last listed.
+    /// When the last listing of the members' Leases was sent.
     listed_at: Option<Instant>,
     /// Per sharded kind, in the membership's registration order.
     kinds: Vec<KindMoves>,

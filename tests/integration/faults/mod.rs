@@ -20,7 +20,9 @@
 //! - `fencing`: a leader frozen mid-work and thawed after its successor took over writes nothing
 //!   more (checked in the apiserver's audit log, each replica under its own ServiceAccount).
 //! - `sharding`: a shard member frozen mid-work past its Lease and thawed after its objects
-//!   moved writes nothing more to them (audit log, each replica under its own ServiceAccount).
+//!   moved writes nothing more to them (audit log, each replica under its own ServiceAccount);
+//!   a member killed while every object changes: all its objects move within a lease duration
+//!   and a retry period of its last renewal (plus the patches' time).
 //! - `logs`: an outage at the default log level — one `warn` when a watch fails, one `info` when
 //!   it is back however many retries it took, an `info` with the reason when the informer
 //!   relists (410 Gone) and when the relist is complete; a healthy watch quiet for longer than

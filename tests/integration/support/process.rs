@@ -18,6 +18,17 @@ pub fn stopped(child: &Child) -> bool {
         .unwrap_or(false)
 }
 
+/// Whether `child` has exited (a zombie not reaped yet, state `Z`, or reaped and gone).
+pub fn exited(child: &Child) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()));
+    match stat {
+        Ok(s) => s
+            .rfind(')')
+            .is_some_and(|at| s[at + 1..].trim_start().starts_with(['Z', 'X'])),
+        Err(_) => true,
+    }
+}
+
 /// Kills `child` and reaps it; a frozen process is continued first (it ignores SIGKILL until
 /// then).
 pub fn kill(child: &mut Child) {
