@@ -9,6 +9,13 @@
 //! computed from the stale copy would land on a new object created under the same name. So the
 //! worker remembers the UIDs whose finalizer it removed (for [`REMEMBER`]), and every finalizer
 //! patch starts with a JSON-patch `test` of `/metadata/uid`.
+//!
+//! "At most once" holds within one process. Across replicas cleanup is **at least once**: when
+//! leadership moves while a cleanup runs (or after it ran but before its finalizer came off),
+//! the successor runs it again (the old leader's writes are fenced, not its side effects
+//! outside the cluster). Write cleanups to be idempotent: treat "already gone" as done, and
+//! announce only what this run changed (the examples' `unregister` removes its row with a
+//! JSON-patch `remove`, which fails when a previous run already did).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;

@@ -2,17 +2,30 @@
 //! be converted by the apiserver (`strategy: None` only rewrites `apiVersion`, dropping what the
 //! other version does not have), so such a CRD always carries a webhook conversion. Until an
 //! operator points it at its webhook (the running manager does, `crdgen` prints its Service),
-//! it points at a URL that cannot resolve: every request that needs a conversion fails loudly,
-//! none is stored with fields dropped.
+//! it points at a Service that does not exist, named for what is missing
+//! (`default/conversion-webhook-not-configured`): every request that needs a conversion fails
+//! loudly, none is stored with fields dropped. (A Service, not a URL: applying `crdgen`'s CRD,
+//! which names the operator's Service, over it then replaces it; the apiserver refuses a CRD
+//! whose conversion has both.)
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceConversion, CustomResourceDefinition, WebhookClientConfig, WebhookConversion,
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
 };
 use serde_json::Value;
 
-/// The host of the conversion URL of a CRD no operator has configured yet (`.invalid` never
-/// resolves, RFC 2606), so the apiserver's error says what is missing.
-pub const UNCONFIGURED_HOST: &str = "conversion-webhook-not-configured.invalid";
+/// The namespace and name of the Service the conversion of a CRD no operator has configured yet
+/// points at: it does not exist, and the apiserver's error names it, so it says what is missing.
+pub const UNCONFIGURED_SERVICE: (&str, &str) = ("default", "conversion-webhook-not-configured");
+
+/// Whether `config` is the endpoint of [`unconfigured`].
+#[must_use]
+pub fn is_unconfigured(config: &WebhookClientConfig) -> bool {
+    config
+        .service
+        .as_ref()
+        .is_some_and(|s| (s.namespace.as_str(), s.name.as_str()) == UNCONFIGURED_SERVICE)
+}
 
 /// Whether the versions of `crd` differ in shape (their schemas without descriptions).
 #[must_use]
@@ -40,14 +53,20 @@ pub fn webhook_conversion(client_config: WebhookClientConfig) -> CustomResourceC
     }
 }
 
-/// The conversion of a CRD no operator has configured: a webhook at a URL that cannot resolve.
+/// The conversion of a CRD no operator has configured: a webhook at a Service that does not
+/// exist ([`UNCONFIGURED_SERVICE`]).
 #[must_use]
 pub fn unconfigured(crd: &CustomResourceDefinition) -> CustomResourceConversion {
     webhook_conversion(WebhookClientConfig {
-        url: Some(format!(
-            "https://{UNCONFIGURED_HOST}/convert/{}/{}",
-            crd.spec.group, crd.spec.names.plural
-        )),
+        service: Some(ServiceReference {
+            namespace: UNCONFIGURED_SERVICE.0.to_owned(),
+            name: UNCONFIGURED_SERVICE.1.to_owned(),
+            path: Some(format!(
+                "/convert/{}/{}",
+                crd.spec.group, crd.spec.names.plural
+            )),
+            port: Some(443),
+        }),
         ..WebhookClientConfig::default()
     })
 }
@@ -109,16 +128,11 @@ mod tests {
         require_conversion(&mut crd);
         let conversion = crd.spec.conversion.unwrap();
         assert_eq!(conversion.strategy, "Webhook");
-        let url = conversion
-            .webhook
-            .unwrap()
-            .client_config
-            .unwrap()
-            .url
-            .unwrap();
+        let config = conversion.webhook.unwrap().client_config.unwrap();
+        assert!(is_unconfigured(&config), "{config:?}");
         assert_eq!(
-            url,
-            "https://conversion-webhook-not-configured.invalid/convert/t.kubeforge.dev/things"
+            config.service.unwrap().path.as_deref(),
+            Some("/convert/t.kubeforge.dev/things")
         );
     }
 }

@@ -95,11 +95,7 @@ fn configured(
     let config = conversion
         .and_then(|c| c.webhook.as_ref())
         .and_then(|w| w.client_config.as_ref());
-    config.is_some_and(|c| {
-        !c.url
-            .as_deref()
-            .is_some_and(|u| u.contains(crate::crd::conversion::UNCONFIGURED_HOST))
-    })
+    config.is_some_and(|c| !crate::crd::conversion::is_unconfigured(c))
 }
 
 /// Sets the conversion of the CRD `name` to `conversion`, whichever endpoint it had.

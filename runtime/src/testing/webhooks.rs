@@ -12,9 +12,9 @@ use super::TestNamespace;
 /// Undoes, when dropped, what a manager serving webhooks leaves on the shared plane, so that no
 /// later test meets a webhook at the port of a manager that is gone: deletes the validating and
 /// mutating configurations named `name`, and points the conversion of each CRD given to
-/// [`WebhookCleanup::conversion`] back at the unconfigured endpoint (requests that need a
-/// conversion fail loudly, as on a plane no operator has configured; nothing is converted
-/// lossily). A manager leaves them on purpose when it stops (see `kubeforge::webhook`); a test
+/// [`WebhookCleanup::conversion`] back at the unconfigured endpoint (a Service that does not
+/// exist: requests that need a conversion fail loudly, as on a plane no operator has
+/// configured; nothing is converted lossily). A manager leaves them on purpose when it stops (see `kubeforge::webhook`); a test
 /// does not.
 ///
 /// Runs at the end of the test and while it unwinds from a panic (make it after the
@@ -89,11 +89,15 @@ impl WebhookCleanup {
                 continue;
             };
             let unconfigured = crate::crd::conversion::unconfigured(&live);
+            let service = unconfigured
+                .webhook
+                .and_then(|w| w.client_config)
+                .and_then(|c| c.service);
             let patch = serde_json::json!({ "spec": { "conversion": {
                 "strategy": unconfigured.strategy,
                 "webhook": { "clientConfig": {
-                    "url": unconfigured.webhook.and_then(|w| w.client_config).and_then(|c| c.url),
-                    "service": null,
+                    "url": null,
+                    "service": service,
                     "caBundle": null,
                 } },
             } } });

@@ -670,7 +670,8 @@ async fn the_operator_should_run_under_exactly_the_rbac_it_prints() {
     }
     let denied: Vec<_> = lines
         .iter()
-        .filter(|l| l.contains("403") || l.to_lowercase().contains("forbidden"))
+        // A refusal reads `... Forbidden ... code: 403` (a bare "403" may be part of a hash).
+        .filter(|l| l.to_lowercase().contains("forbidden") || l.contains("code: 403"))
         .collect();
     assert!(
         denied.is_empty(),

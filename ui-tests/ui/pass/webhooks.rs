@@ -99,7 +99,10 @@ pub fn main() {
     let hooks = json["webhooks"].as_array().unwrap();
     assert_eq!(hooks.len(), 2, "{json}");
     assert_eq!(hooks[0]["name"], "validate-v1.shops.demo.example.com");
-    assert_eq!(hooks[0]["rules"][0]["operations"], kubeforge::serde_json::json!(["CREATE"]));
+    assert_eq!(
+        hooks[0]["rules"][0]["operations"],
+        kubeforge::serde_json::json!(["CREATE"])
+    );
     assert_eq!(hooks[0]["matchPolicy"], "Exact");
     assert_eq!(
         hooks[0]["clientConfig"]["url"],
@@ -118,8 +121,14 @@ pub fn main() {
             "matchExpressions": [{ "key": "skip-validation", "operator": "DoesNotExist" }],
         })
     );
-    assert_eq!(hooks[1]["name"], "validate-delete-v1.shops.demo.example.com");
-    assert_eq!(hooks[1]["rules"][0]["operations"], kubeforge::serde_json::json!(["DELETE"]));
+    assert_eq!(
+        hooks[1]["name"],
+        "validate-delete-v1.shops.demo.example.com"
+    );
+    assert_eq!(
+        hooks[1]["rules"][0]["operations"],
+        kubeforge::serde_json::json!(["DELETE"])
+    );
     let mutating = configurations.mutating(&kinds[..1]).unwrap();
     let json = kubeforge::serde_json::to_value(&mutating).unwrap();
     assert_eq!(json["webhooks"][0]["reinvocationPolicy"], "Never");
