@@ -584,6 +584,9 @@ impl<'a> Root<'a> {
                 #p::Holds<{ #p::another_version(#spoke_info, #hub_info) }>,
             >();
             const _: () = #p::assert_hub_stored::<#p::Holds<{ (#hub_info).storage }>>();
+            const _: () = #p::assert_hub_with_the_same_names::<
+                #p::Holds<{ #p::same_names(#spoke_info, #hub_info) }>,
+            >();
         };
         let functions = self.conversion_functions(conversion);
         let test = quote::format_ident!(
@@ -632,10 +635,12 @@ impl<'a> Root<'a> {
                     #krate::webhook::__private::Side {
                         schema: &<#root as #krate::crd::CustomResource>::schema(),
                         normalize: #krate::webhook::__private::normalize::<#root>,
+                        validate: #krate::webhook::__private::validate::<#root>,
                     },
                     #krate::webhook::__private::Side {
                         schema: &<#hub as #krate::crd::CustomResource>::schema(),
                         normalize: #krate::webhook::__private::normalize::<#hub>,
+                        validate: #krate::webhook::__private::validate::<#hub>,
                     },
                     64,
                 );
