@@ -367,7 +367,7 @@ impl Generator {
             let pattern = patterns.get(attempt as usize % patterns.len().max(1));
             let candidate = match (formatted, pattern) {
                 (Some(formatted), _) => formatted,
-                (None, Some(pattern)) => self.from_pattern(pattern, min, max)?,
+                (None, Some(pattern)) => self.matching(pattern, min, max)?,
                 _ => {
                     let len = self
                         .rng
@@ -410,7 +410,7 @@ impl Generator {
     }
 
     /// A string the (unanchored) `pattern` matches, aiming at `min..=max` chars.
-    fn from_pattern(&mut self, pattern: &str, min: u64, max: u64) -> Result<String, String> {
+    fn matching(&mut self, pattern: &str, min: u64, max: u64) -> Result<String, String> {
         let Some((hir, _)) = self.compiled(pattern).cloned() else {
             return Err(format!("the pattern {pattern:?} does not compile"));
         };
