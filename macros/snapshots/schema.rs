@@ -15,6 +15,9 @@ pub struct Range {
     pub b: i64,
     #[serde(skip)]
     pub cache: i64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("minItems" = 1))]
+    pub hosts: Vec<String>,
 }
 impl ::kubeforge::__private::garde::Validate for Range {
     type Context = ();
@@ -114,6 +117,47 @@ impl ::kubeforge::__private::garde::Validate for Range {
                 (&::kubeforge::crd::__checks::Dive(&self.b)).dive(&mut __path, __report);
             }
         }
+        {
+            let mut __path = || __parent().join("hosts");
+            const __CHECKS: ::kubeforge::crd::__checks::Checks = ::kubeforge::crd::__checks::Checks {
+                minimum: ::core::option::Option::None,
+                maximum: ::core::option::Option::None,
+                exclusive_minimum: false,
+                exclusive_maximum: false,
+                multiple_of: ::core::option::Option::None,
+                min_length: ::core::option::Option::None,
+                max_length: ::core::option::Option::None,
+                pattern: ::core::option::Option::None,
+                enum_values: ::core::option::Option::None,
+                format: ::core::option::Option::None,
+                min_items: ::core::option::Option::Some(1u64),
+                max_items: ::core::option::Option::None,
+                unique_items: false,
+                min_properties: ::core::option::Option::None,
+                max_properties: ::core::option::Option::None,
+                items: ::core::option::Option::None,
+                values: ::core::option::Option::None,
+                type_: ::core::option::Option::None,
+                required: false,
+            };
+            let __value = if Vec::is_empty(&self.hosts) {
+                ::kubeforge::crd::__checks::ABSENT
+            } else {
+                ::kubeforge::crd::__checks::to_json(&self.hosts, &mut __path, __report)
+            };
+            ::kubeforge::crd::__checks::check(
+                &__value,
+                &__CHECKS,
+                &mut __path,
+                __report,
+            );
+            if !Vec::is_empty(&self.hosts) {
+                #[allow(unused_imports)]
+                use ::kubeforge::crd::__checks::{DiveNone as _, DiveValidate as _};
+                (&::kubeforge::crd::__checks::Dive(&self.hosts))
+                    .dive(&mut __path, __report);
+            }
+        }
     }
 }
 impl ::kubeforge::crd::__checks::JsonField<12638187200555641996u64> for Range {
@@ -128,13 +172,18 @@ impl ::kubeforge::crd::__checks::JsonField<12638190499090526629u64> for Range {
     type Ty = i64;
     const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::Integer;
 }
+impl ::kubeforge::crd::__checks::JsonField<4262902767818901140u64> for Range {
+    type Ty = Vec<String>;
+    const SHAPE: ::kubeforge::crd::__checks::JsonShape = ::kubeforge::crd::__checks::JsonShape::Array;
+}
 impl ::kubeforge::crd::__checks::JsonFields for Range {
     const TYPE: &'static str = "Range";
     const FIELDS: &'static [(&'static str, ::kubeforge::crd::__checks::JsonShape)] = &[
         ("a", ::kubeforge::crd::__checks::JsonShape::Integer),
         ("name", ::kubeforge::crd::__checks::JsonShape::String),
         ("b", ::kubeforge::crd::__checks::JsonShape::Integer),
+        ("hosts", ::kubeforge::crd::__checks::JsonShape::Array),
     ];
-    const NAMES: &'static str = "a, name, b";
+    const NAMES: &'static str = "a, name, b, hosts";
     const OPEN: bool = false;
 }

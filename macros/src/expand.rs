@@ -160,23 +160,40 @@ fn validate_fields_with(
         } else {
             quote!(let mut __path = || #parent().join(#name);)
         };
+        // A field serde leaves out is not sent: the apiserver sees it absent (only `required`
+        // fails), and nothing inside it.
+        let skipped = f
+            .serde
+            .skip_serializing_if
+            .as_ref()
+            .map(|predicate| quote!(#predicate(#value)));
         let checks = has_checks(&f.markers).then(|| {
             let constant = checks_const(&f.markers, krate);
+            let json = quote!(#p::to_json(#value, &mut __path, __report));
+            let json = match &skipped {
+                Some(skipped) => quote!(if #skipped { #p::ABSENT } else { #json }),
+                None => json,
+            };
             quote! {
                 #constant
-                let __value = #p::to_json(#value, &mut __path, __report);
+                let __value = #json;
                 #p::check(&__value, &__CHECKS, &mut __path, __report);
             }
         });
+        let dive = quote! {
+            #[allow(unused_imports)]
+            use #p::{DiveNone as _, DiveValidate as _};
+            (&#p::Dive(#value)).dive(&mut __path, __report);
+        };
+        let dive = match &skipped {
+            Some(skipped) => quote!(if !#skipped { #dive }),
+            None => quote!({ #dive }),
+        };
         quote! {
             {
                 #path
                 #checks
-                {
-                    #[allow(unused_imports)]
-                    use #p::{DiveNone as _, DiveValidate as _};
-                    (&#p::Dive(#value)).dive(&mut __path, __report);
-                }
+                #dive
             }
         }
     });

@@ -294,6 +294,9 @@ pub struct SerdeField {
     pub serialize_with: bool,
     /// The container is `#[serde(transparent)]`: the field is the value itself.
     pub transparent: bool,
+    /// `skip_serializing_if = ".."`: the field is not sent when the predicate holds, so its
+    /// markers do not apply then.
+    pub skip_serializing_if: Option<syn::ExprPath>,
 }
 
 fn serde_field(attrs: &[syn::Attribute]) -> SerdeField {
@@ -311,6 +314,9 @@ fn serde_field(attrs: &[syn::Attribute]) -> SerdeField {
             out.default = true;
         } else if meta.path.is_ident("with") || meta.path.is_ident("serialize_with") {
             out.serialize_with = true;
+        } else if meta.path.is_ident("skip_serializing_if") {
+            // A path serde cannot read is serde's to report.
+            out.skip_serializing_if = meta.value()?.parse::<LitStr>()?.parse().ok();
         }
         Ok(())
     });
@@ -606,6 +612,7 @@ mod tests {
         let serde = serde_field(&field.attrs);
         assert_eq!(serde.rename.as_deref(), Some("b"));
         assert!(serde.default && serde.flatten && !serde.skip);
+        assert!(serde.skip_serializing_if.is_some());
         let item: syn::ItemStruct = syn::parse_quote! {
             #[serde(deny_unknown_fields, bound(serialize = "T: X"), rename_all(serialize = "camelCase"), transparent)]
             struct S;

@@ -431,6 +431,9 @@ pub(crate) mod tests {
                     pub b: i64,
                     #[serde(skip)]
                     pub cache: i64,
+                    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+                    #[validate(min_items = 1)]
+                    pub hosts: Vec<String>,
                 }
             },
         );

@@ -99,6 +99,34 @@ pub struct ChoiceSpec {
     pub quotas: Option<BTreeMap<String, Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// Sparse fields (issue #31): serde leaves them out when empty, so the apiserver never sees
+    /// the empty value, and their markers do not apply to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[validate(min_items = 1, items(min_length = 1))]
+    pub hosts: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[validate(min_properties = 1)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[validate(min_length = 2, pattern = "^[a-z]+$")]
+    pub team: String,
+    #[serde(default, skip_serializing_if = "Owner::is_unset")]
+    pub owner: Owner,
+}
+
+/// A struct with a required field that is left out whole when unset.
+#[kubeforge::schema]
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Owner {
+    #[serde(default)]
+    #[validate(required, min_length = 1)]
+    pub name: String,
+}
+
+impl Owner {
+    fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A lowercase label of 2 to 10 letters, wherever it is used.
@@ -391,6 +419,44 @@ fn cases() -> Vec<Case> {
         err(
             json!({"git": "g", "resources": {"limits": {"memory": "much"}}}),
             "spec.resources.limits.memory in body should match",
+            ServerOnly,
+        ),
+        // Sparse objects (issue #31): the empty fields are not sent; `validate()` said
+        // "spec.hosts: should have at least 1 items" (and so on) for fields the apiserver never
+        // sees.
+        ok(json!({"git": "g"})),
+        ok(json!({"git": "g", "hosts": ["a"], "annotations": {"a": "b"}, "team": "ops"})),
+        ok(json!({"git": "g", "owner": {"name": "o"}})),
+        err(
+            json!({"git": "g", "hosts": [""]}),
+            "should be at least 1 chars long",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "team": "a"}),
+            "should be at least 2 chars long",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "team": "A1"}),
+            "should match '^[a-z]+$'",
+            Same,
+        ),
+        // Sent as JSON, but the Rust type never sends an empty list, map or owner: the
+        // apiserver alone rejects them.
+        err(
+            json!({"git": "g", "hosts": []}),
+            "should have at least 1 items",
+            ServerOnly,
+        ),
+        err(
+            json!({"git": "g", "annotations": {}}),
+            "should have at least 1 properties",
+            ServerOnly,
+        ),
+        err(
+            json!({"git": "g", "owner": {"name": ""}}),
+            "should be at least 1 chars long",
             ServerOnly,
         ),
         ok(json!({"git": "g", "contact": {"email": "a@b"}})),

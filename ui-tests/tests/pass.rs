@@ -32,6 +32,8 @@ mod kubebuilder_markers;
 mod newtypes;
 #[path = "../ui/pass/printcolumn_filters.rs"]
 mod printcolumn_filters;
+#[path = "../ui/pass/round_trip_markers.rs"]
+mod round_trip_markers;
 #[path = "../ui/pass/shadowed_prelude.rs"]
 mod shadowed_prelude;
 #[path = "../ui/pass/type_markers.rs"]
@@ -107,6 +109,11 @@ fn printcolumn_filters() {
 }
 
 #[test]
+fn round_trip_markers() {
+    round_trip_markers::main();
+}
+
+#[test]
 fn shadowed_prelude() {
     shadowed_prelude::main();
 }
@@ -151,6 +158,7 @@ fn every_pass_case_should_be_listed() {
             "kubebuilder_markers",
             "newtypes",
             "printcolumn_filters",
+            "round_trip_markers",
             "shadowed_prelude",
             "type_markers",
             "unchecked_path_into_foreign_type",

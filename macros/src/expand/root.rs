@@ -587,6 +587,9 @@ impl<'a> Root<'a> {
             const _: () = #p::assert_same_subresources::<
                 #p::Holds<{ #p::same_subresources(#spoke_info, #hub_info) }>,
             >();
+            const _: () = #p::assert_hub_with_the_same_names::<
+                #p::Holds<{ #p::same_names(#spoke_info, #hub_info) }>,
+            >();
         };
         let functions = self.conversion_functions(conversion);
         let test = quote::format_ident!(
@@ -635,10 +638,12 @@ impl<'a> Root<'a> {
                     #krate::webhook::__private::Side {
                         schema: &<#root as #krate::crd::CustomResource>::schema(),
                         normalize: #krate::webhook::__private::normalize::<#root>,
+                        validate: #krate::webhook::__private::validate::<#root>,
                     },
                     #krate::webhook::__private::Side {
                         schema: &<#hub as #krate::crd::CustomResource>::schema(),
                         normalize: #krate::webhook::__private::normalize::<#hub>,
+                        validate: #krate::webhook::__private::validate::<#hub>,
                     },
                     64,
                 );

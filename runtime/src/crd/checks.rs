@@ -320,6 +320,10 @@ impl<T: ?Sized> DiveNone for &Dive<'_, T> {
     fn dive(&self, _path: &mut dyn FnMut() -> Path, _report: &mut Report) {}
 }
 
+/// The JSON [`check`] sees for a field serde leaves out (`skip_serializing_if`): absent, as a
+/// `null` (only `required` fails on it).
+pub const ABSENT: Value = Value::Null;
+
 /// Serializes `value` for [`check`]; a value that does not serialize is reported at `path`.
 pub fn to_json<T: serde::Serialize + ?Sized>(
     value: &T,

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 /// One registered kind version; submitted by the code `#[custom_resource]` generates.
@@ -18,14 +20,22 @@ inventory::collect!(Registration);
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MergeError {
     /// Two versions of one CRD disagree on a field that must be the same for all versions.
-    #[error("CRD {crd}: version {version} has {what} different from the other versions")]
+    #[error(
+        "CRD {crd}: versions {version} and {other} have different {what}: {difference}; \
+         give every `#[custom_resource]` version of the kind the same"
+    )]
     Mismatch {
         /// The CRD's name.
         crd: String,
         /// The version that disagrees.
         version: String,
+        /// The version it was compared with (the first one merged).
+        other: String,
         /// What differs (`scope`, `names`, `labels`, ...).
         what: &'static str,
+        /// The values that differ, in both versions (`shortNames: ["wa"] in v1, none in
+        /// v1alpha1`).
+        difference: String,
     },
     /// The same version is defined twice.
     #[error("CRD {crd}: version {version} is defined twice")]
@@ -65,6 +75,40 @@ pub fn registered() -> Vec<CustomResourceDefinition> {
 /// [`MergeError`] when the versions of a kind cannot be merged (see [`merge_crds`]).
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, MergeError> {
     merge_crds(registered())
+}
+
+/// `value` as JSON, to show it in a [`MergeError::Mismatch`].
+fn json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// What differs between `ours` (of `version`) and `theirs` (of `other`): each differing key of
+/// two objects with both values (`shortNames: ["wa"] in v1, none in v1alpha1`), or both values.
+fn difference(version: &str, ours: &Value, other: &str, theirs: &Value) -> String {
+    let show = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "none".to_owned(),
+        Some(v) => v.to_string(),
+    };
+    let (Value::Object(a), Value::Object(b)) = (ours, theirs) else {
+        return format!(
+            "{} in {version}, {} in {other}",
+            show(Some(ours)),
+            show(Some(theirs))
+        );
+    };
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let parts: Vec<String> = keys
+        .into_iter()
+        .filter(|k| a.get(*k).filter(|v| !v.is_null()) != b.get(*k).filter(|v| !v.is_null()))
+        .map(|k| {
+            format!(
+                "{k}: {} in {version}, {} in {other}",
+                show(a.get(k)),
+                show(b.get(k))
+            )
+        })
+        .collect();
+    parts.join("; ")
 }
 
 /// Orders Kubernetes version names by priority: GA before beta before alpha, higher first
@@ -110,25 +154,53 @@ pub fn merge_crds(
             continue;
         };
         for version in crd.spec.versions {
-            let mismatch = |what| MergeError::Mismatch {
+            let other = merged
+                .spec
+                .versions
+                .first()
+                .map(|v| v.name.clone())
+                .unwrap_or_default();
+            let mismatch = |what, ours: Value, theirs: Value| MergeError::Mismatch {
                 crd: name.clone(),
+                difference: difference(&version.name, &ours, &other, &theirs),
                 version: version.name.clone(),
+                other: other.clone(),
                 what,
             };
-            if merged.spec.group != crd.spec.group {
-                return Err(mismatch("a group"));
+            if crd.spec.group != merged.spec.group {
+                return Err(mismatch(
+                    "groups",
+                    json(&crd.spec.group),
+                    json(&merged.spec.group),
+                ));
             }
-            if merged.spec.scope != crd.spec.scope {
-                return Err(mismatch("a scope"));
+            if crd.spec.scope != merged.spec.scope {
+                return Err(mismatch(
+                    "scopes",
+                    json(&crd.spec.scope),
+                    json(&merged.spec.scope),
+                ));
             }
-            if merged.spec.names != crd.spec.names {
-                return Err(mismatch("names"));
+            if crd.spec.names != merged.spec.names {
+                return Err(mismatch(
+                    "names",
+                    json(&crd.spec.names),
+                    json(&merged.spec.names),
+                ));
             }
-            if merged.metadata.labels != crd.metadata.labels {
-                return Err(mismatch("labels"));
+            if crd.metadata.labels != merged.metadata.labels {
+                return Err(mismatch(
+                    "labels",
+                    json(&crd.metadata.labels),
+                    json(&merged.metadata.labels),
+                ));
             }
-            if merged.metadata.annotations != crd.metadata.annotations {
-                return Err(mismatch("annotations"));
+            if crd.metadata.annotations != merged.metadata.annotations {
+                return Err(mismatch(
+                    "annotations",
+                    json(&crd.metadata.annotations),
+                    json(&merged.metadata.annotations),
+                ));
             }
             if merged.spec.versions.iter().any(|v| v.name == version.name) {
                 return Err(MergeError::DuplicateVersion {
@@ -237,10 +309,7 @@ mod merge_tests {
     fn merge_crds_should_reject_disagreeing_or_duplicate_versions() {
         assert!(matches!(
             merge_crds([crd("v1", true, "Namespaced"), crd("v2", false, "Cluster")]),
-            Err(MergeError::Mismatch {
-                what: "a scope",
-                ..
-            })
+            Err(MergeError::Mismatch { what: "scopes", .. })
         ));
         assert!(matches!(
             merge_crds([
@@ -249,5 +318,30 @@ mod merge_tests {
             ]),
             Err(MergeError::DuplicateVersion { .. })
         ));
+    }
+
+    /// Issue #31: the error said `version v1alpha1 has names different from the other
+    /// versions` and not which name.
+    #[test]
+    fn merge_crds_should_say_which_names_differ_with_both_values() {
+        let mut alpha = crd("v1alpha1", false, "Namespaced");
+        alpha.spec.names.plural = "things".into();
+        let mut v1 = crd("v1", true, "Namespaced");
+        v1.spec.names.plural = "things".into();
+        v1.spec.names.short_names = Some(vec!["th".into()]);
+        let err = merge_crds([v1, alpha]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "CRD things.t.kubeforge.dev: versions v1alpha1 and v1 have different names: \
+             shortNames: none in v1alpha1, [\"th\"] in v1; give every `#[custom_resource]` \
+             version of the kind the same"
+        );
+        let err =
+            merge_crds([crd("v1", true, "Namespaced"), crd("v2", false, "Cluster")]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(r#"different scopes: "Cluster" in v2, "Namespaced" in v1"#),
+            "{err}"
+        );
     }
 }

@@ -22,6 +22,10 @@ use serde_json::Value;
 /// ratcheted: an update that keeps a value a marker now rejects is rejected here, where the
 /// apiserver accepts it.
 ///
+/// Verdicts follow what is sent: a field serde leaves out (`skip_serializing_if`) is checked as
+/// absent, the way the apiserver sees it (only `required` fails on it), and nothing inside it is
+/// checked.
+///
 /// The errors are `garde` entries (`spec.replicas: Invalid value: -1: replicas must not be
 /// negative`) in the apiserver's words for CEL rules; see the `crd` module docs for the markers.
 ///

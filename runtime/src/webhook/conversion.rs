@@ -234,10 +234,20 @@ impl HubOfAnotherVersion for Holds<true> {}
 pub trait HubStored {}
 impl HubStored for Holds<true> {}
 
+/// Implemented when the spoke has the hub's names and scope (the CRD of the kind has one set).
+#[diagnostic::on_unimplemented(
+    message = "the versions of one kind must have the same names and scope: `plural`, `singular`, `shortname`s, `category`s or `namespaced` differ from the hub's",
+    label = "the hub's names or scope differ from this version's"
+)]
+pub trait HubWithTheSameNames {}
+impl HubWithTheSameNames for Holds<true> {}
+
 /// Compiles only if `spoke` and `hub` (`Holds<same_kind(..)>`) are versions of one kind.
 pub const fn assert_hub_of_the_same_kind<T: HubOfTheSameKind>() {}
 /// Compiles only if the hub is another version (`Holds<another_version(..)>`).
 pub const fn assert_hub_of_another_version<T: HubOfAnotherVersion>() {}
+/// Compiles only if the spoke has the hub's names (`Holds<same_names(..)>`).
+pub const fn assert_hub_with_the_same_names<T: HubWithTheSameNames>() {}
 /// Compiles only if the hub is the storage version (`Holds<stored(..)>`).
 pub const fn assert_hub_stored<T: HubStored>() {}
 
@@ -261,6 +271,31 @@ pub const fn same_subresources(spoke: &KindInfo, hub: &KindInfo) -> bool {
 /// Whether `spoke` and `hub` are versions of one kind (same group and kind).
 pub const fn same_kind(spoke: &KindInfo, hub: &KindInfo) -> bool {
     same(spoke.group, hub.group) && same(spoke.kind, hub.kind)
+}
+
+/// Whether `spoke` and `hub` have the same names and scope, as merging their CRDs requires
+/// (`true` for versions of different kinds: [`same_kind`] reports those).
+pub const fn same_names(spoke: &KindInfo, hub: &KindInfo) -> bool {
+    !same_kind(spoke, hub)
+        || (same(spoke.plural, hub.plural)
+            && same(spoke.singular, hub.singular)
+            && same_list(spoke.short_names, hub.short_names)
+            && same_list(spoke.categories, hub.categories)
+            && spoke.namespaced == hub.namespaced)
+}
+
+const fn same_list(a: &[&str], b: &[&str]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if !same(a[i], b[i]) {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Whether `hub` is another version than `spoke`.

@@ -69,6 +69,7 @@
 //! `sideEffects: None`); [`AdmissionContext::dry_run`] tells a hook that nothing will be stored.
 
 mod admission;
+mod arbitrary;
 #[cfg(feature = "webhooks")]
 pub mod certs;
 mod config;
@@ -95,11 +96,11 @@ pub mod __private {
     pub use super::admission::{Hook, Reviewed};
     pub use super::conversion::{
         Holds, another_version, assert_hub_of_another_version, assert_hub_of_the_same_kind,
-        assert_hub_stored, assert_same_subresources, from_hub, same_kind, same_subresources,
-        to_hub,
+        assert_hub_stored, assert_hub_with_the_same_names, assert_same_subresources, from_hub,
+        same_kind, same_names, same_subresources, to_hub,
     };
     pub use super::generated::convert_json;
-    pub use super::roundtrip::{Side, check_round_trips, normalize};
+    pub use super::roundtrip::{Side, arbitrary_objects, check_round_trips, normalize, validate};
 }
 pub use config::{Configurations, Endpoint};
 pub use conversion::{
