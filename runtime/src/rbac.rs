@@ -188,9 +188,9 @@ impl Rules {
         self
     }
 
-    /// Whether there are no rules.
+    /// Whether there are no rules, neither for every object of a resource nor for named ones.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.rules.is_empty() && self.named.is_empty()
     }
 
     /// Publishing events (the [`Recorder`](crate::events::Recorder)).
@@ -366,6 +366,14 @@ mod tests {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 
     use super::*;
+
+    #[test]
+    fn rules_for_named_objects_only_should_not_be_empty() {
+        let named = Rules::new().allow_named("", "configmaps", &["get"], &["lock"]);
+        assert!(!named.is_empty());
+        assert_eq!(named.policy_rules().len(), 1);
+        assert!(Rules::new().is_empty());
+    }
 
     #[test]
     fn rules_should_follow_the_wiring_and_merge_verbs() {

@@ -9,7 +9,7 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use kube::discovery::{self, Scope};
-use kubeforge::testing::{ControlPlane, TestNamespace};
+use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
 use kubeforge_examples::webapp::WebApp;
 
 use crate::support::{eventually, status_code};
@@ -29,6 +29,11 @@ async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
     let plane = ControlPlane::shared().unwrap();
     let client = ns.client();
     let name = format!("deploy-{}", ns.name());
+    // The CRDs are only dry-run below; the operator's list needs the kind installed (run alone,
+    // no other test has installed it).
+    apply_crds(&client, [WebApp::crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
     let args: Vec<String> = [
         "--deploy",
         "--all",

@@ -53,6 +53,26 @@ pub fn webhook_conversion(client_config: WebhookClientConfig) -> CustomResourceC
     }
 }
 
+/// A merge patch of a CRD that sets its `spec.conversion` to `conversion`, replacing whichever
+/// endpoint the CRD had: the one `conversion` does not name (`url` or `service`) is set to
+/// `null`, since the apiserver refuses a conversion with both. A `caBundle` the CRD has is kept
+/// when `conversion` brings none (a CA injector may own it). `None` patches nothing but
+/// `spec.conversion: null`, which the apiserver defaults to `strategy: None`: only tests call it
+/// so, for CRDs whose versions share one shape.
+#[must_use]
+pub fn replacing_patch(conversion: Option<&CustomResourceConversion>) -> Value {
+    let mut conversion = serde_json::to_value(conversion).unwrap_or(Value::Null);
+    if let Some(config) = conversion
+        .pointer_mut("/webhook/clientConfig")
+        .and_then(Value::as_object_mut)
+    {
+        for endpoint in ["url", "service"] {
+            config.entry(endpoint).or_insert(Value::Null);
+        }
+    }
+    serde_json::json!({ "spec": { "conversion": conversion } })
+}
+
 /// The conversion of a CRD no operator has configured: a webhook at a Service that does not
 /// exist ([`UNCONFIGURED_SERVICE`]).
 #[must_use]
@@ -114,6 +134,28 @@ mod tests {
             }),
             ..CustomResourceDefinitionVersion::default()
         }
+    }
+
+    #[test]
+    fn the_replacing_patch_should_null_the_other_endpoint_and_keep_the_ca_bundle() {
+        let at_url = webhook_conversion(WebhookClientConfig {
+            url: Some("https://127.0.0.1:9443/convert".into()),
+            ..WebhookClientConfig::default()
+        });
+        let patch = replacing_patch(Some(&at_url));
+        let config = &patch["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert_eq!(config["url"], "https://127.0.0.1:9443/convert");
+        assert!(config["service"].is_null() && config.get("service").is_some());
+        assert!(config.get("caBundle").is_none(), "{patch}");
+        let crd = CustomResourceDefinition::default();
+        let patch = replacing_patch(Some(&unconfigured(&crd)));
+        let config = &patch["spec"]["conversion"]["webhook"]["clientConfig"];
+        assert!(config["url"].is_null() && config.get("url").is_some());
+        assert_eq!(config["service"]["name"], UNCONFIGURED_SERVICE.1);
+        assert_eq!(
+            replacing_patch(None),
+            serde_json::json!({ "spec": { "conversion": null } })
+        );
     }
 
     #[test]

@@ -191,7 +191,7 @@ fn webhook_manifests(
         serde_json::to_value(rules.policy_rules()).unwrap_or(Value::Null)
     };
     out.extend(rbac("Role", Some(namespace), rules(certificate)));
-    if !cluster.is_empty() || !cluster.policy_rules().is_empty() {
+    if !cluster.is_empty() {
         out.extend(rbac("ClusterRole", None, rules(cluster)));
     }
     out.push(json!({

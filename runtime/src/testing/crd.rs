@@ -106,16 +106,7 @@ async fn replace_conversion(
         &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion,
     >,
 ) -> Result<(), TestingError> {
-    let mut conversion = serde_json::to_value(conversion).unwrap_or_default();
-    if let Some(config) = conversion
-        .pointer_mut("/webhook/clientConfig")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        for endpoint in ["url", "service", "caBundle"] {
-            config.entry(endpoint).or_insert(serde_json::Value::Null);
-        }
-    }
-    let patch = serde_json::json!({ "spec": { "conversion": conversion } });
+    let patch = crate::crd::conversion::replacing_patch(conversion);
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(TestingError::api(format!(

@@ -199,23 +199,25 @@ impl Configurations {
 }
 
 impl Configurations {
-    /// The `spec.conversion` of the CRD of `conversions`' kind: a webhook at its path. As a
-    /// merge patch it replaces whichever endpoint the CRD had (the other one is set to `null`).
+    /// The `spec.conversion` of the CRD of `conversions`' kind: a webhook at its path.
     #[must_use]
-    pub fn crd_conversion(&self, conversions: &super::KindConversions) -> serde_json::Value {
-        let mut client_config =
-            serde_json::to_value(self.client_config(&conversions.path())).unwrap_or_default();
-        if let Some(config) = client_config.as_object_mut() {
-            for endpoint in ["url", "service"] {
-                config.entry(endpoint).or_insert(serde_json::Value::Null);
-            }
-        }
-        serde_json::json!({
-            "strategy": "Webhook",
-            "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": client_config,
-            },
+    pub fn crd_conversion(
+        &self,
+        conversions: &super::KindConversions,
+    ) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion
+    {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+        // The admission and the apiextensions types of a client config are the same object.
+        let config = self.client_config(&conversions.path());
+        crate::crd::conversion::webhook_conversion(ext::WebhookClientConfig {
+            ca_bundle: config.ca_bundle,
+            service: config.service.map(|s| ext::ServiceReference {
+                name: s.name,
+                namespace: s.namespace,
+                path: s.path,
+                port: s.port,
+            }),
+            url: config.url,
         })
     }
 
@@ -235,7 +237,7 @@ impl Configurations {
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         for kind in conversions {
             let name = format!("{}.{}", kind.hub.plural, kind.hub.group);
-            let patch = serde_json::json!({ "spec": { "conversion": self.crd_conversion(kind) } });
+            let patch = crate::crd::conversion::replacing_patch(Some(&self.crd_conversion(kind)));
             api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
                 .await?;
         }

@@ -2,11 +2,9 @@
 //! separate process: the first SIGTERM lets in-flight reconciles finish and releases the Lease,
 //! a second one exits at once, and a renewal stuck on a dead connection holds up neither.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,6 +12,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use kubeforge::testing::{ControlPlane, FaultProxy, TestNamespace};
 
+use crate::support::process::Spawned;
 use crate::support::{configmap, eventually};
 
 /// The operator's leader-election identity (`POD_NAME`).
@@ -23,92 +22,18 @@ const FIRST_SIGNAL: &str = "shutdown signal received; stopping";
 /// What the manager logs when a second signal ends the process.
 const SECOND_SIGNAL: &str = "second shutdown signal; exiting immediately";
 
-/// A running `signal-operator`, killed when dropped (a failed test leaves no process behind).
-struct Operator {
-    child: Child,
-    /// Every stdout and stderr line so far (the manager's logs go to stdout, in order with the
-    /// operator's `begin`/`end` lines).
-    output: Arc<Mutex<Vec<String>>>,
-}
-
-impl Operator {
-    fn start(namespace: &str, kubeconfig: &Path, extra_args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_signal-operator"))
-            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
-            .args(["--namespace", namespace, "--health-probe-bind-address", "0"])
-            .args(extra_args)
-            .env("POD_NAME", IDENTITY)
-            .env("RUST_LOG", "info")
-            .env("LOG_FORMAT", "text")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let output: Arc<Mutex<Vec<String>>> = Arc::default();
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        Self::collect(stdout, &output);
-        Self::collect(stderr, &output);
-        Self { child, output }
-    }
-
-    /// Appends the lines of `stream` to `output` from a thread, until the child closes it.
-    fn collect(stream: impl Read + Send + 'static, output: &Arc<Mutex<Vec<String>>>) {
-        let output = Arc::clone(output);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                output.lock().unwrap().push(line);
-            }
-        });
-    }
-
-    fn sigterm(&self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(status.success(), "kill -TERM {pid}: {status}");
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.output.lock().unwrap().clone()
-    }
-
-    fn has_line(&self, wanted: &str) -> bool {
-        self.output
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|line| line.contains(wanted))
-    }
-
-    /// The last lines of output, for failure messages.
-    fn tail(&self) -> String {
-        let lines = self.lines();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    /// Waits up to `timeout` for the process to exit: its status and how long that took.
-    async fn exit_within(&mut self, timeout: Duration) -> (ExitStatus, Duration) {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, start.elapsed());
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "still running {timeout:?} after the signal:\n{}",
-                self.tail()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts `signal-operator` (its manager logs go to stdout, in order with the operator's
+/// `begin`/`end` lines).
+fn start_operator(namespace: &str, kubeconfig: &Path, extra_args: &[&str]) -> Spawned {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_signal-operator"));
+    command
+        .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .args(["--namespace", namespace, "--health-probe-bind-address", "0"])
+        .args(extra_args)
+        .env("POD_NAME", IDENTITY)
+        .env("RUST_LOG", "info")
+        .env("LOG_FORMAT", "text");
+    Spawned::start(command)
 }
 
 /// A ConfigMap the operator reconciles, each reconcile sleeping `sleep_ms`.
@@ -134,7 +59,7 @@ async fn sigterm_during_a_burst_should_finish_in_flight_reconciles_release_the_l
     const CONFIGMAPS: usize = 50;
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();
-    let mut operator = Operator::start(
+    let mut operator = start_operator(
         ns.name(),
         plane.kubeconfig_path(),
         &[
@@ -183,7 +108,7 @@ async fn sigterm_during_a_burst_should_finish_in_flight_reconciles_release_the_l
     )
     .await;
 
-    operator.sigterm();
+    operator.signal("-TERM");
     let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
     eprintln!("exit {took:?} after SIGTERM, {status}");
     let lines = operator.lines();
@@ -235,7 +160,7 @@ async fn sigterm_during_a_burst_should_finish_in_flight_reconciles_release_the_l
 async fn second_sigterm_should_exit_at_once_with_a_failure_status() {
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();
-    let mut operator = Operator::start(ns.name(), plane.kubeconfig_path(), &[]);
+    let mut operator = start_operator(ns.name(), plane.kubeconfig_path(), &[]);
     ns.api::<ConfigMap>()
         .create(&PostParams::default(), &slow_configmap("stalled", "600000"))
         .await
@@ -248,7 +173,7 @@ async fn second_sigterm_should_exit_at_once_with_a_failure_status() {
     .await;
 
     // The first signal: the manager waits for the stalled reconcile (the grace period is 30 s).
-    operator.sigterm();
+    operator.signal("-TERM");
     eventually(
         "the first signal to be handled",
         Duration::from_secs(20),
@@ -257,12 +182,12 @@ async fn second_sigterm_should_exit_at_once_with_a_failure_status() {
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
-        operator.child.try_wait().unwrap().is_none(),
+        operator.running(),
         "exited before the grace period:\n{}",
         operator.tail()
     );
 
-    operator.sigterm();
+    operator.signal("-TERM");
     let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
     eprintln!("exit {took:?} after the second SIGTERM, {status}");
     assert!(took < Duration::from_secs(3), "took {took:?}");
@@ -292,7 +217,7 @@ async fn sigterm_during_a_hung_lease_renewal_should_release_the_lease_and_exit_c
         .await
         .unwrap();
     let kubeconfig = kubeconfig_through(plane, &proxy, ns.name());
-    let mut operator = Operator::start(
+    let mut operator = start_operator(
         ns.name(),
         &kubeconfig,
         &[
@@ -335,7 +260,7 @@ async fn sigterm_during_a_hung_lease_renewal_should_release_the_lease_and_exit_c
     // 2 s) hangs on it. The signal comes while it does.
     proxy.blackhole_existing();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    operator.sigterm();
+    operator.signal("-TERM");
     let (status, took) = operator.exit_within(Duration::from_secs(60)).await;
     eprintln!("exit {took:?} after SIGTERM, {status}");
     assert!(status.success(), "{status}:\n{}", operator.tail());
@@ -356,7 +281,7 @@ async fn a_black_holed_connection_should_not_cost_the_leadership() {
         .await
         .unwrap();
     let kubeconfig = kubeconfig_through(plane, &proxy, ns.name());
-    let mut operator = Operator::start(
+    let mut operator = start_operator(
         ns.name(),
         &kubeconfig,
         &[
@@ -384,7 +309,7 @@ async fn a_black_holed_connection_should_not_cost_the_leadership() {
     proxy.blackhole_existing();
     tokio::time::sleep(Duration::from_secs(15)).await;
     assert!(
-        operator.child.try_wait().unwrap().is_none(),
+        operator.running(),
         "the operator exited:\n{}",
         operator.tail()
     );
@@ -394,7 +319,7 @@ async fn a_black_holed_connection_should_not_cost_the_leadership() {
         Some((IDENTITY.to_owned(), term)),
         "same holder, same term"
     );
-    operator.sigterm();
+    operator.signal("-TERM");
     let (status, _) = operator.exit_within(Duration::from_secs(60)).await;
     assert!(status.success(), "{status}:\n{}", operator.tail());
     let _ = std::fs::remove_file(kubeconfig);

@@ -14,10 +14,8 @@
 //! - The operator runs through start, traffic, restart and shutdown under exactly the ClusterRole
 //!   its own `crdgen --rbac` prints, with no 403 (before: the role had no webhook rules).
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -36,6 +34,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::eventually;
+use crate::support::process::Spawned;
 
 /// The Slot CRD's conversion is one per CRD: the tests that configure it take turns.
 static SLOT_CONVERSION: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -512,62 +511,17 @@ async fn an_object_the_webhook_cannot_read_should_stay_deletable_and_repairable(
     operator.stop().await;
 }
 
-/// An operator process, killed when dropped; its stdout and stderr lines collected.
-struct Process {
-    child: Child,
-    output: Arc<Mutex<Vec<String>>>,
-}
-
-impl Process {
-    fn start(kubeconfig: &Path, name: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_webhook-operator"))
-            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
-            .args(["--health-probe-bind-address", "127.0.0.1:0"])
-            .args(["--webhook-port", "0", "--webhook-name", name])
-            .env("RUST_LOG", "info")
-            .env("LOG_FORMAT", "text")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let output: Arc<Mutex<Vec<String>>> = Arc::default();
-        let collect = |stream: Box<dyn Read + Send>| {
-            let output = Arc::clone(&output);
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    output.lock().unwrap().push(line);
-                }
-            });
-        };
-        collect(Box::new(child.stdout.take().unwrap()));
-        collect(Box::new(child.stderr.take().unwrap()));
-        Self { child, output }
-    }
-
-    /// SIGTERM, then the exit status (within 30 s).
-    async fn stop(mut self) -> std::process::ExitStatus {
-        crate::support::process::signal(&self.child, "-TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit 30 s after SIGTERM");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.output.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        crate::support::process::kill(&mut self.child);
-    }
+/// Starts `webhook-operator` registering its webhooks as `name`.
+fn start_process(kubeconfig: &Path, name: &str) -> Spawned {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_webhook-operator"));
+    command
+        .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
+        .args(["--health-probe-bind-address", "127.0.0.1:0"])
+        .args(["--webhook-port", "0", "--webhook-name", name])
+        .env("RUST_LOG", "info")
+        .env("LOG_FORMAT", "text")
+        .env("NO_COLOR", "1");
+    Spawned::start(command)
 }
 
 /// `webhook-operator crdgen ARGS`.
@@ -634,7 +588,7 @@ async fn the_operator_should_run_under_exactly_the_rbac_it_prints() {
     let slots2: Api<v2::Slot> = ns.api();
     let mut lines = Vec::new();
     for round in 0..2 {
-        let operator = Process::start(&kubeconfig, &name);
+        let operator = start_process(&kubeconfig, &name);
         configured(&client, &name, true).await;
         let created = format!("s{round}");
         settled("a v1 create", async || {
