@@ -7,6 +7,7 @@
 //!   parent, which is what `owns` in a controller watches and what garbage collection follows.
 
 mod connect;
+mod named;
 mod rate_limit;
 
 use std::fmt::Debug;
@@ -18,6 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use connect::{ConnectionConfig, DeadlineError, IdleTimeout, connect, connect_with};
+pub use named::{RequestFailed, name_error, request};
 pub use rate_limit::{RateLimitLayer, RateLimited, rate_limited_client};
 
 /// Which part of the object [`update_object`] writes.
@@ -184,7 +186,7 @@ pub async fn apply_owned<P, C>(
 ) -> Result<C, kube::Error>
 where
     P: Resource<DynamicType = ()>,
-    C: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    C: Resource<DynamicType: Default> + Clone + Serialize + DeserializeOwned + Debug,
 {
     let name = owned_by(&mut child, owner, "apply_owned")?;
     child.meta_mut().managed_fields = None;
@@ -194,6 +196,20 @@ where
         &Patch::Apply(&child),
     )
     .await
+    .map_err(|e| name_error(&describe("apply", api, &name), e))
+}
+
+/// `verb Kind namespace/name` of a request through `api`.
+fn describe<C>(verb: &str, api: &Api<C>, name: &str) -> String
+where
+    C: Resource<DynamicType: Default>,
+{
+    request(
+        verb,
+        &C::kind(&C::DynamicType::default()),
+        api.namespace(),
+        name,
+    )
 }
 
 /// Creates `child` with a controller owner reference to `owner` unless an object of its name
@@ -228,15 +244,19 @@ pub async fn create_owned<P, C>(
 ) -> Result<(C, bool), kube::Error>
 where
     P: Resource<DynamicType = ()>,
-    C: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    C: Resource<DynamicType: Default> + Clone + Serialize + DeserializeOwned + Debug,
 {
     let name = owned_by(&mut child, owner, "create_owned")?;
     match api.create(&PostParams::default(), &child).await {
         Ok(created) => Ok((created, true)),
         Err(kube::Error::Api(status)) if status.code == 409 && status.reason == "AlreadyExists" => {
-            Ok((api.get(&name).await?, false))
+            let stored = api
+                .get(&name)
+                .await
+                .map_err(|e| name_error(&describe("get", api, &name), e))?;
+            Ok((stored, false))
         }
-        Err(error) => Err(error),
+        Err(error) => Err(name_error(&describe("create", api, &name), error)),
     }
 }
 

@@ -149,10 +149,11 @@ impl<K> Context<K> {
                         serde_json::to_value(self.object.as_ref())
                     })
                     .map_err(kube::Error::SerdeError)?;
-                api.patch_status(&self.key.name, &params, &guarded).await?
+                api.patch_status(&self.key.name, &params, &guarded).await
             }
-            None => api.patch_status(&self.key.name, &params, patch).await?,
-        };
+            None => api.patch_status(&self.key.name, &params, patch).await,
+        }
+        .map_err(|e| self.name_error("patch the status of", e))?;
         self.record_write(&written);
         Ok(written)
     }
@@ -176,22 +177,24 @@ impl<K> Context<K> {
             (None, Some(uid)) => {
                 let mut with_uid = obj.clone();
                 with_uid.meta_mut().uid = Some(uid.clone());
-                api.replace_status(&self.key.name, &params, &with_uid)
-                    .await?
+                api.replace_status(&self.key.name, &params, &with_uid).await
             }
-            _ => api.replace_status(&self.key.name, &params, obj).await?,
-        };
+            _ => api.replace_status(&self.key.name, &params, obj).await,
+        }
+        .map_err(|e| self.name_error("replace the status of", e))?;
         self.record_write(&written);
         Ok(written)
     }
 
     /// Server-side-applies `child` with a controller owner reference to `owner` (see
-    /// [`apply_owned`](crate::client::apply_owned)) in the namespace of the object being
-    /// reconciled, as field manager `manager`, and records the write.
+    /// [`apply_owned`](crate::client::apply_owned)) in the child's namespace (that of the object
+    /// being reconciled when the child names none), as field manager `manager`, and records the
+    /// write.
     ///
     /// # Errors
     ///
-    /// The apiserver's error, or an owner without a UID.
+    /// The apiserver's error naming the request (`apply Secret team-a/shared: ...`), an owner
+    /// without a UID, or a namespaced child without a namespace under a cluster-scoped owner.
     pub async fn apply_owned<C>(
         &self,
         owner: &K,
@@ -208,20 +211,22 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let api = self.api_for(&mut child, "apply")?;
         self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
-        let written = crate::client::apply_owned(&self.api::<C>(), owner, manager, child).await?;
+        let written = crate::client::apply_owned(&api, owner, manager, child).await?;
         self.record_write(&written);
         Ok(written)
     }
 
     /// Creates `child` with a controller owner reference to `owner` unless it exists (see
-    /// [`create_owned`](crate::client::create_owned)) in the namespace of the object being
-    /// reconciled: the stored object and whether this call created it. Records the write.
+    /// [`create_owned`](crate::client::create_owned)) in the child's namespace (that of the
+    /// object being reconciled when the child names none): the stored object and whether this
+    /// call created it. Records the write.
     ///
     /// # Errors
     ///
-    /// The apiserver's error, or an owner without a UID.
+    /// As [`apply_owned`](Self::apply_owned).
     pub async fn create_owned<C>(&self, owner: &K, mut child: C) -> Result<(C, bool), kube::Error>
     where
         K: Resource<DynamicType = ()>,
@@ -233,10 +238,10 @@ impl<K> Context<K> {
             + 'static,
         C::Scope: Scoped,
     {
+        let api = self.api_for(&mut child, "create")?;
         self.label_for_shard(&mut child);
         let _flight = self.flight_to(&child);
-        let (mut stored, created) =
-            crate::client::create_owned(&self.api::<C>(), owner, child).await?;
+        let (mut stored, created) = crate::client::create_owned(&api, owner, child).await?;
         if created {
             self.record_write(&stored);
         } else if let Some(membership) = self.wiring.shard() {
@@ -247,14 +252,18 @@ impl<K> Context<K> {
                     membership.owner_label(): membership.member(),
                 }}});
                 let name = stored.meta().name.clone().unwrap_or_default();
-                stored = self
-                    .api::<C>()
+                stored = api
                     .patch(
                         &name,
                         &kube::api::PatchParams::default(),
                         &kube::api::Patch::Merge(patch),
                     )
-                    .await?;
+                    .await
+                    .map_err(|e| {
+                        let what =
+                            crate::client::request("patch", &C::kind(&()), api.namespace(), &name);
+                        crate::client::name_error(&what, e)
+                    })?;
                 self.record_write(&stored);
             }
         }
@@ -266,6 +275,56 @@ impl<K> Context<K> {
     pub fn label_for_shard<C: Resource>(&self, child: &mut C) {
         if let Some(membership) = self.wiring.shard() {
             membership.label(child.meta_mut());
+        }
+    }
+
+    /// `error` of a request about the object being reconciled, naming it.
+    fn name_error(&self, verb: &str, error: kube::Error) -> kube::Error
+    where
+        K: Kind,
+    {
+        let what = crate::client::request(
+            verb,
+            &K::kind(&()),
+            self.key.namespace.as_deref(),
+            &self.key.name,
+        );
+        crate::client::name_error(&what, error)
+    }
+
+    /// The [`Api`] `child` is written through: its own namespace, given that of the object being
+    /// reconciled when it names none (a namespaced child of a cluster-scoped owner must name
+    /// one).
+    fn api_for<C>(&self, child: &mut C, verb: &str) -> Result<Api<C>, kube::Error>
+    where
+        C: Resource<DynamicType = ()>,
+        C::Scope: Scoped,
+    {
+        if !<C::Scope as Scoped>::NAMESPACED {
+            return Ok(<C::Scope as Scoped>::api::<C>(self.client(), None));
+        }
+        let meta = child.meta_mut();
+        if meta.namespace.is_none() {
+            meta.namespace = self.key.namespace.clone();
+        }
+        match &meta.namespace {
+            Some(namespace) => Ok(<C::Scope as Scoped>::api::<C>(
+                self.client(),
+                Some(namespace),
+            )),
+            None => Err(kube::Error::Service(
+                format!(
+                    "{}: a namespaced child of the cluster-scoped {} needs metadata.namespace",
+                    crate::client::request(
+                        verb,
+                        &C::kind(&()),
+                        None,
+                        meta.name.as_deref().unwrap_or("<unnamed>")
+                    ),
+                    self.key.name
+                )
+                .into(),
+            )),
         }
     }
 

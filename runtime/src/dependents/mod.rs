@@ -57,8 +57,12 @@
 //! # Ok(()) }
 //! ```
 
+mod child;
+mod collection;
+mod declare;
 mod matcher;
 pub mod ready;
+mod single;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -66,166 +70,24 @@ use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
 use futures::future::BoxFuture;
-use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch};
+use kube::api::Patch;
 use kube::core::object::HasStatus;
 use serde::Serialize;
 
 use crate::BoxError;
-use crate::cache::Lookup;
 use crate::controller::{Context, Kind};
 use crate::crd::{Conditions, PROGRESSING, READY};
 use crate::events::{EventType, Recorder};
 use crate::scope::Scoped;
 
+pub use child::DEPENDENT_LABEL;
+pub use declare::{Dependent, Desired, DesiredMany, Items};
 pub use ready::Readiness;
+
+use declare::Desire;
 
 /// The condition type that is true while writing a dependent fails.
 pub const DEGRADED: &str = "Degraded";
-
-type Build<P, C, K> = Box<
-    dyn for<'a> Fn(&'a C, &'a P, &'a Context<P>) -> BoxFuture<'a, Result<K, BoxError>>
-        + Send
-        + Sync,
->;
-
-/// What a desired-state function returns: the child, or `Result<Child, E>` when building it
-/// can fail (an error converting into a [`BoxError`]; the dependent is then `Failed`).
-#[diagnostic::on_unimplemented(
-    message = "a dependent builds a Kubernetes kind (or a `Result` of one), not `{Self}`",
-    label = "not a kind a dependent can build",
-    note = "return a k8s-openapi resource such as `Secret`, or a kind #[kubeforge::custom_resource] generates"
-)]
-pub trait Desired<K> {
-    /// The child, or why there is none.
-    ///
-    /// # Errors
-    ///
-    /// The function's own error, boxed.
-    fn into_desired(self) -> Result<K, BoxError>;
-}
-
-impl<K: Kind> Desired<K> for K {
-    fn into_desired(self) -> Result<K, BoxError> {
-        Ok(self)
-    }
-}
-
-impl<K: Kind, E: Into<BoxError>> Desired<K> for Result<K, E> {
-    fn into_desired(self) -> Result<K, BoxError> {
-        self.map_err(Into::into)
-    }
-}
-type Test<P, C> = Box<dyn Fn(&C, &P) -> bool + Send + Sync>;
-
-/// One child of the primary kind `P`, built by a function of the controller `C`.
-pub struct Dependent<P, C, K> {
-    name: &'static str,
-    desired: Build<P, C, K>,
-    create_only: bool,
-    when: Option<Test<P, C>>,
-    precondition: Option<Test<P, C>>,
-    ready: Box<dyn Fn(&K) -> bool + Send + Sync>,
-    depends_on: Vec<&'static str>,
-}
-
-impl<P, C, K> Dependent<P, C, K> {
-    /// A dependent named `name` (in conditions, events and [`Reconciled::get`]), built by
-    /// `desired` (returning the child or a `Result` of it); ready as soon as it exists.
-    pub fn new<R: Desired<K>>(
-        name: &'static str,
-        desired: impl Fn(&C, &P, &Context<P>) -> R + Send + Sync + 'static,
-    ) -> Self
-    where
-        K: Send + 'static,
-    {
-        Self::build(
-            name,
-            Box::new(move |c, p, ctx| {
-                let built = desired(c, p, ctx).into_desired();
-                Box::pin(std::future::ready(built))
-            }),
-        )
-    }
-
-    /// As [`new`](Self::new), with an asynchronous desired-state function (one that reads the
-    /// cache, say), written as a function returning a boxed future.
-    pub fn new_async<R: Desired<K> + 'static>(
-        name: &'static str,
-        desired: impl for<'a> Fn(&'a C, &'a P, &'a Context<P>) -> BoxFuture<'a, R>
-        + Send
-        + Sync
-        + 'static,
-    ) -> Self
-    where
-        K: Send + 'static,
-    {
-        Self::build(
-            name,
-            Box::new(move |c, p, ctx| {
-                let building = desired(c, p, ctx);
-                Box::pin(async move { building.await.into_desired() })
-            }),
-        )
-    }
-
-    fn build(name: &'static str, desired: Build<P, C, K>) -> Self {
-        Self {
-            name,
-            desired,
-            create_only: false,
-            when: None,
-            precondition: None,
-            ready: Box::new(|_| true),
-            depends_on: Vec::new(),
-        }
-    }
-
-    /// Created when absent, never updated (a generated password survives spec edits and
-    /// restarts).
-    #[must_use]
-    pub fn create_only(mut self) -> Self {
-        self.create_only = true;
-        self
-    }
-
-    /// Exists only while `active` holds; deleted when it turns false.
-    #[must_use]
-    pub fn when(mut self, active: impl Fn(&C, &P) -> bool + Send + Sync + 'static) -> Self {
-        self.when = Some(Box::new(active));
-        self
-    }
-
-    /// Reconciled only while `holds` holds; left as it is (and counted as not ready) otherwise.
-    #[must_use]
-    pub fn precondition(mut self, holds: impl Fn(&C, &P) -> bool + Send + Sync + 'static) -> Self {
-        self.precondition = Some(Box::new(holds));
-        self
-    }
-
-    /// Ready when `ready` says so of the stored object.
-    #[must_use]
-    pub fn ready(mut self, ready: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
-        self.ready = Box::new(ready);
-        self
-    }
-
-    /// Ready by the kind's built-in rule (see [`ready`]).
-    #[must_use]
-    pub fn ready_builtin(self) -> Self
-    where
-        K: Readiness + 'static,
-    {
-        self.ready(K::is_ready)
-    }
-
-    /// Reconciled only once the dependents named are ready.
-    #[must_use]
-    pub fn depends_on(mut self, names: &[&'static str]) -> Self {
-        self.depends_on.extend_from_slice(names);
-        self
-    }
-}
 
 /// Where a dependent stands after a reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -247,12 +109,52 @@ pub enum State {
     Deleting,
     /// Writing or reading it failed (the message).
     Failed(String),
+    /// An object of its name exists that the primary does not own: left as it is (the message
+    /// names it and its controller).
+    Conflict(String),
 }
 
 impl State {
     /// Whether the dependent needs nothing more (ready, or inactive and gone).
     pub fn is_done(&self) -> bool {
         matches!(self, State::Ready | State::Inactive)
+    }
+
+    /// Whether it failed or conflicts with an object it does not own.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, State::Failed(_) | State::Conflict(_))
+    }
+}
+
+/// One child of a collection after a reconcile.
+pub struct Item {
+    /// The item it was built for (`for_each`), or its namespace and name (`many`).
+    pub item: String,
+    /// Its namespace, when built.
+    pub namespace: Option<String>,
+    /// Its name, when built.
+    pub name: Option<String>,
+    /// Where it stands: [`State::Deleting`] for a child no longer wanted and being deleted.
+    pub state: State,
+    /// Whether this reconcile created it.
+    pub created: bool,
+    object: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Item {
+    /// Its stored object, if it exists and is of kind `K`.
+    pub fn object<K: Send + Sync + 'static>(&self) -> Option<Arc<K>> {
+        self.object.clone()?.downcast::<K>().ok()
+    }
+}
+
+impl Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Item")
+            .field("item", &self.item)
+            .field("state", &self.state)
+            .field("created", &self.created)
+            .finish_non_exhaustive()
     }
 }
 
@@ -266,6 +168,10 @@ pub struct Outcome {
     pub created: bool,
     /// Whether this reconcile wrote it (created, applied or deleted).
     pub written: bool,
+    /// A collection's children, in the order built, then those being deleted.
+    pub items: Vec<Item>,
+    /// A collection's aggregate: which children are not ready, failed or conflict.
+    summary: Option<String>,
     object: Option<Arc<dyn Any + Send + Sync>>,
     error: Option<BoxError>,
 }
@@ -277,6 +183,8 @@ impl Outcome {
             state,
             created: false,
             written: false,
+            items: Vec::new(),
+            summary: None,
             object: None,
             error: None,
         }
@@ -290,6 +198,7 @@ impl Debug for Outcome {
             .field("state", &self.state)
             .field("created", &self.created)
             .field("written", &self.written)
+            .field("items", &self.items)
             .finish_non_exhaustive()
     }
 }
@@ -306,6 +215,20 @@ impl Reconciled {
     pub fn get<K: Send + Sync + 'static>(&self, name: &str) -> Option<Arc<K>> {
         let object = self.outcome(name)?.object.clone()?;
         object.downcast::<K>().ok()
+    }
+
+    /// The children of collection `name` (empty for a single dependent or an unknown name).
+    pub fn items(&self, name: &str) -> &[Item] {
+        self.outcome(name).map_or(&[], |o| o.items.as_slice())
+    }
+
+    /// The stored objects of collection `name` that are of kind `K`, in the order built.
+    pub fn objects<K: Send + Sync + 'static>(&self, name: &str) -> Vec<Arc<K>> {
+        self.items(name)
+            .iter()
+            .filter(|i| i.state != State::Deleting)
+            .filter_map(Item::object)
+            .collect()
     }
 
     /// Where dependent `name` stands.
@@ -326,27 +249,25 @@ impl Reconciled {
     /// status, reason, message). Reasons name the first dependent that failed or is not ready
     /// (`StatefulsetNotReady`, `SecretFailed`).
     pub fn conditions(&self) -> [(&'static str, bool, String, String); 3] {
-        let failed = self
-            .outcomes
-            .iter()
-            .find(|o| matches!(o.state, State::Failed(_)));
+        let failed = self.outcomes.iter().find(|o| o.state.is_failure());
         let pending: Vec<&Outcome> = self
             .outcomes
             .iter()
             .filter(|o| !o.state.is_done())
             .collect();
-        let describe = |o: &Outcome| match &o.state {
-            State::Waiting { on } => format!("{} waits for {on}", o.name),
-            State::Blocked => format!("{}: precondition not met", o.name),
-            State::Deleting => format!("{} is being deleted", o.name),
-            State::Failed(e) => format!("{}: {e}", o.name),
-            _ => format!("{} is not ready", o.name),
+        let describe = |o: &Outcome| match (&o.state, &o.summary) {
+            (_, Some(summary)) => format!("{}: {summary}", o.name),
+            (state, None) => describe(o.name, state),
         };
         let message = pending
             .iter()
             .map(|o| describe(o))
             .collect::<Vec<_>>()
             .join("; ");
+        let failure = |o: &Outcome| match o.state {
+            State::Conflict(_) => format!("{}Conflict", camel(o.name)),
+            _ => format!("{}Failed", camel(o.name)),
+        };
         let ready = match pending.first() {
             None => (READY, true, "AllDependentsReady".to_owned(), String::new()),
             Some(first) => (
@@ -357,12 +278,7 @@ impl Reconciled {
             ),
         };
         let progressing = match (failed, pending.first()) {
-            (Some(f), _) => (
-                PROGRESSING,
-                false,
-                format!("{}Failed", camel(f.name)),
-                message.clone(),
-            ),
+            (Some(f), _) => (PROGRESSING, false, failure(f), message.clone()),
             (None, Some(first)) => (
                 PROGRESSING,
                 true,
@@ -372,12 +288,7 @@ impl Reconciled {
             (None, None) => (PROGRESSING, false, "Complete".to_owned(), String::new()),
         };
         let degraded = match failed {
-            Some(f) => (
-                DEGRADED,
-                true,
-                format!("{}Failed", camel(f.name)),
-                describe(f),
-            ),
+            Some(f) => (DEGRADED, true, failure(f), describe(f)),
             None => (DEGRADED, false, "NoFailures".to_owned(), String::new()),
         };
         [ready, progressing, degraded]
@@ -407,6 +318,17 @@ impl<K> Context<K> {
     #[doc(hidden)]
     pub fn __set_dependents(&self, reconciled: Reconciled) {
         let _ = self.dependents.set(Box::new(reconciled));
+    }
+}
+
+/// How a dependent (or one child of a collection) that is not done reads in a condition.
+fn describe(name: &str, state: &State) -> String {
+    match state {
+        State::Waiting { on } => format!("{name} waits for {on}"),
+        State::Blocked => format!("{name}: precondition not met"),
+        State::Deleting => format!("{name} is being deleted"),
+        State::Failed(e) | State::Conflict(e) => format!("{name}: {e}"),
+        _ => format!("{name} is not ready"),
     }
 }
 
@@ -479,6 +401,7 @@ trait Erased<P, C>: Send + Sync {
         primary: &'a P,
         ctx: &'a Context<P>,
         recorder: &'a Recorder,
+        done: &'a Reconciled,
     ) -> BoxFuture<'a, Outcome>;
 }
 
@@ -515,19 +438,9 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
             .get_or_init(|| Recorder::new(ctx.client(), ctx.controller_name()));
         let mut reconciled = Reconciled::default();
         for dependent in &self.order {
-            let waiting = dependent.depends_on().iter().find(|on| {
-                reconciled
-                    .state(on)
-                    .is_none_or(|state| *state != State::Ready)
-            });
-            let outcome = match waiting {
-                Some(on) => Outcome::new(dependent.name(), State::Waiting { on }),
-                None => {
-                    dependent
-                        .reconcile(controller, primary, ctx, recorder)
-                        .await
-                }
-            };
+            let outcome = dependent
+                .reconcile(controller, primary, ctx, recorder, &reconciled)
+                .await;
             reconciled.outcomes.push(outcome);
         }
         reconciled
@@ -703,198 +616,58 @@ where
         primary: &'a P,
         ctx: &'a Context<P>,
         recorder: &'a Recorder,
+        done: &'a Reconciled,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
-            let mut outcome = Outcome::new(self.name, State::NotReady);
-            match self.step(controller, primary, ctx, &mut outcome).await {
-                Ok(state) => outcome.state = state,
-                Err(error) => {
-                    let note = format!("{}: {error}", self.name);
-                    if let Err(e) = recorder
-                        .publish(
-                            primary,
-                            EventType::Warning,
-                            "ApplyFailed",
-                            "Apply",
-                            Some(note),
-                        )
-                        .await
-                    {
-                        tracing::debug!(error = %e, "event not published");
+            match &self.desired {
+                Desire::One(build) => {
+                    if let Some(on) = self.waits_for(done, None) {
+                        return Outcome::new(self.name, State::Waiting { on });
                     }
-                    outcome.state = State::Failed(error.to_string());
-                    outcome.error = Some(error);
+                    self.reconcile_one(build, controller, primary, ctx, recorder)
+                        .await
+                }
+                Desire::Many(build) => {
+                    self.reconcile_many(build, controller, primary, ctx, recorder, done)
+                        .await
                 }
             }
-            if outcome.created {
-                let note = format!(
-                    "created {} {} ({})",
-                    K::kind(&()),
-                    outcome
-                        .object
-                        .as_ref()
-                        .and_then(|o| o.downcast_ref::<K>())
-                        .map(ResourceExt::name_any)
-                        .unwrap_or_default(),
-                    self.name
-                );
-                if let Err(e) = recorder
-                    .publish(primary, EventType::Normal, "Created", "Create", Some(note))
-                    .await
-                {
-                    tracing::debug!(error = %e, "event not published");
-                }
-            }
-            outcome
         })
     }
 }
 
-impl<P, C, K> Dependent<P, C, K>
-where
-    P: Kind,
-    K: Kind,
-    K::Scope: Scoped,
-{
-    /// One dependent's reconcile; fills in the outcome's object and flags.
-    async fn step(
-        &self,
-        controller: &C,
-        primary: &P,
-        ctx: &Context<P>,
-        outcome: &mut Outcome,
-    ) -> Result<State, BoxError> {
-        if let Some(active) = &self.when
-            && !active(controller, primary)
-        {
-            return self.deactivate(controller, primary, ctx, outcome).await;
-        }
-        if let Some(holds) = &self.precondition
-            && !holds(controller, primary)
-        {
-            return Ok(State::Blocked);
-        }
-        let mut desired = (self.desired)(controller, primary, ctx).await?;
-        let name = desired.meta().name.clone().unwrap_or_default();
-        if name.is_empty() {
-            return Err(format!("the desired {} has no name", K::kind(&())).into());
-        }
-        if <K::Scope as Scoped>::NAMESPACED && desired.meta().namespace.is_none() {
-            desired.meta_mut().namespace = primary.meta().namespace.clone();
-        }
-        // The owner reference the write will carry, so the comparison sees it too.
-        crate::client::owned_by(&mut desired, primary, "dependent")?;
-        ctx.label_for_shard(&mut desired);
-        let current = current::<P, K>(ctx, &name).await?;
-        let stored = match current {
-            Some(current) if self.create_only || unchanged(&desired, &current) => current,
-            Some(_) => {
-                outcome.written = true;
-                Arc::new(
-                    ctx.apply_owned(primary, ctx.controller_name(), desired)
-                        .await?,
-                )
+impl<P, C, K> Dependent<P, C, K> {
+    /// The first dependent this one (or its child for `item`) waits for: one of `depends_on`
+    /// not ready — for an item, that dependent's child of the same item when it has one.
+    fn waits_for(&self, done: &Reconciled, item: Option<&str>) -> Option<&'static str> {
+        self.depends_on.iter().copied().find(|on| {
+            let Some(outcome) = done.outcome(on) else {
+                return true;
+            };
+            let same_item = item.and_then(|item| outcome.items.iter().find(|i| i.item == item));
+            match same_item {
+                Some(child) => child.state != State::Ready,
+                None => outcome.state != State::Ready,
             }
-            None if self.create_only => {
-                let (stored, created) = ctx.create_owned(primary, desired).await?;
-                outcome.created = created;
-                outcome.written = created;
-                Arc::new(stored)
-            }
-            None => {
-                let stored = ctx
-                    .apply_owned(primary, ctx.controller_name(), desired)
-                    .await?;
-                outcome.created = true;
-                outcome.written = true;
-                Arc::new(stored)
-            }
-        };
-        let state = if (self.ready)(&stored) {
-            State::Ready
-        } else {
-            State::NotReady
-        };
-        outcome.object = Some(stored);
-        Ok(state)
-    }
-
-    /// The activation condition is false: delete the child if it exists and is owned by
-    /// `primary` (a child of that name it does not own is left alone); done once it is gone.
-    async fn deactivate(
-        &self,
-        controller: &C,
-        primary: &P,
-        ctx: &Context<P>,
-        outcome: &mut Outcome,
-    ) -> Result<State, BoxError> {
-        // Where the child would be: the desired function only reads.
-        let desired = (self.desired)(controller, primary, ctx).await?;
-        let name = desired.meta().name.clone().unwrap_or_default();
-        if name.is_empty() {
-            return Ok(State::Inactive);
-        }
-        let Some(current) = current::<P, K>(ctx, &name).await? else {
-            return Ok(State::Inactive);
-        };
-        let owned = primary
-            .meta()
-            .uid
-            .as_ref()
-            .is_some_and(|uid| current.owner_references().iter().any(|r| &r.uid == uid));
-        if !owned {
-            return Ok(State::Inactive);
-        }
-        if current.meta().deletion_timestamp.is_some() {
-            return Ok(State::Deleting);
-        }
-        match ctx
-            .api::<K>()
-            .delete(&name, &DeleteParams::background())
-            .await
-        {
-            Ok(_) => {
-                outcome.written = true;
-                Ok(State::Deleting)
-            }
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(State::Inactive),
-            Err(error) => Err(error.into()),
-        }
+        })
     }
 }
 
-/// Whether `current` holds every field of `desired` (see `matcher`).
-fn unchanged<K: Serialize>(desired: &K, current: &K) -> bool {
-    match (serde_json::to_value(desired), serde_json::to_value(current)) {
-        (Ok(want), Ok(have)) => matcher::holds(&want, &have),
-        _ => false,
+/// Publishes an event about `primary`, logging (not failing) when it cannot.
+async fn publish<P: Kind>(
+    recorder: &Recorder,
+    primary: &P,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    if let Err(e) = recorder
+        .publish(primary, type_, reason, action, Some(note))
+        .await
+    {
+        tracing::debug!(error = %e, "event not published");
     }
-}
-
-/// The stored child `name` of kind `K` in the primary's namespace: from the cache when it holds
-/// full objects of `K`, else from the apiserver.
-async fn current<P, K>(ctx: &Context<P>, name: &str) -> Result<Option<Arc<K>>, kube::Error>
-where
-    P: Kind,
-    K: Kind,
-    K::Scope: Scoped,
-{
-    let namespace = if <K::Scope as Scoped>::NAMESPACED {
-        ctx.key().namespace.clone()
-    } else {
-        None
-    };
-    let lookup = Lookup::scope(namespace.as_deref());
-    if let Ok(store) = ctx.cache().store::<K>(&lookup) {
-        let key = crate::ObjectKey {
-            namespace,
-            name: name.to_owned(),
-        };
-        if let Ok(found) = store.get(&key).await {
-            return Ok(found);
-        }
-    }
-    Ok(ctx.api::<K>().get_opt(name).await?.map(Arc::new))
 }
 
 #[cfg(test)]

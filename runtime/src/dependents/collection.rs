@@ -1,0 +1,248 @@
+//! Reconciling a collection: every child built is applied (each on its own: one refused child
+//! does not hold up the others), children this dependent made that are no longer built are
+//! deleted, and the outcome reports each child and the aggregate.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::child::{self, Written};
+use super::declare::{BuildMany, Built, Dependent};
+use super::{Item, Outcome, Reconciled, State, publish};
+use crate::BoxError;
+use crate::ObjectKey;
+use crate::controller::{Context, Kind};
+use crate::events::{EventType, Recorder};
+use crate::scope::Scoped;
+
+impl<P, C, K> Dependent<P, C, K>
+where
+    P: Kind,
+    K: Kind,
+    K::Scope: Scoped,
+{
+    /// The collection's reconcile (see the module docs), with an event per child created,
+    /// refused or in conflict.
+    pub(super) async fn reconcile_many(
+        &self,
+        build: &BuildMany<P, C, K>,
+        controller: &C,
+        primary: &P,
+        ctx: &Context<P>,
+        recorder: &Recorder,
+        done: &Reconciled,
+    ) -> Outcome {
+        let mut outcome = Outcome::new(self.name, State::NotReady);
+        let active = self.when.as_ref().is_none_or(|w| w(controller, primary));
+        if active
+            && let Some(holds) = &self.precondition
+            && !holds(controller, primary)
+        {
+            outcome.state = State::Blocked;
+            return outcome;
+        }
+        // Everything built keeps its place: a child waiting or refused is not pruned.
+        let mut wanted = BTreeSet::new();
+        if active {
+            match build(controller, primary, ctx).await {
+                Ok(built) => {
+                    for built in built {
+                        let item = self.item(built, primary, ctx, done, &mut wanted).await;
+                        outcome.items.push(item);
+                    }
+                }
+                Err(error) => {
+                    outcome.state = State::Failed(error.to_string());
+                    outcome.error = Some(error);
+                    return outcome;
+                }
+            }
+        }
+        if let Err(error) = self.prune(primary, ctx, &wanted, &mut outcome).await {
+            outcome.error = Some(error);
+        }
+        outcome.written |= outcome.items.iter().any(|i| i.created);
+        self.aggregate(&mut outcome, active);
+        self.publish_items(primary, recorder, &outcome).await;
+        outcome
+    }
+
+    /// Places and writes one built child.
+    async fn item(
+        &self,
+        built: Built<K>,
+        primary: &P,
+        ctx: &Context<P>,
+        done: &Reconciled,
+        wanted: &mut BTreeSet<ObjectKey>,
+    ) -> Item {
+        let mut item = Item {
+            item: built.item.clone().unwrap_or_default(),
+            namespace: None,
+            name: None,
+            state: State::NotReady,
+            created: false,
+            object: None,
+        };
+        let placed = built.child.and_then(|mut desired| {
+            let key = child::place(primary, ctx, &mut desired, Some(self.name))?;
+            Ok((desired, key))
+        });
+        let (desired, key) = match placed {
+            Ok(placed) => placed,
+            Err(error) => {
+                item.state = State::Failed(error.to_string());
+                return item;
+            }
+        };
+        item.namespace.clone_from(&key.namespace);
+        item.name = Some(key.name.clone());
+        if built.item.is_none() {
+            item.item = key.to_string();
+        }
+        if !wanted.insert(key.clone()) {
+            item.state = State::Failed(format!("{key} is built twice"));
+            return item;
+        }
+        if let Some(on) = self.waits_for(done, built.item.as_deref()) {
+            item.state = State::Waiting { on };
+            return item;
+        }
+        match child::write(primary, ctx, desired, &key, self.create_only).await {
+            Ok(Written::Foreign(message)) => item.state = State::Conflict(message),
+            Ok(Written::Stored {
+                object, created, ..
+            }) => {
+                item.created = created;
+                item.state = if (self.ready)(&object) {
+                    State::Ready
+                } else {
+                    State::NotReady
+                };
+                item.object = Some(object as Arc<_>);
+            }
+            Err(error) => item.state = State::Failed(error.to_string()),
+        }
+        item
+    }
+
+    /// Deletes the children this dependent made for `primary` that are not `wanted`; each is
+    /// reported as [`State::Deleting`] until it is gone.
+    async fn prune(
+        &self,
+        primary: &P,
+        ctx: &Context<P>,
+        wanted: &BTreeSet<ObjectKey>,
+        outcome: &mut Outcome,
+    ) -> Result<(), BoxError> {
+        let made = child::labelled::<P, K>(primary, ctx, self.name).await?;
+        for stale in made {
+            let key = ObjectKey::of(stale.as_ref());
+            if wanted.contains(&key) {
+                continue;
+            }
+            let deleting = stale.meta().deletion_timestamp.is_some()
+                || child::delete(ctx, stale.as_ref()).await?;
+            outcome.written |= stale.meta().deletion_timestamp.is_none() && deleting;
+            if deleting {
+                outcome.items.push(Item {
+                    item: key.to_string(),
+                    namespace: key.namespace.clone(),
+                    name: Some(key.name.clone()),
+                    state: State::Deleting,
+                    created: false,
+                    object: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The collection's state from its children's: failed or in conflict if any is (the error
+    /// the reconcile returns, so it is retried), else not ready while any is, else ready.
+    fn aggregate(&self, outcome: &mut Outcome, active: bool) {
+        let total = outcome
+            .items
+            .iter()
+            .filter(|i| i.state != State::Deleting)
+            .count();
+        let ready = outcome
+            .items
+            .iter()
+            .filter(|i| i.state == State::Ready)
+            .count();
+        let pending: Vec<String> = outcome
+            .items
+            .iter()
+            .filter(|i| !i.state.is_done())
+            .map(|i| super::describe(&i.item, &i.state))
+            .collect();
+        let summary = format!("{ready} of {total} ready; {}", pending.join("; "));
+        let failed = outcome.items.iter().find(|i| i.state.is_failure());
+        outcome.state = match (failed, pending.first()) {
+            (
+                Some(Item {
+                    state: State::Failed(_),
+                    ..
+                }),
+                _,
+            ) => State::Failed(summary.clone()),
+            (Some(_), _) => State::Conflict(summary.clone()),
+            (None, Some(_)) => {
+                let waits = outcome.items.iter().find_map(|i| match i.state {
+                    State::Waiting { on } => Some(on),
+                    _ => None,
+                });
+                let all_waiting = outcome
+                    .items
+                    .iter()
+                    .all(|i| matches!(i.state, State::Waiting { .. } | State::Ready));
+                match waits {
+                    Some(on) if all_waiting && ready == 0 => State::Waiting { on },
+                    _ => State::NotReady,
+                }
+            }
+            (None, None) if !active => State::Inactive,
+            (None, None) => State::Ready,
+        };
+        if !pending.is_empty() {
+            outcome.summary = Some(summary);
+        }
+        if outcome.error.is_none() && outcome.state.is_failure() {
+            outcome.error = outcome.summary.clone().map(Into::into);
+        }
+        if let Some(error) = &outcome.error
+            && !outcome.state.is_failure()
+        {
+            outcome.state = State::Failed(error.to_string());
+        }
+    }
+
+    /// An event per child created (Normal `Created`), refused (Warning `ApplyFailed`) or in
+    /// conflict (Warning `Conflict`).
+    async fn publish_items(&self, primary: &P, recorder: &Recorder, outcome: &Outcome) {
+        for item in &outcome.items {
+            let (type_, reason, action, note) = match &item.state {
+                _ if item.created => (
+                    EventType::Normal,
+                    "Created",
+                    "Create",
+                    format!("created {} {} ({})", K::kind(&()), item.item, self.name),
+                ),
+                State::Failed(e) => (
+                    EventType::Warning,
+                    "ApplyFailed",
+                    "Apply",
+                    format!("{} {}: {e}", self.name, item.item),
+                ),
+                State::Conflict(e) => (
+                    EventType::Warning,
+                    "Conflict",
+                    "Apply",
+                    format!("{} {}: {e}", self.name, item.item),
+                ),
+                _ => continue,
+            };
+            publish(recorder, primary, type_, reason, action, note).await;
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Reconciling a dependent that builds one child.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+
+use super::child::{self, Written};
+use super::declare::{Build, Dependent};
+use super::{Outcome, State, publish};
+use crate::BoxError;
+use crate::controller::{Context, Kind};
+use crate::events::{EventType, Recorder};
+use crate::scope::Scoped;
+
+impl<P, C, K> Dependent<P, C, K>
+where
+    P: Kind,
+    K: Kind,
+    K::Scope: Scoped,
+{
+    /// The dependent's reconcile, with its events: `ApplyFailed` (Warning) when it failed,
+    /// `Created` when it created the child.
+    pub(super) async fn reconcile_one(
+        &self,
+        build: &Build<P, C, K>,
+        controller: &C,
+        primary: &P,
+        ctx: &Context<P>,
+        recorder: &Recorder,
+    ) -> Outcome {
+        let mut outcome = Outcome::new(self.name, State::NotReady);
+        match self
+            .step(build, controller, primary, ctx, &mut outcome)
+            .await
+        {
+            Ok(state) => outcome.state = state,
+            Err(error) => {
+                let note = format!("{}: {error}", self.name);
+                publish(
+                    recorder,
+                    primary,
+                    EventType::Warning,
+                    "ApplyFailed",
+                    "Apply",
+                    note,
+                )
+                .await;
+                outcome.state = State::Failed(error.to_string());
+                outcome.error = Some(error);
+            }
+        }
+        if let State::Conflict(message) = &outcome.state {
+            let note = format!("{}: {message}", self.name);
+            publish(
+                recorder,
+                primary,
+                EventType::Warning,
+                "Conflict",
+                "Apply",
+                note,
+            )
+            .await;
+            outcome.error = Some(message.clone().into());
+        }
+        if outcome.created {
+            let name = outcome
+                .object
+                .as_ref()
+                .and_then(|o| o.downcast_ref::<K>())
+                .map(ResourceExt::name_any)
+                .unwrap_or_default();
+            let note = format!("created {} {name} ({})", K::kind(&()), self.name);
+            publish(
+                recorder,
+                primary,
+                EventType::Normal,
+                "Created",
+                "Create",
+                note,
+            )
+            .await;
+        }
+        outcome
+    }
+
+    /// One dependent's reconcile; fills in the outcome's object and flags.
+    async fn step(
+        &self,
+        build: &Build<P, C, K>,
+        controller: &C,
+        primary: &P,
+        ctx: &Context<P>,
+        outcome: &mut Outcome,
+    ) -> Result<State, BoxError> {
+        if let Some(active) = &self.when
+            && !active(controller, primary)
+        {
+            return self
+                .deactivate(build, controller, primary, ctx, outcome)
+                .await;
+        }
+        if let Some(holds) = &self.precondition
+            && !holds(controller, primary)
+        {
+            return Ok(State::Blocked);
+        }
+        let mut desired = build(controller, primary, ctx).await?;
+        let key = child::place(primary, ctx, &mut desired, None)?;
+        match child::write(primary, ctx, desired, &key, self.create_only).await? {
+            Written::Foreign(message) => Ok(State::Conflict(message)),
+            Written::Stored {
+                object,
+                created,
+                written,
+            } => {
+                outcome.created = created;
+                outcome.written = written;
+                let state = if (self.ready)(&object) {
+                    State::Ready
+                } else {
+                    State::NotReady
+                };
+                outcome.object = Some(object as Arc<_>);
+                Ok(state)
+            }
+        }
+    }
+
+    /// The activation condition is false: delete the child if it exists and is owned by
+    /// `primary` (a child of that name it does not own is left alone); done once it is gone.
+    async fn deactivate(
+        &self,
+        build: &Build<P, C, K>,
+        controller: &C,
+        primary: &P,
+        ctx: &Context<P>,
+        outcome: &mut Outcome,
+    ) -> Result<State, BoxError> {
+        // Where the child would be: the desired function only reads.
+        let mut desired = build(controller, primary, ctx).await?;
+        let Ok(key) = child::place(primary, ctx, &mut desired, None) else {
+            return Ok(State::Inactive);
+        };
+        let Some(current) = child::current::<P, K>(ctx, &key).await? else {
+            return Ok(State::Inactive);
+        };
+        if !child::owns(primary, current.as_ref()) {
+            return Ok(State::Inactive);
+        }
+        if current.meta().deletion_timestamp.is_some() {
+            return Ok(State::Deleting);
+        }
+        if child::delete(ctx, current.as_ref()).await? {
+            outcome.written = true;
+            Ok(State::Deleting)
+        } else {
+            Ok(State::Inactive)
+        }
+    }
+}
