@@ -3,6 +3,7 @@
 pub mod config_audit;
 pub mod database;
 pub mod secret_mirror;
+pub mod secret_mirror_imperative;
 pub mod static_site;
 pub mod webapp;
 pub mod webapp_imperative;

@@ -83,7 +83,13 @@ impl StaticSiteController {
             let owners = cm.owner_references();
             owners.iter().any(|o| Some(&o.uid) == site.uid().as_ref())
         };
-        let taken = configmaps.get(&key).await?.is_some_and(|cm| !ours(&cm));
+        // Not in the cache: it may not have seen a ConfigMap made a moment ago, so ask the
+        // apiserver (an apply would take someone else's over).
+        let found = match configmaps.get(&key).await? {
+            Some(cm) => Some(cm.as_ref().clone()),
+            None => ctx.api::<ConfigMap>().get_metadata_opt(&name).await?,
+        };
+        let taken = found.is_some_and(|cm| !ours(&cm));
 
         let (phase, message) = if taken {
             (Phase::Blocked, format!("{name} exists and is not ours"))

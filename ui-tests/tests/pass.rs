@@ -22,6 +22,8 @@ mod controller_store;
 mod controller_watcher;
 #[path = "../ui/pass/crate_override.rs"]
 mod crate_override;
+#[path = "../ui/pass/dependents_collections.rs"]
+mod dependents_collections;
 #[path = "../ui/pass/enum_variant_markers.rs"]
 mod enum_variant_markers;
 #[path = "../ui/pass/full_kind.rs"]
@@ -81,6 +83,11 @@ fn controller_watcher() {
 #[test]
 fn crate_override() {
     crate_override::main();
+}
+
+#[test]
+fn dependents_collections() {
+    dependents_collections::main();
 }
 
 #[test]
@@ -153,6 +160,7 @@ fn every_pass_case_should_be_listed() {
             "controller_store",
             "controller_watcher",
             "crate_override",
+            "dependents_collections",
             "enum_variant_markers",
             "full_kind",
             "kubebuilder_markers",

@@ -26,6 +26,8 @@ pub enum Ready {
 /// One `dependents(..)` entry as written.
 pub struct DependentArg {
     pub name: Ident,
+    /// `for_each = items`: one child per item of the method `items`.
+    pub for_each: Option<Path>,
     pub create_only: bool,
     pub when: Option<Path>,
     pub precondition: Option<Path>,
@@ -34,12 +36,14 @@ pub struct DependentArg {
 }
 
 /// A checked dependent: the entry, the kind its method builds, what the method returns (the
-/// kind or a `Result` of it) and whether it is `async`.
+/// kind, a `Vec` of it for a collection, or a `Result` of either) and whether it is `async`.
 pub struct Dependent {
     pub arg: DependentArg,
     pub kind: Type,
     pub returns: Type,
     pub is_async: bool,
+    /// What the method builds: one child, a `Vec` of children, or one per item.
+    pub shape: Shape,
     /// `when`, `precondition` and `ready = ..` as expressions: a method of the impl block by
     /// its bare name (`<Self>::name`), else the path as written.
     pub when: Option<TokenStream>,
@@ -47,7 +51,36 @@ pub struct Dependent {
     pub ready: Option<TokenStream>,
 }
 
-const OPTIONS: &[&str] = &["create_only", "when", "precondition", "ready", "depends_on"];
+/// What a dependent method builds.
+pub enum Shape {
+    /// One child.
+    One,
+    /// `-> Vec<Child>`: a collection.
+    Many,
+    /// `for_each = items`: one child per item.
+    ForEach(Box<ForEach>),
+}
+
+/// The items of a `for_each` dependent.
+pub struct ForEach {
+    /// The items method of the impl block.
+    pub items: Ident,
+    /// Whether it is `async`.
+    pub is_async: bool,
+    /// What it returns (`Vec<Item>` or a `Result` of it).
+    pub returns: Type,
+    /// What the dependent method borrows of an item (`Item`, or `str` for `String` items).
+    pub item: Type,
+}
+
+const OPTIONS: &[&str] = &[
+    "for_each",
+    "create_only",
+    "when",
+    "precondition",
+    "ready",
+    "depends_on",
+];
 
 /// `dependents(a, b(create_only), ..)`: appends to `out`.
 pub fn parse(
@@ -62,6 +95,7 @@ pub fn parse(
         let name = Ident::parse_any(&content)?;
         let mut arg = DependentArg {
             name,
+            for_each: None,
             create_only: false,
             when: None,
             precondition: None,
@@ -123,6 +157,7 @@ fn option(input: ParseStream<'_>, arg: &mut DependentArg, errors: &mut Errors) -
             flag(&option, value.as_ref(), errors);
             arg.create_only = true;
         }
+        "for_each" => arg.for_each = path(value, errors),
         "when" => arg.when = path(value, errors),
         "precondition" => arg.precondition = path(value, errors),
         "ready" => {
@@ -201,10 +236,32 @@ pub fn check(
             );
             continue;
         };
-        if let Some(returns) = signature(method, errors) {
+        let Some(returns) = signature(method, arg.for_each.is_some(), errors) else {
+            continue;
+        };
+        let for_each = match &arg.for_each {
+            Some(items) => match for_each(items, method, &methods, errors) {
+                Some(for_each) => Some(for_each),
+                None => continue,
+            },
+            None => None,
+        };
+        {
             let self_ty = &item.self_ty;
             let resolve = |p: &Option<Path>| p.as_ref().map(|p| function(p, self_ty, item));
-            let kind = built_kind(&returns);
+            let (kind, many) = built_kind(&returns);
+            let shape = match (for_each, many) {
+                (Some(_), true) => {
+                    errors.spanned(
+                        &returns,
+                        format!("a `for_each` dependent builds one child per item: `{name}` returns the child, not a `Vec`"),
+                    );
+                    continue;
+                }
+                (Some(for_each), false) => Shape::ForEach(Box::new(for_each)),
+                (None, true) => Shape::Many,
+                (None, false) => Shape::One,
+            };
             let ready = arg.ready.as_ref().map(|r| match r {
                 Ready::Builtin => quote_spanned!(arg.name.span()=> <#kind as #kf::dependents::Readiness>::is_ready),
                 Ready::With(path) => function(path, self_ty, item),
@@ -217,6 +274,7 @@ pub fn check(
                 kind,
                 returns,
                 is_async: method.sig.asyncness.is_some(),
+                shape,
             });
         }
     }
@@ -243,28 +301,127 @@ pub fn check(
     order(checked, errors)
 }
 
-/// `T` of a `Result<T, E>`, else the type itself.
-fn built_kind(returns: &Type) -> Type {
-    if let Type::Path(p) = returns
-        && let Some(last) = p.path.segments.last()
-        && last.ident == "Result"
-        && let syn::PathArguments::AngleBracketed(args) = &last.arguments
-        && let Some(syn::GenericArgument::Type(ok)) = args.args.first()
-    {
-        return ok.clone();
+/// The child kind of what a dependent returns, and whether it is a collection: `T` of a
+/// `Result<T, E>`, then `K` of a `Vec<K>`.
+fn built_kind(returns: &Type) -> (Type, bool) {
+    let ok = first_argument(returns, "Result").unwrap_or_else(|| returns.clone());
+    match first_argument(&ok, "Vec") {
+        Some(kind) => (kind, true),
+        None => (ok, false),
     }
-    returns.clone()
 }
 
-/// What a dependent method returns, after checking its shape.
-fn signature(method: &syn::ImplItemFn, errors: &mut Errors) -> Option<Type> {
+/// `A` of `Wrapper<A, ..>` (by the last segment's name), if `ty` is one.
+fn first_argument(ty: &Type, wrapper: &str) -> Option<Type> {
+    if let Type::Path(p) = ty
+        && let Some(last) = p.path.segments.last()
+        && last.ident == wrapper
+        && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+        && let Some(syn::GenericArgument::Type(inner)) = args.args.first()
+    {
+        return Some(inner.clone());
+    }
+    None
+}
+
+/// Checks `for_each = items`: `items` is a method of the impl block returning `Vec<Item>` (or
+/// a `Result` of it), and the dependent method takes `&Item` third.
+fn for_each(
+    items: &Path,
+    method: &syn::ImplItemFn,
+    methods: &[&syn::ImplItemFn],
+    errors: &mut Errors,
+) -> Option<ForEach> {
+    let shape = |name: &dyn std::fmt::Display| {
+        format!(
+            "`for_each` names a method of this impl block: `fn {name}(&self, obj: &Kind, ctx: &Context<Kind>) -> Vec<Item>`"
+        )
+    };
+    let Some(ident) = items.get_ident() else {
+        errors.spanned(items, shape(&items.to_token_stream()));
+        return None;
+    };
+    let Some(found) = methods.iter().find(|m| m.sig.ident == *ident) else {
+        let names: Vec<String> = methods.iter().map(|m| m.sig.ident.to_string()).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        errors.at(
+            ident.span(),
+            format!(
+                "no method `{ident}` in this impl block: {}{}",
+                shape(ident),
+                did_you_mean(&ident.to_string(), &names)
+            ),
+        );
+        return None;
+    };
+    let takes_self = matches!(found.sig.inputs.first(), Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none());
+    let returns = match &found.sig.output {
+        ReturnType::Type(_, ty) if takes_self && found.sig.inputs.len() == 3 => (**ty).clone(),
+        _ => {
+            errors.spanned(&found.sig, shape(ident));
+            return None;
+        }
+    };
+    let listed = first_argument(&returns, "Result").unwrap_or_else(|| returns.clone());
+    let Some(item) = first_argument(&listed, "Vec") else {
+        errors.spanned(
+            &returns,
+            format!("{}: it returns the items as a `Vec`", shape(ident)),
+        );
+        return None;
+    };
+    // The dependent method's third parameter: a borrow of an item (`&Item`, or `&str` for
+    // `String` items: `Item: Borrow<..>`).
+    let param = match method.sig.inputs.iter().nth(2) {
+        Some(FnArg::Typed(param)) => param,
+        _ => return None,
+    };
+    let Type::Reference(borrowed) = &*param.ty else {
+        errors.spanned(
+            &param.ty,
+            format!(
+                "`{}` is built for each item of `{ident}`, which are `{}`: take `&{}`",
+                method.sig.ident,
+                item.to_token_stream(),
+                item.to_token_stream()
+            ),
+        );
+        return None;
+    };
+    let borrowed = (*borrowed.elem).clone();
+    Some(ForEach {
+        items: ident.clone(),
+        is_async: found.sig.asyncness.is_some(),
+        returns,
+        item: borrowed,
+    })
+}
+
+/// What a dependent method returns, after checking its shape (with `for_each`, it takes the
+/// item third).
+fn signature(method: &syn::ImplItemFn, per_item: bool, errors: &mut Errors) -> Option<Type> {
     let sig = &method.sig;
+    let (item, inputs) = if per_item {
+        ("item: &Item, ", 4)
+    } else {
+        ("", 3)
+    };
     let shape = format!(
-        "a dependent is `fn {}(&self, obj: &Kind, ctx: &Context<Kind>) -> Child` (or `async fn`, or `-> Result<Child, E>`)",
+        "a dependent is `fn {}(&self, obj: &Kind, {item}ctx: &Context<Kind>) -> Child` (or `-> Vec<Child>`, or `async fn`, or `-> Result<.., E>`)",
         sig.ident
     );
     let takes_self = matches!(sig.inputs.first(), Some(FnArg::Receiver(r)) if r.reference.is_some() && r.mutability.is_none());
-    if !takes_self || sig.inputs.len() != 3 {
+    if !per_item && takes_self && sig.inputs.len() == 4 {
+        errors.spanned(
+            &sig.inputs,
+            format!(
+                "`{}` takes an item: declare where the items come from with `{}(for_each = items_method)`",
+                sig.ident, sig.ident
+            ),
+        );
+        return None;
+    }
+    if !takes_self || sig.inputs.len() != inputs {
         errors.spanned(&sig.inputs, shape);
         return None;
     }
@@ -404,29 +561,86 @@ pub fn expansion(
         let child_g = of(&d.kind);
         let returns_g = generic_return(&d.returns, &child_g);
         let desired = format_ident!("__desired{i}");
-        let new = if d.is_async {
-            let helper = format_ident!("__dependent_{}", name);
-            out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns_g> + ::core::marker::Send + 'a>>));
-            out.args.push(helper.to_token_stream());
-            let returns = &d.returns;
-            out.helpers.extend(quote! {
-                fn #helper<'a>(
-                    controller: &'a #self_ty,
-                    obj: &'a #kind,
-                    ctx: &'a #kf::controller::Context<#kind>,
-                ) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns> + ::core::marker::Send + 'a>> {
-                    ::std::boxed::Box::pin(<#self_ty>::#name(controller, obj, ctx))
+        let returns = &d.returns;
+        let new = match &d.shape {
+            Shape::ForEach(each) => {
+                let items_helper = format_ident!("__items_{}", name);
+                let each_helper = format_ident!("__each_{}", name);
+                let items_ret = &each.returns;
+                let item = &each.item;
+                let items = &each.items;
+                let boxed = |output: &TokenStream| quote!(::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #output> + ::core::marker::Send + 'a>>);
+                let items_out = boxed(&items_ret.to_token_stream());
+                let each_out_g = boxed(&returns_g);
+                let each_out = boxed(&returns.to_token_stream());
+                out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> #items_out));
+                out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #item, &'a #kf::controller::Context<__S::Kind>) -> #each_out_g));
+                out.args.push(items_helper.to_token_stream());
+                out.args.push(each_helper.to_token_stream());
+                let list = if each.is_async {
+                    quote!(<#self_ty>::#items(controller, obj, ctx).await)
+                } else {
+                    quote!(<#self_ty>::#items(controller, obj, ctx))
+                };
+                let one = if d.is_async {
+                    quote!(<#self_ty>::#name(controller, obj, item, ctx).await)
+                } else {
+                    quote!(<#self_ty>::#name(controller, obj, item, ctx))
+                };
+                out.helpers.extend(quote! {
+                    fn #items_helper<'a>(
+                        controller: &'a #self_ty,
+                        obj: &'a #kind,
+                        ctx: &'a #kf::controller::Context<#kind>,
+                    ) -> #items_out {
+                        ::std::boxed::Box::pin(async move { #list })
+                    }
+                    fn #each_helper<'a>(
+                        controller: &'a #self_ty,
+                        obj: &'a #kind,
+                        item: &'a #item,
+                        ctx: &'a #kf::controller::Context<#kind>,
+                    ) -> #each_out {
+                        ::std::boxed::Box::pin(async move { #one })
+                    }
+                });
+                let each_param = format_ident!("__e{i}");
+                out.params.push(desired.clone());
+                out.params.push(each_param.clone());
+                quote!(for_each_async(#label, #desired, #each_param))
+            }
+            shape if d.is_async => {
+                let helper = format_ident!("__dependent_{}", name);
+                out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns_g> + ::core::marker::Send + 'a>>));
+                out.args.push(helper.to_token_stream());
+                out.helpers.extend(quote! {
+                    fn #helper<'a>(
+                        controller: &'a #self_ty,
+                        obj: &'a #kind,
+                        ctx: &'a #kf::controller::Context<#kind>,
+                    ) -> ::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #returns> + ::core::marker::Send + 'a>> {
+                        ::std::boxed::Box::pin(<#self_ty>::#name(controller, obj, ctx))
+                    }
+                });
+                match shape {
+                    Shape::Many => quote!(many_async(#label, #desired)),
+                    _ => quote!(new_async(#label, #desired)),
                 }
-            });
-            quote!(new_async(#label, #desired))
-        } else {
-            out.pointer_tys
-                .push(quote!(fn(&__S, &__S::Kind, #ctx_g) -> #returns_g));
-            out.args
-                .push(quote_spanned!(name.span()=> <#self_ty>::#name));
-            quote!(new(#label, #desired))
+            }
+            shape => {
+                out.pointer_tys
+                    .push(quote!(fn(&__S, &__S::Kind, #ctx_g) -> #returns_g));
+                out.args
+                    .push(quote_spanned!(name.span()=> <#self_ty>::#name));
+                match shape {
+                    Shape::Many => quote!(many(#label, #desired)),
+                    _ => quote!(new(#label, #desired)),
+                }
+            }
         };
-        out.params.push(desired);
+        if !matches!(d.shape, Shape::ForEach(_)) {
+            out.params.push(desired);
+        }
         let mut options = Vec::new();
         if *create_only {
             options.push(quote!(.create_only()));
@@ -465,18 +679,19 @@ pub fn expansion(
     out
 }
 
-/// The return type as the generic wiring sees it: the child replaced by its parameter (in
-/// `Result<Child, E>`, or an alias such as `anyhow::Result<Child>`, its first argument).
+/// The return type as the generic wiring sees it: the child replaced by its parameter (inside
+/// `Result<.., E>` — or an alias such as `anyhow::Result<..>` — and `Vec<..>`, their first
+/// argument).
 fn generic_return(returns: &Type, child_g: &TokenStream) -> TokenStream {
     let mut generic = returns.clone();
     if let Type::Path(p) = &mut generic
         && let Some(last) = p.path.segments.last_mut()
-        && last.ident == "Result"
+        && (last.ident == "Result" || last.ident == "Vec")
         && let syn::PathArguments::AngleBracketed(args) = &mut last.arguments
-        && let Some(syn::GenericArgument::Type(ok)) = args.args.first_mut()
-        && let Ok(param) = syn::parse2::<Type>(child_g.clone())
+        && let Some(syn::GenericArgument::Type(inner)) = args.args.first_mut()
+        && let Ok(param) = syn::parse2::<Type>(generic_return(inner, child_g))
     {
-        *ok = param;
+        *inner = param;
         return generic.to_token_stream();
     }
     child_g.clone()

@@ -111,7 +111,14 @@ pub(super) async fn write<P: Kind, K: Kind>(
         created,
         written,
     };
-    match current::<P, K>(ctx, key).await? {
+    // The cache may not have seen an object made a moment ago: absent there, it is read from
+    // the apiserver before anything is written, so a same-named object someone else just made
+    // is never taken over.
+    let current = match current::<P, K>(ctx, key).await? {
+        Some(current) => Some(current),
+        None => live::<P, K>(ctx, key).await?,
+    };
+    match current {
         Some(current) if !owns(primary, current.as_ref()) => {
             Ok(Written::Foreign(foreign(primary, current.as_ref())))
         }
@@ -252,6 +259,14 @@ pub(super) async fn current<P: Kind, K: Kind>(
     {
         return Ok(found);
     }
+    live::<P, K>(ctx, key).await
+}
+
+/// The child at `key` as the apiserver has it now.
+async fn live<P: Kind, K: Kind>(
+    ctx: &Context<P>,
+    key: &ObjectKey,
+) -> Result<Option<Arc<K>>, BoxError> {
     let api = <K::Scope as Scoped>::api::<K>(ctx.client(), key.namespace.as_deref());
     match api.get_opt(&key.name).await {
         Ok(found) => Ok(found.map(Arc::new)),

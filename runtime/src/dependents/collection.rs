@@ -177,17 +177,18 @@ where
             .map(|i| super::describe(&i.item, &i.state))
             .collect();
         let summary = format!("{ready} of {total} ready; {}", pending.join("; "));
-        let failed = outcome.items.iter().find(|i| i.state.is_failure());
-        outcome.state = match (failed, pending.first()) {
-            (
-                Some(Item {
-                    state: State::Failed(_),
-                    ..
-                }),
-                _,
-            ) => State::Failed(summary.clone()),
-            (Some(_), _) => State::Conflict(summary.clone()),
-            (None, Some(_)) => {
+        let failed = outcome
+            .items
+            .iter()
+            .any(|i| matches!(i.state, State::Failed(_)));
+        let conflict = outcome
+            .items
+            .iter()
+            .any(|i| matches!(i.state, State::Conflict(_)));
+        outcome.state = match (failed, conflict, pending.first()) {
+            (true, _, _) => State::Failed(summary.clone()),
+            (false, true, _) => State::Conflict(summary.clone()),
+            (false, false, Some(_)) => {
                 let waits = outcome.items.iter().find_map(|i| match i.state {
                     State::Waiting { on } => Some(on),
                     _ => None,
@@ -201,8 +202,8 @@ where
                     _ => State::NotReady,
                 }
             }
-            (None, None) if !active => State::Inactive,
-            (None, None) => State::Ready,
+            (false, false, None) if !active => State::Inactive,
+            (false, false, None) => State::Ready,
         };
         if !pending.is_empty() {
             outcome.summary = Some(summary);

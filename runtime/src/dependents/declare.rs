@@ -1,6 +1,7 @@
 //! Declaring a dependent: the function that builds the child (or a collection of children, or
 //! one child per item of a list), and its options.
 
+use std::borrow::Borrow;
 use std::fmt::Display;
 
 use futures::future::BoxFuture;
@@ -214,17 +215,19 @@ impl<P, C, K> Dependent<P, C, K> {
     }
 
     /// One child per item of `items` (a `Vec` of items that name themselves with `Display`),
-    /// each built by `build`: a collection (see [`many`](Self::many)) whose children are known
-    /// by their item. Dependents of the same `items` that depend on each other do so item by
-    /// item: the child of item `a` waits only for the children of `a` it depends on.
-    pub fn for_each<T, I, R>(
+    /// each built by `build` from a borrow of its item (`&String` or `&str` for `String`
+    /// items): a collection (see [`many`](Self::many)) whose children are known by their item.
+    /// Dependents of the same `items` that depend on each other do so item by item: the child
+    /// of item `a` waits only for the children of `a` it depends on.
+    pub fn for_each<T, U, I, R>(
         name: &'static str,
         items: impl Fn(&C, &P, &Context<P>) -> I + Send + Sync + 'static,
-        build: impl Fn(&C, &P, &T, &Context<P>) -> R + Send + Sync + 'static,
+        build: impl Fn(&C, &P, &U, &Context<P>) -> R + Send + Sync + 'static,
     ) -> Self
     where
         K: Send + 'static,
-        T: Display + Send + 'static,
+        T: Display + Borrow<U> + Send + 'static,
+        U: ?Sized,
         I: Items<T>,
         R: Desired<K>,
     {
@@ -236,7 +239,7 @@ impl<P, C, K> Dependent<P, C, K> {
                         .iter()
                         .map(|item| Built {
                             item: Some(item.to_string()),
-                            child: build(c, p, item, ctx).into_desired(),
+                            child: build(c, p, item.borrow(), ctx).into_desired(),
                         })
                         .collect()
                 });
@@ -247,17 +250,18 @@ impl<P, C, K> Dependent<P, C, K> {
 
     /// As [`for_each`](Self::for_each), with asynchronous functions (the items read the cache,
     /// say), each written as a function returning a boxed future.
-    pub fn for_each_async<T, I, R>(
+    pub fn for_each_async<T, U, I, R>(
         name: &'static str,
         items: impl for<'a> Fn(&'a C, &'a P, &'a Context<P>) -> BoxFuture<'a, I> + Send + Sync + 'static,
-        build: impl for<'a> Fn(&'a C, &'a P, &'a T, &'a Context<P>) -> BoxFuture<'a, R>
+        build: impl for<'a> Fn(&'a C, &'a P, &'a U, &'a Context<P>) -> BoxFuture<'a, R>
         + Send
         + Sync
         + 'static,
     ) -> Self
     where
         K: Send + 'static,
-        T: Display + Send + Sync + 'static,
+        T: Display + Borrow<U> + Send + Sync + 'static,
+        U: ?Sized + Sync,
         I: Items<T> + 'static,
         R: Desired<K> + 'static,
         C: Send + Sync,
@@ -275,7 +279,7 @@ impl<P, C, K> Dependent<P, C, K> {
                     for item in &items {
                         built.push(Built {
                             item: Some(item.to_string()),
-                            child: build(c, p, item, ctx).await.into_desired(),
+                            child: build(c, p, item.borrow(), ctx).await.into_desired(),
                         });
                     }
                     Ok(built)

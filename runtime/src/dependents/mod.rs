@@ -126,6 +126,21 @@ impl State {
     }
 }
 
+impl std::fmt::Display for State {
+    /// How the state reads after a dependent's name: `ready`, `waits for secret`, the error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Ready => f.write_str("ready"),
+            State::NotReady => f.write_str("not ready"),
+            State::Waiting { on } => write!(f, "waits for {on}"),
+            State::Blocked => f.write_str("precondition not met"),
+            State::Inactive => f.write_str("inactive"),
+            State::Deleting => f.write_str("being deleted"),
+            State::Failed(e) | State::Conflict(e) => f.write_str(e),
+        }
+    }
+}
+
 /// One child of a collection after a reconcile.
 pub struct Item {
     /// The item it was built for (`for_each`), or its namespace and name (`many`).
@@ -324,11 +339,9 @@ impl<K> Context<K> {
 /// How a dependent (or one child of a collection) that is not done reads in a condition.
 fn describe(name: &str, state: &State) -> String {
     match state {
-        State::Waiting { on } => format!("{name} waits for {on}"),
-        State::Blocked => format!("{name}: precondition not met"),
-        State::Deleting => format!("{name} is being deleted"),
-        State::Failed(e) | State::Conflict(e) => format!("{name}: {e}"),
-        _ => format!("{name} is not ready"),
+        State::Waiting { .. } => format!("{name} {state}"),
+        State::Deleting | State::NotReady => format!("{name} is {state}"),
+        _ => format!("{name}: {state}"),
     }
 }
 
