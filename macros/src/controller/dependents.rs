@@ -278,9 +278,18 @@ pub fn check(
             });
         }
     }
+    let known = dependencies_known(&checked, errors);
+    if !known {
+        return checked;
+    }
+    order(checked, errors)
+}
+
+/// Whether every `depends_on` names a dependent; an error at each name that does not.
+fn dependencies_known(checked: &[Dependent], errors: &mut Errors) -> bool {
     let names: Vec<String> = checked.iter().map(|d| d.arg.name.to_string()).collect();
     let mut known = true;
-    for dependent in &checked {
+    for dependent in checked {
         for on in &dependent.arg.depends_on {
             if !names.contains(&on.to_string()) {
                 known = false;
@@ -295,10 +304,7 @@ pub fn check(
             }
         }
     }
-    if !known {
-        return checked;
-    }
-    order(checked, errors)
+    known
 }
 
 /// The child kind of what a dependent returns, and whether it is a collection: `T` of a
@@ -533,6 +539,97 @@ pub struct Expansion {
     pub helpers: TokenStream,
 }
 
+impl Expansion {
+    /// The pointer types, arguments and helpers of a `for_each` dependent: its items method and
+    /// its per-item method, each behind a helper returning a boxed future.
+    fn for_each(
+        &mut self,
+        kf: &Path,
+        kind: &Type,
+        self_ty: &Type,
+        d: &Dependent,
+        each: &ForEach,
+        returns_g: &TokenStream,
+    ) {
+        let name = &d.arg.name;
+        let returns = &d.returns;
+        let items_helper = format_ident!("__items_{}", name);
+        let each_helper = format_ident!("__each_{}", name);
+        let items_ret = &each.returns;
+        let item = &each.item;
+        let items = &each.items;
+        let boxed = |output: &TokenStream| quote!(::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #output> + ::core::marker::Send + 'a>>);
+        let items_out = boxed(&items_ret.to_token_stream());
+        let each_out_g = boxed(returns_g);
+        let each_out = boxed(&returns.to_token_stream());
+        self.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> #items_out));
+        self.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #item, &'a #kf::controller::Context<__S::Kind>) -> #each_out_g));
+        self.args.push(items_helper.to_token_stream());
+        self.args.push(each_helper.to_token_stream());
+        let list = if each.is_async {
+            quote!(<#self_ty>::#items(controller, obj, ctx).await)
+        } else {
+            quote!(<#self_ty>::#items(controller, obj, ctx))
+        };
+        let one = if d.is_async {
+            quote!(<#self_ty>::#name(controller, obj, item, ctx).await)
+        } else {
+            quote!(<#self_ty>::#name(controller, obj, item, ctx))
+        };
+        self.helpers.extend(quote! {
+            fn #items_helper<'a>(
+                controller: &'a #self_ty,
+                obj: &'a #kind,
+                ctx: &'a #kf::controller::Context<#kind>,
+            ) -> #items_out {
+                ::std::boxed::Box::pin(async move { #list })
+            }
+            fn #each_helper<'a>(
+                controller: &'a #self_ty,
+                obj: &'a #kind,
+                item: &'a #item,
+                ctx: &'a #kf::controller::Context<#kind>,
+            ) -> #each_out {
+                ::std::boxed::Box::pin(async move { #one })
+            }
+        });
+    }
+
+    /// The options of dependent `d` (the `i`th), as builder calls over parameters of
+    /// `__dependents` where they name functions.
+    fn options(&mut self, d: &Dependent, i: usize, child_g: &TokenStream) -> Vec<TokenStream> {
+        let mut options = Vec::new();
+        if d.arg.create_only {
+            options.push(quote!(.create_only()));
+        }
+        for (function, method, letter) in [
+            (&d.when, "when", 'w'),
+            (&d.precondition, "precondition", 'p'),
+        ] {
+            if let Some(function) = function {
+                let param = format_ident!("__{letter}{i}");
+                let method = format_ident!("{method}");
+                self.pointer_tys.push(quote!(fn(&__S, &__S::Kind) -> bool));
+                self.args.push(function.clone());
+                options.push(quote!(.#method(#param)));
+                self.params.push(param);
+            }
+        }
+        if let Some(ready) = &d.ready {
+            let param = format_ident!("__r{i}");
+            self.pointer_tys.push(quote!(fn(&#child_g) -> bool));
+            self.args.push(ready.clone());
+            options.push(quote!(.ready(#param)));
+            self.params.push(param);
+        }
+        if !d.arg.depends_on.is_empty() {
+            let names = d.arg.depends_on.iter().map(ToString::to_string);
+            options.push(quote!(.depends_on(&[#(#names),*])));
+        }
+        options
+    }
+}
+
 /// The pieces of [`Expansion`]; `of` names a kind in the generic wiring (`__K<n>`).
 pub fn expansion(
     kf: &Path,
@@ -551,12 +648,7 @@ pub fn expansion(
     let ctx_g = quote!(&#kf::controller::Context<__S::Kind>);
     let mut entries = Vec::new();
     for (i, d) in dependents.iter().enumerate() {
-        let DependentArg {
-            name,
-            create_only,
-            depends_on,
-            ..
-        } = &d.arg;
+        let name = &d.arg.name;
         let label = name.to_string();
         let child_g = of(&d.kind);
         let returns_g = generic_return(&d.returns, &child_g);
@@ -564,47 +656,8 @@ pub fn expansion(
         let returns = &d.returns;
         let new = match &d.shape {
             Shape::ForEach(each) => {
-                let items_helper = format_ident!("__items_{}", name);
-                let each_helper = format_ident!("__each_{}", name);
-                let items_ret = &each.returns;
-                let item = &each.item;
-                let items = &each.items;
-                let boxed = |output: &TokenStream| quote!(::core::pin::Pin<::std::boxed::Box<dyn ::core::future::Future<Output = #output> + ::core::marker::Send + 'a>>);
-                let items_out = boxed(&items_ret.to_token_stream());
-                let each_out_g = boxed(&returns_g);
-                let each_out = boxed(&returns.to_token_stream());
-                out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #kf::controller::Context<__S::Kind>) -> #items_out));
-                out.pointer_tys.push(quote!(for<'a> fn(&'a __S, &'a __S::Kind, &'a #item, &'a #kf::controller::Context<__S::Kind>) -> #each_out_g));
-                out.args.push(items_helper.to_token_stream());
-                out.args.push(each_helper.to_token_stream());
-                let list = if each.is_async {
-                    quote!(<#self_ty>::#items(controller, obj, ctx).await)
-                } else {
-                    quote!(<#self_ty>::#items(controller, obj, ctx))
-                };
-                let one = if d.is_async {
-                    quote!(<#self_ty>::#name(controller, obj, item, ctx).await)
-                } else {
-                    quote!(<#self_ty>::#name(controller, obj, item, ctx))
-                };
-                out.helpers.extend(quote! {
-                    fn #items_helper<'a>(
-                        controller: &'a #self_ty,
-                        obj: &'a #kind,
-                        ctx: &'a #kf::controller::Context<#kind>,
-                    ) -> #items_out {
-                        ::std::boxed::Box::pin(async move { #list })
-                    }
-                    fn #each_helper<'a>(
-                        controller: &'a #self_ty,
-                        obj: &'a #kind,
-                        item: &'a #item,
-                        ctx: &'a #kf::controller::Context<#kind>,
-                    ) -> #each_out {
-                        ::std::boxed::Box::pin(async move { #one })
-                    }
-                });
                 let each_param = format_ident!("__e{i}");
+                out.for_each(kf, kind, self_ty, d, each, &returns_g);
                 out.params.push(desired.clone());
                 out.params.push(each_param.clone());
                 quote!(for_each_async(#label, #desired, #each_param))
@@ -641,34 +694,7 @@ pub fn expansion(
         if !matches!(d.shape, Shape::ForEach(_)) {
             out.params.push(desired);
         }
-        let mut options = Vec::new();
-        if *create_only {
-            options.push(quote!(.create_only()));
-        }
-        for (function, method, letter) in [
-            (&d.when, "when", 'w'),
-            (&d.precondition, "precondition", 'p'),
-        ] {
-            if let Some(function) = function {
-                let param = format_ident!("__{letter}{i}");
-                let method = format_ident!("{method}");
-                out.pointer_tys.push(quote!(fn(&__S, &__S::Kind) -> bool));
-                out.args.push(function.clone());
-                options.push(quote!(.#method(#param)));
-                out.params.push(param);
-            }
-        }
-        if let Some(ready) = &d.ready {
-            let param = format_ident!("__r{i}");
-            out.pointer_tys.push(quote!(fn(&#child_g) -> bool));
-            out.args.push(ready.clone());
-            options.push(quote!(.ready(#param)));
-            out.params.push(param);
-        }
-        if !depends_on.is_empty() {
-            let names = depends_on.iter().map(ToString::to_string);
-            options.push(quote!(.depends_on(&[#(#names),*])));
-        }
+        let options = out.options(d, i, &child_g);
         entries.push(quote! {
             .with(#kf::dependents::Dependent::<__S::Kind, __S, #child_g>::#new #(#options)*)
         });

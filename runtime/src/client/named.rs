@@ -37,8 +37,8 @@ pub fn request(verb: &str, kind: &str, namespace: Option<&str>, name: &str) -> S
 
 /// `error` naming the request that failed: an apiserver answer keeps its code and reason (so
 /// `status.code == 404` checks still work) with the request put before its message; a
-/// transport error is wrapped in [`RequestFailed`]. Errors of the write fence
-/// ([`NotLeader`](crate::leader::NotLeader)) stay as they are, so they are still recognised.
+/// transport error is wrapped in [`RequestFailed`] (a write the fence refused is still
+/// recognised by [`NotLeader::is`](crate::leader::NotLeader::is)).
 #[must_use]
 pub fn name_error(request: &str, error: kube::Error) -> kube::Error {
     match error {
@@ -48,9 +48,7 @@ pub fn name_error(request: &str, error: kube::Error) -> kube::Error {
             }
             kube::Error::Api(status)
         }
-        kube::Error::Service(source)
-            if !source.is::<crate::leader::NotLeader>() && !source.is::<RequestFailed>() =>
-        {
+        kube::Error::Service(source) if !source.is::<RequestFailed>() => {
             kube::Error::Service(Box::new(RequestFailed {
                 request: request.to_owned(),
                 source,

@@ -70,9 +70,15 @@ impl Gate {
 pub struct NotLeader;
 
 impl NotLeader {
-    /// Whether `error` is a write the fenced client refused.
+    /// Whether `error` is a write the fenced client refused (named by
+    /// [`name_error`](crate::client::name_error) or not).
     pub fn is(error: &kube::Error) -> bool {
-        matches!(error, kube::Error::Service(e) if e.is::<NotLeader>())
+        let kube::Error::Service(e) = error else {
+            return false;
+        };
+        e.is::<NotLeader>()
+            || e.downcast_ref::<crate::client::RequestFailed>()
+                .is_some_and(|named| named.source.is::<NotLeader>())
     }
 }
 
@@ -146,6 +152,8 @@ mod tests {
             .await
             .expect_err("no leader");
         assert!(NotLeader::is(&delete), "{delete:?}");
+        let named = crate::client::name_error("delete ConfigMap ns/x", delete);
+        assert!(NotLeader::is(&named), "{named:?}");
         // Reads pass the fence (and then fail to connect).
         let read = api.get("a").await.expect_err("nothing listens");
         assert!(!NotLeader::is(&read), "{read:?}");
