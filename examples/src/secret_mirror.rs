@@ -101,6 +101,7 @@ pub enum MirrorError {
     Children(String),
 }
 
+// [controller]
 /// The SecretMirror controller, written with dependents.
 pub struct SecretMirrorController;
 
@@ -167,6 +168,8 @@ impl SecretMirrorController {
         set_status(mirror, status, namespaces.collect(), not_ready);
     }
 }
+
+// [controller-end]
 
 // What both versions share: the targets, the children, the status and the mappers.
 

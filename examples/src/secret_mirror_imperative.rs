@@ -22,6 +22,7 @@ use crate::secret_mirror::{
     reader_role, set_status, source, targets,
 };
 
+// [controller]
 /// The label naming which child of a mirror an object is.
 const CHILD: &str = "apps.kubeforge.dev/mirror-child";
 
@@ -208,3 +209,4 @@ where
     }
     Ok(())
 }
+// [controller-end]

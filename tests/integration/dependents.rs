@@ -111,6 +111,14 @@ fn backup(_: &Db, db: &Database, _: &Context<Database>) -> CronJob {
     .unwrap()
 }
 
+/// A Secret built with `stringData`, which the apiserver stores as `data`: compared as stored,
+/// it is not rewritten at every reconcile.
+fn token(_: &Db, db: &Database, _: &Context<Database>) -> Secret {
+    let mut secret: Secret = named(format!("{}-token", db.name_any()));
+    secret.string_data = Some([("token".to_owned(), "fixed".to_owned())].into());
+    secret
+}
+
 fn broken(_: &Db, _: &Database, _: &Context<Database>) -> ConfigMap {
     named("Not_A_Valid_Name".to_owned())
 }
@@ -128,6 +136,7 @@ fn dependents() -> Dependents<Database, Db> {
                 }),
         )
         .with(Dependent::new("secret", secret).create_only())
+        .with(Dependent::new("token", token))
         .with(Dependent::new("service", service).ready_builtin())
         .with(Dependent::new("backup", backup).when(|_, db: &Database| db.spec.backup))
         .with(Dependent::new("broken", broken).when(|_, db: &Database| db.spec.broken))

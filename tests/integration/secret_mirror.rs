@@ -328,7 +328,12 @@ async fn scenario<C: ControllerSpec>(add: impl FnOnce(Manager) -> Manager) {
         .iter()
         .find(|n| n.starts_with(&format!("{d}: copy")))
         .unwrap();
+    // The refusal names the request: verb, kind, namespace and name.
     assert!(refused.contains("no copies here"), "{reported:?}");
+    assert!(
+        refused.contains(&format!("apply Secret {d}/shared")),
+        "{reported:?}"
+    );
     assert!(reported.conditions.is_true(DEGRADED), "{reported:?}");
     assert!(!reported.conditions.is_true(READY), "{reported:?}");
     assert_eq!(reported.copies, 2);

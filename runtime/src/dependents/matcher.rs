@@ -4,9 +4,9 @@
 //! the same length and each element must hold its desired counterpart, in order.
 //!
 //! A value the apiserver normalizes (a quantity written `1000m` stored as `1`) reads as changed
-//! and costs one apply that changes nothing; it never hides a real change. The same goes for a
-//! field the apiserver never stores as written: a Secret built with `stringData` (stored as
-//! `data`) is applied at every reconcile unless it is `create_only` — build it with `data`.
+//! and costs one apply that changes nothing; it never hides a real change. A Secret's
+//! `stringData`, which the apiserver stores in `data`, is compared as stored (see
+//! `child::unchanged`).
 
 use serde_json::Value;
 
