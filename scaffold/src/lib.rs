@@ -15,7 +15,7 @@ pub mod names;
 mod project;
 mod templates;
 
-pub use project::{ApiOptions, Generated, InitOptions, create_api, default_kubeforge, init};
+pub use project::{ApiOptions, Generated, InitOptions, Scope, create_api, default_kubeforge, init};
 
 /// Why a project could not be generated or changed: a message for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]

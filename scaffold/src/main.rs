@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kubeforge_scaffold::{ApiOptions, Generated, InitOptions, create_api, init};
+use kubeforge_scaffold::{ApiOptions, Generated, InitOptions, Scope, create_api, init};
 
 /// Creates kubeforge operator projects and adds kinds to them.
 #[derive(Parser)]
@@ -41,6 +41,9 @@ enum Top {
         /// registry version (default: the checkout this command was built from).
         #[arg(long, value_name = "PATH_OR_VERSION")]
         kubeforge: Option<String>,
+        /// Whether the first kind is `namespaced` or `cluster`-scoped.
+        #[arg(long, value_enum, default_value_t = ScopeArg::Namespaced)]
+        scope: ScopeArg,
     },
     /// Adds to a generated project.
     #[command(subcommand)]
@@ -61,7 +64,28 @@ enum Create {
         /// Its version (default: the project's, from Cargo.toml).
         #[arg(long)]
         version: Option<String>,
+        /// Whether the kind is `namespaced` or `cluster`-scoped.
+        #[arg(long, value_enum, default_value_t = ScopeArg::Namespaced)]
+        scope: ScopeArg,
     },
+}
+
+/// `--scope`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScopeArg {
+    /// Objects live in a namespace.
+    Namespaced,
+    /// Objects are cluster-wide.
+    Cluster,
+}
+
+impl From<ScopeArg> for Scope {
+    fn from(scope: ScopeArg) -> Self {
+        match scope {
+            ScopeArg::Namespaced => Scope::Namespaced,
+            ScopeArg::Cluster => Scope::Cluster,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -72,6 +96,7 @@ fn main() -> ExitCode {
     }
     let result = match Cli::parse_from(args).command {
         Top::Init {
+            scope,
             dir,
             group,
             kind,
@@ -85,9 +110,11 @@ fn main() -> ExitCode {
             version,
             name,
             kubeforge,
+            scope: scope.into(),
         })
         .map(|generated| report_init(&generated, &kind)),
         Top::Create(Create::Api {
+            scope,
             kind,
             group,
             version,
@@ -96,6 +123,7 @@ fn main() -> ExitCode {
             kind: kind.clone(),
             group,
             version,
+            scope: scope.into(),
         })
         .map(|generated| report_api(&generated, &kind)),
     };

@@ -19,6 +19,8 @@ pub struct InitOptions {
     pub version: String,
     /// The package name; default: the directory's name.
     pub name: Option<String>,
+    /// Whether the first kind is namespaced or cluster-scoped.
+    pub scope: Scope,
     /// Where kubeforge comes from: a path (a kubeforge checkout or its `runtime/` crate) or a
     /// version on a registry; default: the checkout this generator was built from
     /// ([`default_kubeforge`]).
@@ -36,6 +38,18 @@ pub struct ApiOptions {
     pub group: Option<String>,
     /// Its version; default: the project's, else `v1`.
     pub version: Option<String>,
+    /// Whether it is namespaced or cluster-scoped.
+    pub scope: Scope,
+}
+
+/// Where objects of a kind live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// In a namespace; the ConfigMap its controller keeps is in the same namespace.
+    #[default]
+    Namespaced,
+    /// Cluster-wide; the ConfigMap its controller keeps is in the namespace its spec names.
+    Cluster,
 }
 
 /// What was generated.
@@ -67,9 +81,9 @@ struct Kind {
 }
 
 impl Kind {
-    fn new(kind: &str, group: &str, version: &str, name: &str) -> Self {
+    fn new(kind: &str, group: &str, version: &str, name: &str, scope: Scope) -> Self {
         let snake = names::snake_case(kind);
-        let vars = vec![
+        let mut vars = vec![
             ("Kind", kind.to_owned()),
             ("kind_snake", snake.clone()),
             ("kind_lower", kind.to_lowercase()),
@@ -79,6 +93,7 @@ impl Kind {
             ("name", name.to_owned()),
             ("crate", names::crate_ident(name)),
         ];
+        vars.extend(scope_vars(kind, scope));
         Self { vars, snake }
     }
 
@@ -97,6 +112,76 @@ impl Kind {
             ),
             (format!("samples/{snake}.yaml").into(), t::SAMPLE_YAML),
         ]
+    }
+}
+
+/// What differs between a namespaced and a cluster-scoped kind in the templates. A placeholder
+/// at the start of a line takes whole lines (empty for the other scope).
+fn scope_vars(kind: &str, scope: Scope) -> [(&'static str, String); 11] {
+    match scope {
+        Scope::Namespaced => [
+            ("scope", "namespaced".to_owned()),
+            ("config_where", String::new()),
+            ("namespace_field", String::new()),
+            ("config_namespace", "obj.namespace()".to_owned()),
+            ("unit_spec_namespace", String::new()),
+            ("sample_namespace", String::new()),
+            ("test_objects", "ns.api()".to_owned()),
+            ("test_name", "\"sample\".to_owned()".to_owned()),
+            ("test_spec_namespace", String::new()),
+            (
+                "test_manager",
+                "// The controller, in-process, watching this test's namespace only.\n    \
+                 let manager = Manager::new(client.clone()).namespace(Some(ns.name().to_owned()))"
+                    .to_owned(),
+            ),
+            ("test_cleanup", String::new()),
+        ],
+        Scope::Cluster => [
+            ("scope", "cluster".to_owned()),
+            (
+                "config_where",
+                " in the namespace its spec names".to_owned(),
+            ),
+            (
+                "namespace_field",
+                format!(
+                    "    /// The namespace of the ConfigMap the controller keeps (a {kind} is \
+                     cluster-scoped: it has none of its own).\n    \
+                     #[validate(min_length = 1, max_length = 63)]\n    pub namespace: String,\n"
+                ),
+            ),
+            (
+                "config_namespace",
+                "Some(obj.spec.namespace.clone())".to_owned(),
+            ),
+            (
+                "unit_spec_namespace",
+                "            namespace: \"default\".to_owned(),\n".to_owned(),
+            ),
+            ("sample_namespace", "  namespace: default\n".to_owned()),
+            (
+                "test_objects",
+                "kubeforge::kube::Api::all(client.clone())".to_owned(),
+            ),
+            ("test_name", "format!(\"sample-{}\", ns.name())".to_owned()),
+            (
+                "test_spec_namespace",
+                "        namespace: ns.name().to_owned(),\n".to_owned(),
+            ),
+            (
+                "test_manager",
+                "// The controller, in-process: the kind is cluster-scoped, its ConfigMaps are in \
+                 this test's namespace.\n    let manager = Manager::new(client.clone())"
+                    .to_owned(),
+            ),
+            (
+                "test_cleanup",
+                "    // Cluster-scoped: not deleted with the test's namespace.\n    \
+                 objects.delete(&name, &Default::default()).await.unwrap();\n"
+                    .to_owned(),
+            ),
+        ],
     }
 }
 
@@ -124,7 +209,13 @@ pub fn init(options: &InitOptions) -> Result<Generated, Error> {
         None => Error::new(format!("{e} (the name comes from the directory's)")),
     })?;
     let source = kubeforge_source(options.kubeforge.as_deref())?;
-    let kind = Kind::new(&options.kind, &options.group, &options.version, &name);
+    let kind = Kind::new(
+        &options.kind,
+        &options.group,
+        &options.version,
+        &name,
+        options.scope,
+    );
     let mut vars = kind.vars();
     vars.extend([
         ("kubeforge", source.toml.as_str()),
@@ -183,7 +274,7 @@ pub fn create_api(options: &ApiOptions) -> Result<Generated, Error> {
     names::version(&version)?;
     let name = table_value(&manifest, "[package]", "name")
         .ok_or_else(|| Error::new("Cargo.toml has no [package] name"))?;
-    let kind = Kind::new(&options.kind, &group, &version, &name);
+    let kind = Kind::new(&options.kind, &group, &version, &name, options.scope);
     let vars = kind.vars();
     let files = kind.files();
     if let Some((path, _)) = files.iter().find(|(path, _)| root.join(path).exists()) {

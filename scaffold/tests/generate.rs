@@ -122,8 +122,12 @@ fn a_generated_project_should_build_and_pass_its_tests() {
             "WebCache",
             "--version",
             "v1alpha1",
+            "--scope",
+            "cluster",
         ],
     ));
+    let sample = std::fs::read_to_string(project.join("samples/web_cache.yaml")).unwrap();
+    assert!(sample.contains("  namespace: default"), "{sample}");
 
     std::fs::copy(workspace().join("Cargo.lock"), project.join("Cargo.lock"))
         .expect("copying the workspace's Cargo.lock");
@@ -159,6 +163,8 @@ fn a_generated_project_should_build_and_pass_its_tests() {
     for crd in [
         "name: databases.ci.kubeforge.dev",
         "name: webcaches.ci.kubeforge.dev",
+        "scope: Namespaced",
+        "scope: Cluster",
     ] {
         assert!(
             crds.contains(crd),
