@@ -34,7 +34,7 @@ pub enum FinalizerError {
     /// The patch adding the finalizer failed.
     #[error("adding finalizer {finalizer} to {name}: {source}")]
     Add {
-        /// The object's name.
+        /// The object: its kind, namespace and name (`WebApp shop/web`).
         name: String,
         /// The finalizer.
         finalizer: String,
@@ -45,7 +45,7 @@ pub enum FinalizerError {
     /// The patch removing the finalizer failed.
     #[error("removing finalizer {finalizer} from {name}: {source}")]
     Remove {
-        /// The object's name.
+        /// The object: its kind, namespace and name (`WebApp shop/web`).
         name: String,
         /// The finalizer.
         finalizer: String,
@@ -171,7 +171,7 @@ pub(crate) async fn add<K: Kind>(
     writer: Option<Writer>,
 ) -> Result<Option<Arc<K>>, FinalizerError> {
     let meta = obj.meta();
-    let name = meta.name.clone().unwrap_or_default();
+    let name = format!("{} {}", K::kind(&()), crate::ObjectKey::of(obj));
     let error = |source| FinalizerError::Add {
         name: name.clone(),
         finalizer: finalizer.to_owned(),
@@ -196,7 +196,7 @@ pub(crate) async fn remove<K: Kind>(
     finalizer: &str,
 ) -> Result<(), FinalizerError> {
     let meta = obj.meta();
-    let name = meta.name.clone().unwrap_or_default();
+    let name = format!("{} {}", K::kind(&()), crate::ObjectKey::of(obj));
     let error = |source| FinalizerError::Remove {
         name: name.clone(),
         finalizer: finalizer.to_owned(),

@@ -7,8 +7,14 @@
 //! it holds, and is deleted when it turns false), [`precondition`](Dependent::precondition) (the
 //! child is left as it is until it holds), [`ready`](Dependent::ready) (built-ins for the
 //! workload kinds in [`ready`]) and [`depends_on`](Dependent::depends_on) (reconciled only once
-//! those are ready). [`Dependents`] holds a controller's dependents in an order that respects
-//! `depends_on` and reconciles them:
+//! those are ready). A dependent can also be a collection of children of one kind:
+//! [`Dependent::many`] (a function returning `Vec<Child>`) or [`Dependent::for_each`] (one
+//! child per item of a list: per target namespace, say). Each child of a collection is applied
+//! on its own, those the dependent made earlier and no longer builds are deleted (found by the
+//! owner reference and the [`DEPENDENT_LABEL`]), and each child's state is in
+//! [`Reconciled::items`]. A child never overwrites an object of its name that the primary does
+//! not own: that is [`State::Conflict`]. [`Dependents`] holds a controller's dependents in an
+//! order that respects `depends_on` and reconciles them:
 //!
 //! 1. each dependent in order: skipped while one it depends on is not ready; deleted while its
 //!    activation condition is false (and counted as deleting until it is gone from the cache);
