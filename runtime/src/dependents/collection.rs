@@ -247,3 +247,87 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn item(name: &str, state: State) -> Item {
+        Item {
+            item: name.to_owned(),
+            namespace: None,
+            name: None,
+            state,
+            created: false,
+            object: None,
+        }
+    }
+
+    fn copies() -> Dependent<ConfigMap, (), ConfigMap> {
+        Dependent::many("copy", |(), _: &ConfigMap, _| Vec::<ConfigMap>::new())
+    }
+
+    fn aggregate(items: Vec<Item>) -> Outcome {
+        let mut outcome = Outcome::new("copy", State::NotReady);
+        outcome.items = items;
+        copies().aggregate(&mut outcome, true);
+        outcome
+    }
+
+    #[test]
+    fn the_aggregate_should_prefer_failures_to_conflicts_and_name_the_children() {
+        let outcome = aggregate(vec![
+            item("a", State::Ready),
+            item("c", State::Conflict("c is theirs".into())),
+            item("d", State::Failed("refused".into())),
+        ]);
+        assert!(matches!(&outcome.state, State::Failed(s) if s.starts_with("1 of 3 ready")));
+        assert_eq!(
+            outcome.summary.as_deref(),
+            Some("1 of 3 ready; c: c is theirs; d: refused")
+        );
+        assert!(outcome.error.is_some(), "a failure is retried");
+
+        let conflict = aggregate(vec![
+            item("a", State::Ready),
+            item("c", State::Conflict("theirs".into())),
+        ]);
+        assert!(matches!(conflict.state, State::Conflict(_)));
+    }
+
+    #[test]
+    fn the_aggregate_should_be_ready_only_when_every_child_is_and_nothing_is_pruning() {
+        let ready = aggregate(vec![item("a", State::Ready), item("b", State::Ready)]);
+        assert_eq!(ready.state, State::Ready);
+        assert!(ready.summary.is_none() && ready.error.is_none());
+        assert_eq!(aggregate(Vec::new()).state, State::Ready);
+        let pruning = aggregate(vec![item("a", State::Ready), item("b", State::Deleting)]);
+        assert_eq!(pruning.state, State::NotReady);
+        assert_eq!(
+            pruning.summary.as_deref(),
+            Some("1 of 1 ready; b is being deleted")
+        );
+        let waiting = aggregate(vec![item("a", State::Waiting { on: "role" })]);
+        assert_eq!(waiting.state, State::Waiting { on: "role" });
+    }
+
+    #[test]
+    fn depends_on_should_hold_item_by_item_between_collections() {
+        let binding = copies().depends_on(&["role"]);
+        let mut roles = Outcome::new("role", State::NotReady);
+        roles.items = vec![item("a", State::Ready), item("b", State::NotReady)];
+        let done = Reconciled {
+            outcomes: vec![roles],
+        };
+        assert_eq!(binding.waits_for(&done, Some("a")), None);
+        assert_eq!(binding.waits_for(&done, Some("b")), Some("role"));
+        // An item the other collection does not have: its aggregate decides.
+        assert_eq!(binding.waits_for(&done, Some("z")), Some("role"));
+        assert_eq!(
+            binding.waits_for(&Reconciled::default(), None),
+            Some("role")
+        );
+    }
+}
