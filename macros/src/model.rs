@@ -349,25 +349,6 @@ fn deprecated(attrs: Option<DeprecatedAttrs>) -> Option<String> {
     attrs.map(|d| d.warning.as_ref().map(LitStr::value).unwrap_or_default())
 }
 
-/// English plural of a lower-case kind, as kubebuilder derives it (`webapp` → `webapps`,
-/// `policy` → `policies`, `ingress` → `ingresses`).
-pub fn pluralize(singular: &str) -> String {
-    let ends = |s: &str| singular.ends_with(s);
-    if ends("s") || ends("x") || ends("z") || ends("ch") || ends("sh") {
-        format!("{singular}es")
-    } else if ends("y")
-        && !singular
-            .chars()
-            .rev()
-            .nth(1)
-            .is_some_and(|c| "aeiou".contains(c))
-    {
-        format!("{}ies", &singular[..singular.len() - 1])
-    } else {
-        format!("{singular}s")
-    }
-}
-
 pub fn default_crate() -> syn::Path {
     syn::parse_quote!(::kubeforge)
 }
@@ -388,7 +369,7 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
     let plural = attrs
         .plural
         .as_ref()
-        .map_or_else(|| pluralize(&lower), LitStr::value);
+        .map_or_else(|| kubeforge_shared::names::plural(&lower), LitStr::value);
     served_storage(attrs.served.as_ref(), attrs.storage.as_ref(), errors);
     Some(Kind {
         group: attrs
@@ -573,14 +554,6 @@ mod tests {
                 "expected a string literal: a JSON field name",
             ]
         );
-    }
-
-    #[test]
-    fn pluralize_should_follow_english_rules() {
-        assert_eq!(pluralize("webapp"), "webapps");
-        assert_eq!(pluralize("policy"), "policies");
-        assert_eq!(pluralize("gateway"), "gateways");
-        assert_eq!(pluralize("ingress"), "ingresses");
     }
 
     #[test]

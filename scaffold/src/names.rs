@@ -173,21 +173,7 @@ pub fn snake_case(kind: &str) -> String {
 /// plural (`webapp` → `webapps`, `policy` → `policies`, `ingress` → `ingresses`).
 #[must_use]
 pub fn plural(kind: &str) -> String {
-    let singular = kind.to_lowercase();
-    let ends = |s: &str| singular.ends_with(s);
-    if ends("s") || ends("x") || ends("z") || ends("ch") || ends("sh") {
-        format!("{singular}es")
-    } else if ends("y")
-        && !singular
-            .chars()
-            .rev()
-            .nth(1)
-            .is_some_and(|c| "aeiou".contains(c))
-    {
-        format!("{}ies", &singular[..singular.len() - 1])
-    } else {
-        format!("{singular}s")
-    }
+    kubeforge_shared::names::plural(&kind.to_lowercase())
 }
 
 /// The crate's name in Rust code: `database-operator` → `database_operator`.

@@ -900,51 +900,20 @@ fn duration(meta: &ParseNestedMeta<'_>) -> syn::Result<Keyed<u64>> {
         }),
         Err(problem) => Err(syn::Error::new(
             lit.span(),
-            format!(
-                "`{name} = {:?}` {problem}: write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"",
-                lit.value()
-            ),
+            format!("`{name} = {:?}` {problem}", lit.value()),
         )),
     }
 }
 
-/// Parses a Go/Kubernetes-style duration with integer numbers (`"500ms"`, `"1m30s"`) into
-/// milliseconds; the error says what is wrong with it.
-pub fn duration_ms(text: &str) -> Result<u64, &'static str> {
-    const NOT: &str = "is not a duration";
-    if text.is_empty() {
-        return Err(NOT);
+/// Parses a Go/Kubernetes duration (`"500ms"`, `"1m30s"`, `"1.5s"`: the grammar of
+/// `kubeforge_shared::duration`, as on the operator's command line) into whole milliseconds;
+/// the error says what is wrong with it.
+pub fn duration_ms(text: &str) -> Result<u64, String> {
+    let duration = kubeforge_shared::duration::parse(text).map_err(|e| e.to_string())?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err("is not a whole number of milliseconds".to_owned());
     }
-    let mut rest = text;
-    let mut total: u64 = 0;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(digits);
-        let (unit_ms, tail) = if let Some(tail) = tail.strip_prefix("ms") {
-            (1, tail)
-        } else if let Some(tail) = tail.strip_prefix('s') {
-            (1_000, tail)
-        } else if let Some(tail) = tail.strip_prefix('m') {
-            (60_000, tail)
-        } else if let Some(tail) = tail.strip_prefix('h') {
-            (3_600_000, tail)
-        } else {
-            return Err(NOT);
-        };
-        if number.is_empty() {
-            return Err(NOT);
-        }
-        const TOO_LONG: &str = "is too long";
-        let n: u64 = number.parse().map_err(|_| TOO_LONG)?;
-        total = n
-            .checked_mul(unit_ms)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or(TOO_LONG)?;
-        rest = tail;
-    }
-    Ok(total)
+    u64::try_from(duration.as_millis()).map_err(|_| "is too long".to_owned())
 }
 
 /// `dequeue = all | generation_changed | same_action | none`.
@@ -1250,18 +1219,18 @@ mod tests {
     fn retry_should_report_bad_durations_unknown_keys_and_misspellings() {
         let (_, errors) = parse(quote!(
             retry = exponential(
-                base = "1.5s",
+                base = "1.5x",
                 max = "5 m",
                 atempts = 3,
                 attempts = -1,
                 max = "2x"
             )
         ));
-        let forms = "write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"";
+        let forms = "write numbers with units (ns, us, ms, s, m, h), such as \"500ms\", \"5m\" or \"1m30s\"";
         assert_eq!(
             errors,
             [
-                format!("`base = \"1.5s\"` is not a duration: {forms}"),
+                format!("`base = \"1.5x\"` is not a duration: {forms}"),
                 format!("`max = \"5 m\"` is not a duration: {forms}"),
                 "unknown `exponential(..)` key `atempts`; did you mean `attempts`?".to_owned(),
                 "expected a non-negative integer".to_owned(),
@@ -1284,7 +1253,7 @@ mod tests {
     }
 
     #[test]
-    fn duration_ms_should_read_go_durations_with_integers() {
+    fn duration_ms_should_read_go_durations() {
         assert_eq!(duration_ms("500ms"), Ok(500));
         assert_eq!(duration_ms("1s"), Ok(1_000));
         assert_eq!(duration_ms("5m"), Ok(300_000));
@@ -1292,13 +1261,20 @@ mod tests {
         assert_eq!(duration_ms("1m30s"), Ok(90_000));
         assert_eq!(duration_ms("1h1m1s1ms"), Ok(3_661_001));
         assert_eq!(duration_ms("0s"), Ok(0));
-        for bad in [
-            "", "5", "s", "1.5s", "-1s", "1 s", "1d", "1mss", "1S", "ms5",
-        ] {
-            assert_eq!(duration_ms(bad), Err("is not a duration"), "{bad:?}");
+        assert_eq!(duration_ms("1.5s"), Ok(1_500));
+        let invalid = kubeforge_shared::duration::DurationError::Invalid.to_string();
+        for bad in ["", "5", "s", "1 s", "1d", "1mss", "1S", "ms5"] {
+            assert_eq!(duration_ms(bad), Err(invalid.clone()), "{bad:?}");
         }
-        assert_eq!(duration_ms("99999999999999999999s"), Err("is too long"));
-        assert_eq!(duration_ms("18446744073709551615s"), Err("is too long"));
+        assert_eq!(duration_ms("-1s"), Err("is negative".to_owned()));
+        assert_eq!(
+            duration_ms("1us"),
+            Err("is not a whole number of milliseconds".to_owned())
+        );
+        assert_eq!(
+            duration_ms("99999999999999999999s"),
+            Err("is too long".to_owned())
+        );
     }
 
     #[test]
@@ -1364,7 +1340,7 @@ mod tests {
             errors,
             [
                 "expected a non-negative integer",
-                "`event_timeout = \"5 s\"` is not a duration: write one or more `<integer><unit>` with the units `ms`, `s`, `m` and `h`, such as \"500ms\", \"5m\" or \"1m30s\"",
+                "`event_timeout = \"5 s\"` is not a duration: write numbers with units (ns, us, ms, s, m, h), such as \"500ms\", \"5m\" or \"1m30s\"",
                 "duplicate key `workers`; it is already set above",
                 "duplicate key `event_timeout`; it is already set above",
             ]

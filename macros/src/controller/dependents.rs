@@ -449,11 +449,20 @@ fn order(checked: Vec<Dependent>, errors: &mut Errors) -> Vec<Dependent> {
         .enumerate()
         .map(|(i, d)| (d.arg.name.to_string(), i))
         .collect();
-    let mut mark = vec![0u8; checked.len()];
-    let mut order = Vec::new();
-    let mut path = Vec::new();
-    for start in 0..checked.len() {
-        if let Err(cycle) = visit(start, &checked, &index, &mut mark, &mut order, &mut path) {
+    let deps: Vec<Vec<usize>> = checked
+        .iter()
+        .map(|d| {
+            let on = d.arg.depends_on.iter();
+            on.filter_map(|on| index.get(&on.to_string()).copied())
+                .collect()
+        })
+        .collect();
+    match kubeforge_shared::graph::order(&deps) {
+        Ok(order) => {
+            let mut slots: Vec<Option<Dependent>> = checked.into_iter().map(Some).collect();
+            order.into_iter().filter_map(|i| slots[i].take()).collect()
+        }
+        Err(cycle) => {
             let names: Vec<String> = cycle
                 .iter()
                 .map(|&i| checked[i].arg.name.to_string())
@@ -471,42 +480,9 @@ fn order(checked: Vec<Dependent>, errors: &mut Errors) -> Vec<Dependent> {
                     names.join(" -> ")
                 ),
             );
-            return checked;
+            checked
         }
     }
-    let mut slots: Vec<Option<Dependent>> = checked.into_iter().map(Some).collect();
-    order.into_iter().filter_map(|i| slots[i].take()).collect()
-}
-
-fn visit(
-    i: usize,
-    checked: &[Dependent],
-    index: &HashMap<String, usize>,
-    mark: &mut [u8],
-    order: &mut Vec<usize>,
-    path: &mut Vec<usize>,
-) -> Result<(), Vec<usize>> {
-    match mark[i] {
-        2 => return Ok(()),
-        1 => {
-            let start = path.iter().position(|&p| p == i).unwrap_or(0);
-            let mut cycle = path[start..].to_vec();
-            cycle.push(i);
-            return Err(cycle);
-        }
-        _ => {}
-    }
-    mark[i] = 1;
-    path.push(i);
-    for on in &checked[i].arg.depends_on {
-        if let Some(&j) = index.get(&on.to_string()) {
-            visit(j, checked, index, mark, order, path)?;
-        }
-    }
-    path.pop();
-    mark[i] = 2;
-    order.push(i);
-    Ok(())
 }
 
 /// A function named by an option: a method of the impl block by its bare name, else the path.

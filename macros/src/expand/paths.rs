@@ -8,11 +8,9 @@ use syn::LitStr;
 use crate::fields::{Field, Shape};
 use crate::model::{ColumnStep, Filter, Kind, Operand, PrintColumn, parse_column_path, parse_path};
 
-/// FNV-1a of a JSON name; must match `kubeforge::crd::__checks::name_hash`.
+/// FNV-1a of a JSON name: `kubeforge::crd::__checks::name_hash` is the same function.
 pub(super) fn name_hash(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    kubeforge_shared::hash::fnv1a(name.as_bytes())
 }
 
 fn shape_tokens(shape: Shape, krate: &syn::Path) -> TokenStream {

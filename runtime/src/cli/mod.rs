@@ -352,25 +352,10 @@ fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
         .map_err(|_| format!("{value:?} is not `0`, `:PORT` or `HOST:PORT`"))
 }
 
-/// Parses `15s`, `500ms`, `2m` or a plain number of seconds.
+/// Parses a Go duration (`15s`, `500ms`, `2m30s`: `kubeforge_shared::duration`, the grammar
+/// of `#[controller(..)]`'s durations too).
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    let (number, unit) = value
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .map_or((value, "s"), |i| value.split_at(i));
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {value:?}"))?;
-    let seconds = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {value:?} (use ms, s or m)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|_| format!("invalid duration {value:?}"))
+    kubeforge_shared::duration::parse(value).map_err(|e| format!("{value:?} {e}"))
 }
 
 /// Why an operator binary could not start.
@@ -605,8 +590,11 @@ mod tests {
         assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("3h").is_err());
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("3h"), Ok(Duration::from_secs(3 * 3600)));
+        // Go's flags refuse a number without a unit; so does this.
+        let bare = parse_duration("3").unwrap_err();
+        assert!(bare.contains("is not a duration"), "{bare}");
         assert!(parse_duration("fast").is_err());
     }
 

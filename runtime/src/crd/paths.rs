@@ -231,15 +231,7 @@ impl<const NAME: u64, V, S> JsonField<NAME> for std::collections::HashMap<String
 /// FNV-1a of a JSON name (the same function the macros use).
 #[must_use]
 pub const fn name_hash(name: &str) -> u64 {
-    let bytes = name.as_bytes();
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut i = 0;
-    while i < bytes.len() {
-        hash ^= bytes[i] as u64;
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-        i += 1;
-    }
-    hash
+    kubeforge_shared::hash::fnv1a(name.as_bytes())
 }
 
 #[cfg(test)]

@@ -576,42 +576,8 @@ fn topological(
         }
         deps.push(of);
     }
-    // 0: not visited, 1: on the path, 2: placed.
-    let mut mark = vec![0u8; names.len()];
-    let mut order = Vec::with_capacity(names.len());
-    let mut path = Vec::new();
-    fn visit(
-        i: usize,
-        deps: &[Vec<usize>],
-        mark: &mut [u8],
-        order: &mut Vec<usize>,
-        path: &mut Vec<usize>,
-    ) -> Result<(), Vec<usize>> {
-        match mark[i] {
-            2 => return Ok(()),
-            1 => {
-                let start = path.iter().position(|&p| p == i).unwrap_or(0);
-                let mut cycle = path[start..].to_vec();
-                cycle.push(i);
-                return Err(cycle);
-            }
-            _ => {}
-        }
-        mark[i] = 1;
-        path.push(i);
-        for &j in &deps[i] {
-            visit(j, deps, mark, order, path)?;
-        }
-        path.pop();
-        mark[i] = 2;
-        order.push(i);
-        Ok(())
-    }
-    for i in 0..names.len() {
-        visit(i, &deps, &mut mark, &mut order, &mut path)
-            .map_err(|cycle| DependentsError::Cycle(cycle.iter().map(|&i| names[i]).collect()))?;
-    }
-    Ok(order)
+    kubeforge_shared::graph::order(&deps)
+        .map_err(|cycle| DependentsError::Cycle(cycle.iter().map(|&i| names[i]).collect()))
 }
 
 impl<P, C, K> Erased<P, C> for Dependent<P, C, K>

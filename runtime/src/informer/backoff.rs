@@ -40,18 +40,15 @@ pub(super) struct Backoff {
     /// Failures since the apiserver last answered or said `410 Gone` (what the delay grows
     /// with).
     streak: u32,
-    seed: u64,
+    rng: kubeforge_shared::random::Rng,
 }
 
 impl Backoff {
     pub(super) fn new(policy: WatchBackoff) -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0x9e37_79b9, |d| u64::from(d.subsec_nanos()) | 1);
         Self {
             policy,
             streak: 0,
-            seed,
+            rng: kubeforge_shared::random::Rng::from_clock(),
         }
     }
 
@@ -72,13 +69,9 @@ impl Backoff {
         self.jitter(base)
     }
 
-    /// `base` ± 20 % (xorshift: no need for a real random source).
+    /// `base` ± 20 %.
     fn jitter(&mut self, base: Duration) -> Duration {
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let fraction = (self.seed % 401) as f64 / 1000.0 - 0.2; // -0.2 ..= 0.2
-        base.mul_f64(1.0 + fraction)
+        self.rng.jitter(base, 0.8, 1.2)
     }
 }
 

@@ -576,9 +576,7 @@ impl LeaderElector {
 
 /// `period` plus up to 20 % (client-go's jitter factor 1.2), so candidates do not move in lockstep.
 fn jittered(period: Duration) -> Duration {
-    let nanos = u64::from(Timestamp::now().subsec_nanosecond().unsigned_abs());
-    let fraction = (nanos % 1000) as f64 / 1000.0 * 0.2;
-    period.mul_f64(1.0 + fraction)
+    kubeforge_shared::random::Rng::from_clock().jitter(period, 1.0, 1.2)
 }
 
 #[cfg(test)]

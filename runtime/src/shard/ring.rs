@@ -56,13 +56,7 @@ impl Ring {
 
 /// FNV-1a (64 bits) finished with splitmix64.
 pub(crate) fn hash(bytes: &[u8]) -> u64 {
-    let fnv = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    let mut z = fnv.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    kubeforge_shared::hash::mix(kubeforge_shared::hash::fnv1a(bytes))
 }
 
 #[cfg(test)]

@@ -19,35 +19,9 @@ use crate::crd::ValidationContext;
 /// How often a value is drawn again before giving up.
 pub(super) const ATTEMPTS: u32 = 64;
 
-/// A small deterministic generator (xorshift64*): the same cases on every run, so a failure is
+/// The generator: seeded with a constant, the same cases on every run, so a failure is
 /// reproducible.
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-
-    /// A number in `lo..=hi` (`lo` when the range is empty).
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi.saturating_sub(lo).saturating_add(1))
-    }
-
-    fn chance(&mut self) -> bool {
-        self.next() & 1 == 1
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        items.get(usize::try_from(self.below(items.len() as u64)).unwrap_or(0))
-    }
-}
+pub(super) use kubeforge_shared::random::Rng;
 
 /// Draws values of one schema; keeps the compiled CEL rules and patterns of its nodes.
 pub(super) struct Generator {
@@ -73,7 +47,7 @@ fn count(schema: &Value, key: &str) -> Option<u64> {
 impl Generator {
     pub(super) fn new(seed: u64) -> Self {
         Self {
-            rng: Rng(seed),
+            rng: Rng::seeded(seed),
             rules: HashMap::new(),
             patterns: HashMap::new(),
         }

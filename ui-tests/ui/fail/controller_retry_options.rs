@@ -14,7 +14,7 @@ impl std::error::Error for Error {}
 
 pub struct BadKeys;
 
-#[kubeforge::controller(for = ConfigMap, retry = exponential(base = "1.5s", atempts = 3), dequeue = generation)]
+#[kubeforge::controller(for = ConfigMap, retry = exponential(base = "1.5x", atempts = 3), dequeue = generation)]
 impl BadKeys {
     async fn reconcile(&self, _cm: Arc<ConfigMap>, _ctx: &Context<ConfigMap>) -> Result<Action, Error> {
         Ok(Action::Done)
