@@ -48,21 +48,13 @@ fn workspace_build_dir(cargo: &std::ffi::OsStr) -> PathBuf {
         .output()
         .expect("running cargo metadata");
     assert!(metadata.status.success(), "{}", text(&metadata));
-    let json = String::from_utf8_lossy(&metadata.stdout);
-    let field = ["build_directory", "target_directory"]
+    let json: serde_json::Value =
+        serde_json::from_slice(&metadata.stdout).expect("cargo metadata prints JSON");
+    let dir = ["build_directory", "target_directory"]
         .iter()
-        .find_map(|key| json.split(&format!("\"{key}\":\"")).nth(1))
+        .find_map(|key| json[key].as_str())
         .expect("cargo metadata names the target directory");
-    let mut path = String::new();
-    let mut chars = field.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => break,
-            '\\' => path.extend(chars.next()),
-            c => path.push(c),
-        }
-    }
-    PathBuf::from(path)
+    PathBuf::from(dir)
 }
 
 fn generate(dir: &Path, args: &[&str]) -> Output {
