@@ -42,6 +42,19 @@ impl Replica {
         logs: &Path,
         env: &[(&str, &str)],
     ) -> Replica {
+        Self::start_timed(kubeconfig, ns, name, logs, env, FAST)
+    }
+
+    /// As [`start`](Self::start), with the leader-election timings `[lease duration, renew
+    /// deadline, retry period]`.
+    pub(crate) fn start_timed(
+        kubeconfig: &Path,
+        ns: &str,
+        name: &str,
+        logs: &Path,
+        env: &[(&str, &str)],
+        [lease, renew, retry]: [&str; 3],
+    ) -> Replica {
         let log = logs.join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         // A copy of the binary may be named (a shared target directory is rebuilt by others).
@@ -51,9 +64,9 @@ impl Replica {
             .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
             .args(["--namespace", ns, "--shards", GROUP])
             .args(["--leader-election-namespace", ns])
-            .args(["--leader-election-lease-duration", "6s"])
-            .args(["--leader-election-renew-deadline", "4s"])
-            .args(["--leader-election-retry-period", "1s"])
+            .args(["--leader-election-lease-duration", lease])
+            .args(["--leader-election-renew-deadline", renew])
+            .args(["--leader-election-retry-period", retry])
             .args(["--health-probe-bind-address", "0"])
             .env("POD_NAME", name)
             .env(
@@ -390,6 +403,14 @@ pub(crate) fn logs_dir(ns: &TestNamespace) -> PathBuf {
     logs
 }
 
+/// Leader-election timings for tests that measure how fast work moves: a member gone is seen
+/// within seconds.
+const FAST: [&str; 3] = ["6s", "4s", "1s"];
+/// controller-runtime's defaults, for tests where every replica stays: a member whose renewals
+/// the loaded apiserver answers late keeps its Lease (with `FAST`, a CI run under load lost one
+/// of three members to 2 s request timeouts, and the split was uneven).
+const DEFAULTS: [&str; 3] = ["15s", "10s", "2s"];
+
 /// Within ±15 % of an even split.
 fn even(count: usize, of: usize, members: usize) -> bool {
     let fair = of as f64 / members as f64;
@@ -405,7 +426,7 @@ async fn three_replicas_should_split_three_thousand_objects_and_never_share_one(
     let names = ["r0", "r1", "r2"];
     let replicas: Vec<Replica> = names
         .iter()
-        .map(|n| Replica::start(plane.kubeconfig_path(), ns.name(), n, &logs, &[]))
+        .map(|n| Replica::start_timed(plane.kubeconfig_path(), ns.name(), n, &logs, &[], DEFAULTS))
         .collect();
     members_up(&ns, &names).await;
 
