@@ -114,9 +114,9 @@ pub(super) async fn write<P: Kind, K: Kind>(
     // The cache may not have seen an object made a moment ago: absent there, it is read from
     // the apiserver before anything is written, so a same-named object someone else just made
     // is never taken over.
-    let current = match current::<P, K>(ctx, key).await? {
-        Some(current) => Some(current),
-        None => live::<P, K>(ctx, key).await?,
+    let current = match cached::<P, K>(ctx, key).await {
+        Some(Some(current)) => Some(current),
+        _ => live::<P, K>(ctx, key).await?,
     };
     match current {
         Some(current) if !owns(primary, current.as_ref()) => {
@@ -253,13 +253,20 @@ pub(super) async fn current<P: Kind, K: Kind>(
     ctx: &Context<P>,
     key: &ObjectKey,
 ) -> Result<Option<Arc<K>>, BoxError> {
-    let lookup = Lookup::scope(key.namespace.as_deref());
-    if let Ok(store) = ctx.cache().store::<K>(&lookup)
-        && let Ok(found) = store.get(key).await
-    {
-        return Ok(found);
+    match cached::<P, K>(ctx, key).await {
+        Some(found) => Ok(found),
+        None => live::<P, K>(ctx, key).await,
     }
-    live::<P, K>(ctx, key).await
+}
+
+/// The child at `key` in the cache; `None` when the cache does not hold full objects of `K`
+/// there (or cannot be read).
+async fn cached<P: Kind, K: Kind>(ctx: &Context<P>, key: &ObjectKey) -> Option<Option<Arc<K>>> {
+    let store = ctx
+        .cache()
+        .store::<K>(&Lookup::scope(key.namespace.as_deref()))
+        .ok()?;
+    store.get(key).await.ok()
 }
 
 /// The child at `key` as the apiserver has it now.
