@@ -230,7 +230,12 @@ impl Refusal {
     }
 }
 
+/// One scenario at a time: both controllers reconcile every SecretMirror of the cluster (the
+/// kind is cluster-scoped), so two running together would write each other's mirrors.
+static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn scenario<C: ControllerSpec>(add: impl FnOnce(Manager) -> Manager) {
+    let _turn = ONE_CONTROLLER.lock().await;
     let source_ns = TestNamespace::new().await.unwrap();
     let client = source_ns.client();
     apply_crds(&client, [SecretMirror::crd()], Duration::from_secs(30))
@@ -408,11 +413,17 @@ async fn scenario<C: ControllerSpec>(add: impl FnOnce(Manager) -> Manager) {
         Duration::from_secs(60),
         async || {
             let status = status().await?;
-            (status.namespaces == [a.clone(), d.clone(), e.clone()]).then_some(status)
+            // b's children are gone once nothing but c's copy is reported.
+            (status.namespaces == [a.clone(), d.clone(), e.clone()] && status.not_ready.len() == 1)
+                .then_some(status)
         },
     )
     .await;
     assert_eq!(now.not_ready.len(), 1, "only c's copy: {now:?}");
+    assert!(
+        now.not_ready[0].starts_with(&format!("{c}: copy: ")),
+        "{now:?}"
+    );
     assert_eq!(copy(&client, &c).await, Some(("theirs".to_owned(), false)));
 
     // Deleting the mirror: its children are collected (owner references across scopes), the
