@@ -26,23 +26,37 @@ pub struct RuleAttrs {
 
 pub const RULE: Table<RuleAttrs> = Table {
     what: "rule",
+    doc: "A CEL validation rule (`x-kubernetes-validations`): on the spec in \
+          `#[custom_resource(..)]`, on the struct in `#[kubeforge::schema(..)]`, on the field's \
+          value in `#[validate(..)]`. The rule and its message expression are parsed, \
+          type-checked against `self` and cost-estimated at compile time (see *Compile-time CEL \
+          checks* in the `#[custom_resource]` documentation); on the spec, every `self.x` / `oldSelf.x` must be a JSON field of the spec. \
+          `validate()` evaluates the rules client-side with `kube-cel` (with the `cel` feature), \
+          transition rules (`oldSelf`) in `validate_update(&old)`.",
     keys: &[
         Key::required(
             "cel",
-            Value::Str(|r, v| r.cel = Some(v)),
+            Value::Str(|r: &mut RuleAttrs, v| r.cel = Some(v)),
             "a rule needs `cel = \"...\"`",
-        ),
-        Key::new("message", Value::Str(|r, v| r.message = Some(v))),
+        )
+        .doc("the rule, a CEL expression returning a bool; `self` is the value it is on, `oldSelf` the previous one (a transition rule, checked on updates only)"),
+        Key::new("message", Value::Str(|r: &mut RuleAttrs, v| r.message = Some(v)))
+            .doc("the message when the rule fails (default: the apiserver's `failed rule: <rule>`)"),
         Key::new(
             "message_expression",
-            Value::Str(|r, v| r.message_expression = Some(v)),
+            Value::Str(|r: &mut RuleAttrs, v| r.message_expression = Some(v)),
+        )
+        .doc("a CEL expression returning the message (a string), type-checked like the rule"),
+        Key::new("reason", Value::Str(|r: &mut RuleAttrs, v| r.reason = Some(v))).doc(
+            "the error's reason: `FieldValueInvalid` (the apiserver's default), `FieldValueForbidden`, `FieldValueRequired` or `FieldValueDuplicate`",
         ),
-        Key::new("reason", Value::Str(|r, v| r.reason = Some(v))),
-        Key::new("field_path", Value::Str(|r, v| r.field_path = Some(v))),
+        Key::new("field_path", Value::Str(|r: &mut RuleAttrs, v| r.field_path = Some(v)))
+            .doc("the JSONPath, relative to `self`, the error is reported at (such as `.replicas`)"),
         Key::new(
             "optional_old_self",
-            Value::Flag(|r, v| r.optional_old_self = Some(v.value)),
-        ),
+            Value::Flag(|r: &mut RuleAttrs, v| r.optional_old_self = Some(v.value)),
+        )
+        .doc("a transition rule also runs on creation or when the field was absent, with `oldSelf` an optional (`oldSelf.hasValue()`)"),
     ],
 };
 
@@ -60,28 +74,36 @@ pub struct PrintColumnAttrs {
     pub unchecked: bool,
 }
 
-const PRINTCOLUMN: Table<PrintColumnAttrs> = Table {
+pub const PRINTCOLUMN: Table<PrintColumnAttrs> = Table {
     what: "printcolumn",
+    doc: "An additional printer column of `kubectl get`.",
     keys: &[
         Key::required(
             "name",
-            Value::Str(|c, v| c.name = Some(v)),
+            Value::Str(|c: &mut PrintColumnAttrs, v| c.name = Some(v)),
             "a printer column needs `name = \"...\"`",
-        ),
+        )
+        .doc("the column's header"),
         Key::required(
             "json_path",
-            Value::Str(|c, v| c.json_path = Some(v)),
+            Value::Str(|c: &mut PrintColumnAttrs, v| c.json_path = Some(v)),
             "a printer column needs `json_path = \".spec...\"`",
-        ),
+        )
+        .doc("the JSONPath the apiserver's table printer takes (client-go's): `.field`, `['key']`, `[n]`, `[a:b]`, `[*]` and filters `[?(@.f OP lit)]` (OP one of `==`, `!=`, `<`, `<=`, `>`, `>=`; a quoted string, a number or `true`/`false`, or `@.g`), `[?(@.f)]` (has `f`), e.g. `.status.conditions[?(@.type==\"Ready\")].status`. Every field is checked at compile time, a filter's on the list's element type (with the literal's type), and `type` against the last field. A path the table printer cannot parse (it would show neither that column nor the next ones) or an unknown operator is a compile error; `..`, `.*` and unions `[a,b]` need `unchecked`"),
         Key::required(
             "type",
-            Value::Str(|c, v| c.type_ = Some(v)),
+            Value::Str(|c: &mut PrintColumnAttrs, v| c.type_ = Some(v)),
             "a printer column needs `type = ...`, one of: integer, number, string, boolean, date",
-        ),
-        Key::new("format", Value::Str(|c, v| c.format = Some(v))),
-        Key::new("description", Value::Str(|c, v| c.description = Some(v))),
-        Key::new("priority", Value::Unsigned(|c, v| c.priority = Some(v))),
-        Key::new("unchecked", Value::Flag(|c, v| c.unchecked = v.value)),
+        )
+        .doc("`integer`, `number`, `string`, `boolean` or `date`; checked against the field the path ends at"),
+        Key::new("format", Value::Str(|c: &mut PrintColumnAttrs, v| c.format = Some(v)))
+            .doc("`int32`, `int64`, `float`, `double`, `byte`, `date`, `date-time` or `password`"),
+        Key::new("description", Value::Str(|c: &mut PrintColumnAttrs, v| c.description = Some(v)))
+            .doc("the column's description"),
+        Key::new("priority", Value::Unsigned(|c: &mut PrintColumnAttrs, v| c.priority = Some(v)))
+            .doc("0 (default) shows the column always, more only with `kubectl get -o wide`"),
+        Key::new("unchecked", Value::Flag(|c: &mut PrintColumnAttrs, v| c.unchecked = v.value))
+            .doc("do not resolve the JSONPath at compile time"),
     ],
 };
 
@@ -95,21 +117,32 @@ pub struct ScaleAttrs {
     pub unchecked: bool,
 }
 
-const SCALE: Table<ScaleAttrs> = Table {
+pub const SCALE: Table<ScaleAttrs> = Table {
     what: "scale",
+    doc: "The scale subresource (`kubectl scale`, the HorizontalPodAutoscaler).",
     keys: &[
         Key::required(
             "spec",
-            Value::Str(|s, v| s.spec = Some(v)),
+            Value::Str(|s: &mut ScaleAttrs, v| s.spec = Some(v)),
             "`scale` needs `spec = \".spec.replicas\"`",
-        ),
+        )
+        .doc("JSONPath of the desired replicas, an integer field under `.spec`"),
         Key::required(
             "status",
-            Value::Str(|s, v| s.status = Some(v)),
+            Value::Str(|s: &mut ScaleAttrs, v| s.status = Some(v)),
             "`scale` needs `status = \".status.replicas\"`",
-        ),
-        Key::new("selector", Value::Str(|s, v| s.selector = Some(v))),
-        Key::new("unchecked", Value::Flag(|s, v| s.unchecked = v.value)),
+        )
+        .doc("JSONPath of the observed replicas, an integer field under `.status`"),
+        Key::new(
+            "selector",
+            Value::Str(|s: &mut ScaleAttrs, v| s.selector = Some(v)),
+        )
+        .doc("JSONPath of the label selector (in its string form), a string field under `.status`"),
+        Key::new(
+            "unchecked",
+            Value::Flag(|s: &mut ScaleAttrs, v| s.unchecked = v.value),
+        )
+        .doc("do not resolve the JSONPaths at compile time"),
     ],
 };
 
@@ -120,15 +153,21 @@ pub struct SelectableFieldAttrs {
     pub unchecked: bool,
 }
 
-const SELECTABLE_FIELD: Table<SelectableFieldAttrs> = Table {
+pub const SELECTABLE_FIELD: Table<SelectableFieldAttrs> = Table {
     what: "selectable_field",
+    doc: "A field `kubectl get --field-selector` can select on.",
     keys: &[
         Key::required(
             "json_path",
-            Value::Str(|f, v| f.json_path = Some(v)),
+            Value::Str(|f: &mut SelectableFieldAttrs, v| f.json_path = Some(v)),
             "expected `selectable_field(json_path = \"...\")`",
-        ),
-        Key::new("unchecked", Value::Flag(|f, v| f.unchecked = v.value)),
+        )
+        .doc("JSONPath of the field, a string, integer or bool"),
+        Key::new(
+            "unchecked",
+            Value::Flag(|f: &mut SelectableFieldAttrs, v| f.unchecked = v.value),
+        )
+        .doc("do not resolve the JSONPath at compile time"),
     ],
 };
 
@@ -141,15 +180,22 @@ pub struct KeyValueAttrs {
 
 const KEY_VALUE_MISSING: &str = "expected `key = \"...\"` and `value = \"...\"`";
 
-const KEY_VALUE: Table<KeyValueAttrs> = Table {
+pub const KEY_VALUE: Table<KeyValueAttrs> = Table {
     what: "label/annotation",
+    doc: "A label or an annotation of the CRD object itself (not of the kind's objects).",
     keys: &[
-        Key::required("key", Value::Str(|l, v| l.key = Some(v)), KEY_VALUE_MISSING),
+        Key::required(
+            "key",
+            Value::Str(|l: &mut KeyValueAttrs, v| l.key = Some(v)),
+            KEY_VALUE_MISSING,
+        )
+        .doc("the label's or annotation's key"),
         Key::required(
             "value",
-            Value::Str(|l, v| l.value = Some(v)),
+            Value::Str(|l: &mut KeyValueAttrs, v| l.value = Some(v)),
             KEY_VALUE_MISSING,
-        ),
+        )
+        .doc("its value"),
     ],
 };
 
@@ -159,9 +205,15 @@ pub struct DeprecatedAttrs {
     pub warning: Option<LitStr>,
 }
 
-const DEPRECATED: Table<DeprecatedAttrs> = Table {
+pub const DEPRECATED: Table<DeprecatedAttrs> = Table {
     what: "deprecated",
-    keys: &[Key::new("warning", Value::Str(|d, v| d.warning = Some(v)))],
+    doc: "The version is deprecated: the apiserver warns the clients that use it. `deprecated` \
+          alone gives the apiserver's default warning.",
+    keys: &[Key::new(
+        "warning",
+        Value::Str(|d: &mut DeprecatedAttrs, v| d.warning = Some(v)),
+    )
+    .doc("the warning returned to clients instead of the default one")],
 };
 
 /// `webhooks(validate, validate_delete, default, failure_policy = .., side_effects = ..,
@@ -185,38 +237,53 @@ pub struct WebhooksAttrs {
     pub object_selector: Option<LitStr>,
 }
 
-const WEBHOOKS: Table<WebhooksAttrs> = Table {
+pub const WEBHOOKS: Table<WebhooksAttrs> = Table {
     what: "webhooks",
+    doc: "Admission webhooks (see `kubeforge::webhook`). Implementing `Validator` / \
+          `DeleteValidator` / `Defaulter` for the kind wires them on its own (deletes are \
+          validated only with a `DeleteValidator`); these keys make a missing impl a compile \
+          error at the key, and set the webhook configurations.",
     keys: &[
-        Key::new("validate", Value::Flag(|w, v| w.validate = Some(v))),
+        Key::new("validate", Value::Flag(|w: &mut WebhooksAttrs, v| w.validate = Some(v)))
+            .doc("the kind implements `Validator` (a compile error at the key if not)"),
         Key::new(
             "validate_delete",
-            Value::Flag(|w, v| w.validate_delete = Some(v)),
-        ),
-        Key::new("default", Value::Flag(|w, v| w.default = Some(v))),
+            Value::Flag(|w: &mut WebhooksAttrs, v| w.validate_delete = Some(v)),
+        )
+        .doc("the kind implements `DeleteValidator`"),
+        Key::new("default", Value::Flag(|w: &mut WebhooksAttrs, v| w.default = Some(v)))
+            .doc("the kind implements `Defaulter`"),
         Key::new(
             "failure_policy",
-            Value::Str(|w, v| w.failure_policy = Some(v)),
-        ),
-        Key::new("side_effects", Value::Str(|w, v| w.side_effects = Some(v))),
+            Value::Str(|w: &mut WebhooksAttrs, v| w.failure_policy = Some(v)),
+        )
+        .doc("`\"Fail\"` (default) or `\"Ignore\"`: what the apiserver does when the webhook cannot be called"),
+        Key::new("side_effects", Value::Str(|w: &mut WebhooksAttrs, v| w.side_effects = Some(v)))
+            .doc("`\"None\"` (default) or `\"NoneOnDryRun\"`"),
         Key::new(
             "timeout_seconds",
-            Value::Unsigned(|w, v| w.timeout_seconds = Some(v)),
-        ),
-        Key::new("operations", Value::StrList(|w, v| w.operations = Some(v))),
-        Key::new("match_policy", Value::Str(|w, v| w.match_policy = Some(v))),
+            Value::Unsigned(|w: &mut WebhooksAttrs, v| w.timeout_seconds = Some(v)),
+        )
+        .doc("1 to 30 (default 10)"),
+        Key::new("operations", Value::StrList(|w: &mut WebhooksAttrs, v| w.operations = Some(v)))
+            .doc("the operations of the validating and defaulting webhooks: `\"CREATE\"`, `\"UPDATE\"` (default both); deletes come from `DeleteValidator`"),
+        Key::new("match_policy", Value::Str(|w: &mut WebhooksAttrs, v| w.match_policy = Some(v)))
+            .doc("`\"Equivalent\"` (default) or `\"Exact\"`"),
         Key::new(
             "reinvocation_policy",
-            Value::Str(|w, v| w.reinvocation_policy = Some(v)),
-        ),
+            Value::Str(|w: &mut WebhooksAttrs, v| w.reinvocation_policy = Some(v)),
+        )
+        .doc("the defaulting webhook's: `\"IfNeeded\"` (default) or `\"Never\"`"),
         Key::new(
             "namespace_selector",
-            Value::Str(|w, v| w.namespace_selector = Some(v)),
-        ),
+            Value::Str(|w: &mut WebhooksAttrs, v| w.namespace_selector = Some(v)),
+        )
+        .doc("only objects in namespaces with these labels, in `kubectl -l` syntax (`\"env in (prod)\"`; checked at compile time)"),
         Key::new(
             "object_selector",
-            Value::Str(|w, v| w.object_selector = Some(v)),
-        ),
+            Value::Str(|w: &mut WebhooksAttrs, v| w.object_selector = Some(v)),
+        )
+        .doc("only objects with these labels, in `kubectl -l` syntax (`\"!skip\"`; checked at compile time)"),
     ],
 };
 
@@ -228,15 +295,21 @@ pub struct ConversionAttrs {
     pub generate: bool,
 }
 
-const CONVERSION: Table<ConversionAttrs> = Table {
+pub const CONVERSION: Table<ConversionAttrs> = Table {
     what: "conversion",
+    doc: "This version converts to and from the storage version of the same kind (checked at \
+          compile time). What the other version cannot hold is kept in an annotation, so a round \
+          trip loses nothing. Served as the CRD's conversion webhook by a manager serving the \
+          kind; a generated `#[test]` checks round trips of arbitrary objects of both versions.",
     keys: &[
         Key::required(
             "hub",
-            Value::Type(|c, v| c.hub = Some(v)),
+            Value::Type(|c: &mut ConversionAttrs, v| c.hub = Some(v)),
             "`conversion` needs `hub = <the storage version's kind type>`",
-        ),
-        Key::new("generate", Value::Flag(|c, v| c.generate = v.value)),
+        )
+        .doc("the storage version's kind type; without `generate`, the conversions are `TryFrom` both ways (`From` gives it)"),
+        Key::new("generate", Value::Flag(|c: &mut ConversionAttrs, v| c.generate = v.value))
+            .doc("the conversions are generated, for fields added (with a default), removed, or renamed (`#[convert(from = \"hubName\")]` on a spec field)"),
     ],
 };
 
@@ -270,86 +343,143 @@ pub struct KindAttrs {
     pub conversion: Option<Keyed<ConversionAttrs>>,
 }
 
-const KIND: Table<KindAttrs> = Table {
+/// The "sibling fields" documentation of `exactly_one_of` & co.
+macro_rules! one_of_doc {
+    ($message:literal) => {
+        concat!(
+            "sibling fields by their JSON names (checked at compile time; each must be an `Option` or `#[serde(default)]`, not `required`): a CEL rule with the message `",
+            $message,
+            "`"
+        )
+    };
+}
+
+pub const KIND: Table<KindAttrs> = Table {
     what: "`custom_resource`",
+    doc: "Put it on the spec struct. The generated root type is named after `kind`; the nested \
+          sub-attributes are below.",
     keys: &[
-        Key::new("group", Value::Str(|k, v| k.group = Some(v))),
-        Key::new("version", Value::Str(|k, v| k.version = Some(v))),
-        Key::new("kind", Value::Str(|k, v| k.kind = Some(v))),
-        Key::new("plural", Value::Str(|k, v| k.plural = Some(v))),
-        Key::new("singular", Value::Str(|k, v| k.singular = Some(v))),
-        Key::new("namespaced", Value::Flag(|k, v| k.namespaced = Some(v))),
-        Key::new("cluster", Value::Flag(|k, v| k.cluster = Some(v))),
-        Key::new("status", Value::Type(|k, v| k.status = Some(v))),
-        Key::repeatable("shortname", Value::Str(|k, v| k.shortnames.push(v))),
-        Key::repeatable("category", Value::Str(|k, v| k.categories.push(v))),
+        Key::new("group", Value::Str(|k: &mut KindAttrs, v| k.group = Some(v)))
+            .required_later()
+            .doc("API group, such as `apps.example.com`"),
+        Key::new("version", Value::Str(|k: &mut KindAttrs, v| k.version = Some(v)))
+            .required_later()
+            .doc("version, such as `v1`"),
+        Key::new("kind", Value::Str(|k: &mut KindAttrs, v| k.kind = Some(v)))
+            .required_later()
+            .doc("kind, such as `WebApp`: the name of the generated type"),
+        Key::new("plural", Value::Str(|k: &mut KindAttrs, v| k.plural = Some(v)))
+            .doc("plural resource name (default: the lower-case kind, English plural)"),
+        Key::new("singular", Value::Str(|k: &mut KindAttrs, v| k.singular = Some(v)))
+            .doc("singular resource name (default: the lower-case kind)"),
+        Key::new("namespaced", Value::Flag(|k: &mut KindAttrs, v| k.namespaced = Some(v)))
+            .doc("the kind is namespaced; exactly one of `namespaced` and `cluster` is required"),
+        Key::new("cluster", Value::Flag(|k: &mut KindAttrs, v| k.cluster = Some(v)))
+            .doc("the kind is cluster-scoped; exactly one of `namespaced` and `cluster` is required"),
+        Key::new("status", Value::Type(|k: &mut KindAttrs, v| k.status = Some(v)))
+            .doc("status type; enables the status subresource"),
+        Key::repeatable("shortname", Value::Str(|k: &mut KindAttrs, v| k.shortnames.push(v)))
+            .doc("short name for `kubectl`"),
+        Key::repeatable("category", Value::Str(|k: &mut KindAttrs, v| k.categories.push(v)))
+            .doc("category such as `all`"),
         Key::repeatable(
             "printcolumn",
-            Value::Custom(|k, meta, e| {
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
                 keys::push_nested(&mut k.printcolumns, meta, &PRINTCOLUMN, e)
             }),
-        ),
+        )
+        .syntax("`(..)`")
+        .doc("an additional printer column: see `printcolumn(..)`"),
         Key::new(
             "scale",
-            Value::Custom(|k, meta, e| {
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
                 k.scale = Some(keys::nested(meta, &SCALE, e)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`(..)`")
+        .doc("the scale subresource: see `scale(..)`"),
         Key::repeatable(
             "rule",
-            Value::Custom(|k, meta, e| keys::push_nested(&mut k.rules, meta, &RULE, e)),
-        ),
+            Value::Custom(|k: &mut KindAttrs, meta, e| keys::push_nested(&mut k.rules, meta, &RULE, e)),
+        )
+        .syntax("`(..)`")
+        .doc("a CEL rule on the spec (`self` is the spec): see `rule(..)`"),
         Key::repeatable(
             "selectable_field",
-            Value::Custom(|k, meta, e| {
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
                 keys::push_nested(&mut k.selectable_fields, meta, &SELECTABLE_FIELD, e)
             }),
-        ),
+        )
+        .syntax("`(..)`")
+        .doc("a selectable field: see `selectable_field(..)`"),
         Key::repeatable(
             "label",
-            Value::Custom(|k, meta, e| keys::push_nested(&mut k.labels, meta, &KEY_VALUE, e)),
-        ),
+            Value::Custom(|k: &mut KindAttrs, meta, e| keys::push_nested(&mut k.labels, meta, &KEY_VALUE, e)),
+        )
+        .syntax("`(..)`")
+        .doc("a label of the CRD object: see `label(..)` / `annotation(..)`"),
         Key::repeatable(
             "annotation",
-            Value::Custom(|k, meta, e| keys::push_nested(&mut k.annotations, meta, &KEY_VALUE, e)),
-        ),
-        Key::new("deprecated", Value::Custom(deprecated)),
-        Key::new("served", Value::Flag(|k, v| k.served = Some(v))),
-        Key::new("storage", Value::Flag(|k, v| k.storage = Some(v))),
-        Key::new("crate", Value::CratePath(|k, v| k.crate_path = Some(v))),
+            Value::Custom(|k: &mut KindAttrs, meta, e| keys::push_nested(&mut k.annotations, meta, &KEY_VALUE, e)),
+        )
+        .syntax("`(..)`")
+        .doc("an annotation of the CRD object: see `label(..)` / `annotation(..)`"),
+        Key::new("deprecated", Value::Custom(deprecated))
+            .syntax("flag or `(..)`")
+            .doc("the version is deprecated: see `deprecated(..)`"),
+        Key::new("served", Value::Flag(|k: &mut KindAttrs, v| k.served = Some(v)))
+            .doc("whether the apiserver serves the version (default `true`)"),
+        Key::new("storage", Value::Flag(|k: &mut KindAttrs, v| k.storage = Some(v)))
+            .doc("whether the version is the storage version (default `true`)"),
+        Key::new("crate", Value::CratePath(|k: &mut KindAttrs, v| k.crate_path = Some(v)))
+            .doc("path of the kubeforge crate in generated code (default `::kubeforge`), for crates that re-export or rename it"),
         Key::repeatable(
             "exactly_one_of",
-            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
-        ),
+            Value::Custom(|k: &mut KindAttrs, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("exactly one of a, b must be set")),
         Key::repeatable(
             "at_most_one_of",
-            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
-        ),
+            Value::Custom(|k: &mut KindAttrs, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("at most one of a, b may be set")),
         Key::repeatable(
             "at_least_one_of",
-            Value::Custom(|k, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
-        ),
+            Value::Custom(|k: &mut KindAttrs, meta, e| OneOf::read(&mut k.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("at least one of a, b must be set")),
         Key::new(
             "optional_spec",
-            Value::Flag(|k, v| k.optional_spec = Some(v)),
-        ),
+            Value::Flag(|k: &mut KindAttrs, v| k.optional_spec = Some(v)),
+        )
+        .doc("the CRD does not require `spec`; an object without it reads as `Spec::default()` (the spec type must implement `Default`)"),
         Key::new(
             "conversion",
-            Value::Custom(|k, meta, e| {
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
                 k.conversion = Some(keys::nested(meta, &CONVERSION, e)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`(..)`")
+        .doc("conversions to and from the storage version: see `conversion(..)`"),
         Key::new(
             "webhooks",
-            Value::Custom(|k, meta, e| {
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
                 k.webhooks = Some(keys::nested(meta, &WEBHOOKS, e)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`(..)`")
+        .doc("admission webhooks: see `webhooks(..)`"),
     ],
 };
+
+/// The value of `exactly_one_of` & co. as the reference writes it.
+const ONE_OF_SYNTAX: &str = "`[\"a\", \"b\", ..]`";
 
 fn deprecated(
     kind: &mut KindAttrs,
@@ -378,26 +508,42 @@ pub struct SchemaAttrs {
     pub one_ofs: Vec<OneOf>,
 }
 
-const SCHEMA: Table<SchemaAttrs> = Table {
+pub const SCHEMA: Table<SchemaAttrs> = Table {
     what: "`schema`",
+    doc: "On the types used inside a spec or status: `#[kubeforge::schema]` alone, or with \
+          these keys on a struct with named fields.",
     keys: &[
         Key::repeatable(
             "rule",
-            Value::Custom(|s, meta, e| keys::push_nested(&mut s.rules, meta, &RULE, e)),
-        ),
-        Key::new("crate", Value::CratePath(|s, v| s.crate_path = Some(v))),
+            Value::Custom(|s: &mut SchemaAttrs, meta, e| {
+                keys::push_nested(&mut s.rules, meta, &RULE, e)
+            }),
+        )
+        .syntax("`(..)`")
+        .doc("a CEL rule on the struct (`self` is the struct): see `rule(..)`"),
+        Key::new(
+            "crate",
+            Value::CratePath(|s: &mut SchemaAttrs, v| s.crate_path = Some(v)),
+        )
+        .doc("path of the kubeforge crate in generated code (default `::kubeforge`)"),
         Key::repeatable(
             "exactly_one_of",
-            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
-        ),
+            Value::Custom(|s: &mut SchemaAttrs, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("exactly one of a, b must be set")),
         Key::repeatable(
             "at_most_one_of",
-            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
-        ),
+            Value::Custom(|s: &mut SchemaAttrs, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("at most one of a, b may be set")),
         Key::repeatable(
             "at_least_one_of",
-            Value::Custom(|s, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
-        ),
+            Value::Custom(|s: &mut SchemaAttrs, meta, e| OneOf::read(&mut s.one_ofs, meta, e)),
+        )
+        .syntax(ONE_OF_SYNTAX)
+        .doc(one_of_doc!("at least one of a, b must be set")),
     ],
 };
 

@@ -11,12 +11,18 @@
 //! - a missing required key, at the name of the sub-attribute (not when an unknown key was
 //!   reported in the same list: that is most likely the missing key misspelled).
 //!
+//! Each key and table also carries its description: the references in `docs/src/reference/`
+//! are rendered from the tables (`reference.rs`), so the documentation and the parser agree.
+//!
 //! ```text
 //! const SCALE: Table<ScaleAttrs> = Table {
 //!     what: "scale",
+//!     doc: "The scale subresource.",
 //!     keys: &[
-//!         Key::required("spec", Value::Str(|s, v| s.spec = Some(v)), "`scale` needs `spec = ..`"),
-//!         Key::new("unchecked", Value::Flag(|s, v| s.unchecked = v.value)),
+//!         Key::required("spec", Value::Str(|s, v| s.spec = Some(v)), "`scale` needs `spec = ..`")
+//!             .doc("JSONPath of the desired replicas"),
+//!         Key::new("unchecked", Value::Flag(|s, v| s.unchecked = v.value))
+//!             .doc("do not resolve the JSONPaths at compile time"),
 //!     ],
 //! };
 //! let scale: Keyed<ScaleAttrs> = keys::nested(meta, &SCALE, errors)?;
@@ -77,6 +83,21 @@ pub struct Key<T: 'static> {
     pub required: Option<&'static str>,
     /// Whether the key may appear several times (every occurrence goes to the setter).
     pub repeatable: bool,
+    /// What the key does, for the reference (`docs/src/reference/`, rendered from the tables by
+    /// `reference.rs`, and included in the macros' rustdoc).
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub doc: &'static str,
+    /// How the reference writes the value when its [`Value`] does not say (a `Custom` one).
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub syntax: Option<&'static str>,
+    /// Required, but reported missing after parsing (so that a placeholder keeps the item
+    /// compiling), not by the table: only the reference reads it.
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub required_later: bool,
+    /// Field markers: what `validate()` checks of the marker client-side (the reference's last
+    /// column); `None` for nothing.
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub client: Option<&'static str>,
 }
 
 impl<T> Key<T> {
@@ -87,6 +108,10 @@ impl<T> Key<T> {
             value,
             required: None,
             repeatable: false,
+            doc: "",
+            syntax: None,
+            required_later: false,
+            client: None,
         }
     }
 
@@ -106,11 +131,44 @@ impl<T> Key<T> {
             ..Key::new(name, value)
         }
     }
+
+    /// The key with its description for the reference (Markdown, one line, no intra-doc links:
+    /// the book renders it too).
+    pub const fn doc(self, doc: &'static str) -> Self {
+        Key { doc, ..self }
+    }
+
+    /// The key with the value syntax the reference shows (required for [`Value::Custom`]).
+    pub const fn syntax(self, syntax: &'static str) -> Self {
+        Key {
+            syntax: Some(syntax),
+            ..self
+        }
+    }
+
+    /// The key documented as required, its absence being reported after parsing.
+    pub const fn required_later(self) -> Self {
+        Key {
+            required_later: true,
+            ..self
+        }
+    }
+
+    /// A field marker with what `validate()` checks of it client-side.
+    pub const fn client(self, client: &'static str) -> Self {
+        Key {
+            client: Some(client),
+            ..self
+        }
+    }
 }
 
 /// The keys of one attribute or sub-attribute. `what` names it in "unknown `what` key" errors.
 pub struct Table<T: 'static> {
     pub what: &'static str,
+    /// What the attribute is, for the reference (Markdown, no intra-doc links).
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub doc: &'static str,
     pub keys: &'static [Key<T>],
 }
 
@@ -118,6 +176,24 @@ impl<T> Table<T> {
     fn names(&self) -> Vec<&'static str> {
         self.keys.iter().map(|k| k.name).collect()
     }
+}
+
+/// A key of a list read by hand rather than by a [`Table`] (the options of `owns(Kind(..))`, of
+/// a dependent, ...): the hand parser takes its known names from these, and the reference its
+/// rows, so that they cannot disagree.
+pub struct HandKey {
+    pub name: &'static str,
+    /// The value as the reference writes it (`""` for a bare word).
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub syntax: &'static str,
+    /// What it does, for the reference.
+    #[cfg_attr(not(test), allow(dead_code, reason = "read by the reference's tests"))]
+    pub doc: &'static str,
+}
+
+/// The names of `keys`, in their order (for "unknown key" checks and their "expected one of").
+pub fn hand_names(keys: &[HandKey]) -> Vec<&'static str> {
+    keys.iter().map(|k| k.name).collect()
 }
 
 /// Parses an attribute macro's arguments (`args` of `#[custom_resource(...)]`) by `table`.
@@ -482,6 +558,7 @@ mod tests {
 
     const SAMPLE: Table<Sample> = Table {
         what: "sample",
+        doc: "",
         keys: &[
             Key::required("name", Value::Str(|s, v| s.name = Some(v)), "needs a name"),
             Key::new("count", Value::Unsigned(|s, v| s.count = Some(v.value))),

@@ -6,7 +6,10 @@
 //! `key = value` parser of `keys.rs`; field markers in `markers.rs`) → typed model (`model.rs`,
 //! `fields.rs`) → checks (`validate.rs`, `cel.rs`) → expansion (`expand.rs`).
 //!
-//! The reference of every key and marker is on [`macro@custom_resource`] and [`macro@schema`].
+//! The reference of every key and marker is on [`macro@custom_resource`] (also for
+//! [`macro@schema`]) and [`macro@controller`]: the files `docs/src/reference/*.md` it includes are
+//! rendered from the key tables the macros parse with (`reference.rs`, a test), so the
+//! documentation, the book and the parser agree.
 
 mod attrs;
 mod cel;
@@ -19,14 +22,14 @@ mod markers;
 mod model;
 mod pipeline;
 #[cfg(test)]
+mod reference;
+#[cfg(test)]
 mod timing;
 mod validate;
 
 use proc_macro::TokenStream;
 
 /// Turns a spec struct into a complete Kubernetes kind.
-///
-/// # Kind-level keys
 ///
 /// Put it on the spec struct (named fields, no generics). It derives `Serialize`, `Deserialize`
 /// and `JsonSchema` for the struct (do not derive them yourself; derive `Clone` and `Debug`, the
@@ -35,59 +38,11 @@ use proc_macro::TokenStream;
 /// `schemars::JsonSchema`, `garde::Validate` and `kubeforge::crd::CustomResource` for it, plus
 /// `Kind::new(name, spec)` and `Kind::crd()`, and registers the CRD for `kubeforge::crdgen`.
 ///
-/// | key | meaning |
-/// |---|---|
-/// | `group = "apps.example.com"` | API group (required) |
-/// | `version = "v1"` | version (required) |
-/// | `kind = "WebApp"` | kind, the name of the generated type (required) |
-/// | `namespaced` / `cluster` | scope (exactly one is required) |
-/// | `status = WebAppStatus` | status type; enables the status subresource |
-/// | `plural = ".."`, `singular = ".."` | resource names (default: lower-case kind, English plural) |
-/// | `shortname = ".."` | short name; repeatable |
-/// | `category = ".."` | category such as `all`; repeatable |
-/// | `printcolumn(name, json_path, type, format, description, priority)` | additional printer column; repeatable. `json_path` is the JSONPath the apiserver's table printer takes (client-go's): `.field`, `['key']`, `[n]`, `[a:b]`, `[*]` and filters `[?(@.f OP lit)]` (OP one of `==`, `!=`, `<`, `<=`, `>`, `>=`; a quoted string, a number or `true`/`false`, or `@.g`), `[?(@.f)]` (has `f`), e.g. `.status.conditions[?(@.type=="Ready")].status`; every field is checked at compile time, a filter's on the list's element type (with the literal's type), and `type` against the last field. A path the table printer cannot parse (it would show neither that column nor the next ones) or an unknown operator is a compile error; `..`, `.*` and unions `[a,b]` need `unchecked` |
-/// | `scale(spec = ".spec.replicas", status = ".status.replicas", selector = ".status.selector")` | scale subresource |
-/// | `unchecked` inside `printcolumn(..)`, `selectable_field(..)`, `scale(..)` | do not resolve the JSONPath at compile time |
-/// | `rule(cel, message, message_expression, reason, field_path, optional_old_self)` | CEL rule on the spec (`self` is the spec); repeatable; parsed, type-checked and cost-estimated at compile time (see *Compile-time CEL checks*), and every `self.x` / `oldSelf.x` must be a JSON field of the spec |
-/// | `selectable_field(json_path = ".spec.x")` | selectable field; repeatable |
-/// | `label(key = "..", value = "..")`, `annotation(key = "..", value = "..")` | metadata of the CRD object; repeatable |
-/// | `deprecated` / `deprecated(warning = "..")` | the version is deprecated |
-/// | `served = false`, `storage = false` | version flags (both default to `true`) |
-/// | `rbac(group = "", resources = ["services"], verbs = ["create", "delete"], resource_names = ["web"])` | an RBAC rule the wiring cannot see (objects the reconciler writes without owning or watching them), added to the rules `crdgen --rbac` / `--deploy` print; `resource_names` limits it to those objects; unknown verbs and resources that are not lower-case plurals are compile errors; repeatable, also in the watcher mode |
-/// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
-/// | `exactly_one_of = ["a", "b"]`, `at_most_one_of = [..]`, `at_least_one_of = [..]` | groups of sibling fields of the spec (JSON names, checked at compile time; each must be an `Option` or `#[serde(default)]`, not `required`), as CEL rules with the messages `exactly one of a, b must be set`, `at most one of a, b may be set`, `at least one of a, b must be set`; repeatable. Also on `#[kubeforge::schema(..)]` structs |
-/// | `optional_spec` | the CRD does not require `spec`; an object without it reads as `Spec::default()` (the spec type must implement `Default`) |
-/// | `conversion(hub = path::to::StorageVersionKind)`, `conversion(hub = .., generate)` | this version converts to and from the storage version of the same kind (checked at compile time) through `TryFrom` both ways (`From` gives it), or, with `generate`, through generated conversions for fields added (with a default), removed, or renamed (`#[convert(from = "hubName")]` on a spec field); what the other version cannot hold is kept in an annotation, so a round trip loses nothing. Served as the CRD's conversion webhook by a manager serving the kind; a generated `#[test]` checks round trips of arbitrary objects of both versions |
-/// | `webhooks(validate, validate_delete, default, failure_policy = "Fail", side_effects = "None", timeout_seconds = 10, operations = ["CREATE", "UPDATE"], match_policy = "Equivalent", reinvocation_policy = "IfNeeded", namespace_selector = "env in (prod)", object_selector = "!skip")` | admission webhooks (see `kubeforge::webhook`): implementing `Validator` / `DeleteValidator` / `Defaulter` for the kind wires them on its own (deletes are validated only with a `DeleteValidator`); `validate` / `validate_delete` / `default` here make a missing impl a compile error at the key; `failure_policy` is `"Fail"` (default) or `"Ignore"`, `side_effects` `"None"` (default) or `"NoneOnDryRun"`, `timeout_seconds` 1–30 (default 10), `operations` the validating and defaulting webhooks' (`"CREATE"`, `"UPDATE"`, default both), `match_policy` `"Equivalent"` (default) or `"Exact"`, `reinvocation_policy` (the defaulter's) `"IfNeeded"` (default) or `"Never"`, the selectors in `kubectl -l` syntax (checked at compile time) |
+#[doc = include_str!("../../docs/src/reference/custom-resource.md")]
 ///
-/// # `#[validate(...)]` — field markers
+#[doc = include_str!("../../docs/src/reference/markers.md")]
 ///
-/// On fields of a `#[custom_resource]` or `#[kubeforge::schema]` struct. Each marker goes into
-/// the OpenAPI schema (enforced by the apiserver) and, where marked ✓, into the generated
-/// `garde::Validate` impl with the apiserver's semantics.
-///
-/// | marker | schema | client |
-/// |---|---|---|
-/// | `minimum = n`, `maximum = n`, `exclusive_minimum`, `exclusive_maximum`, `multiple_of = n` | numeric bounds | ✓ |
-/// | `min_length = n`, `max_length = n` (Unicode code points), `pattern = "re"` (checked at compile time) | string | ✓ |
-/// | `enum = [..]` | allowed values | ✓ |
-/// | `format = ".."` | format | ✓ for date-time, date, uuid, ipv4, ipv6, cidr; others server-only |
-/// | `min_items`, `max_items`, `unique_items` (emitted as `x-kubernetes-list-type: set`: the apiserver forbids `uniqueItems`) | lists | ✓ |
-/// | `min_properties`, `max_properties` | maps / objects | ✓ |
-/// | `rule(cel = "..", message = "..", ..)` | `x-kubernetes-validations` | ✓ evaluated with `kube-cel` (the Kubernetes CEL libraries) on the kind's schema; transition rules (`oldSelf`) by `validate_update(&old)` |
-/// | `default = <literal or array>`, `default_json = "{..}"` | server-side default | — |
-/// | `nullable` | `nullable: true` | — |
-/// | `preserve_unknown_fields`, `embedded_resource`, `int_or_string`, `schemaless` | `x-kubernetes-*` | — |
-/// | `list_type = "atomic" / "set" / "map"`, `list_map_keys = [..]` | list semantics | ✓ set uniqueness; map-key uniqueness server-only |
-/// | `map_type = "atomic" / "granular"` | map semantics; on a struct field, the struct's (kubebuilder's `structType`) | — |
-/// | `items(minimum, maximum, exclusive_*, multiple_of, min_length, max_length, pattern, enum, format, int_or_string, map_type, type)` | constraints of each list element | ✓ |
-/// | `values(..)`, the keys of `items(..)` | constraints of each value of a map (`values(format = "byte")`) | ✓ |
-/// | `type = "string"` (`integer`, `number`, `boolean`, `object`, `array`) | replaces the derived type (kubebuilder's `Type=`); what only another type has goes (properties of a string, items of an object, a format or enum values of another type); `object` without properties keeps unknown fields. Markers are checked against this type. With `schemaless`: kubebuilder's `Schemaless` + `Type=` | ✓ the JSON type, unless serde serializes the field with `with` / `serialize_with` |
-/// | `immutable` | transition rule `self == oldSelf`, message `is immutable` (not evaluated when an optional field is added or removed) | on update |
-/// | `title = ".."`, `example = <literal>`, `example_json = "{..}"` | `title`, `example` (only from these markers: schemars' titles are dropped) | — |
-/// | `external_docs(url = "..", description = "..")` | `externalDocs` | — |
-/// | `required` | the field is in the parent's `required` whatever serde implies (e.g. an `Option` the apiserver must receive) | ✓ `Required value` when `None` |
-/// | `optional` | the field is left out of `required`; the field must be an `Option` or have `#[serde(default)]` (on it or the struct), or serde could not read the objects the apiserver then accepts | — |
+/// # More about markers
 ///
 /// Misplaced markers say where they go: `exactly_one_of` & co. on a field ("put the marker on the
 /// type"), `map_type` on a list ("use `list_type`"), `list_type` on a map, `struct_type` (use
@@ -183,33 +138,9 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 /// }
 /// ```
 ///
-/// | key | meaning |
-/// |---|---|
-/// | `for = Kind` | the primary kind (required) |
-/// | `owns(A, B, ..)` | kinds whose controller owner reference leads to the primary, cached in full |
-/// | `owns(A(metadata))` | as `owns`, cached as metadata only (`PartialObjectMeta`) |
-/// | `owns(A(uncached))` | as `owns`, not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read `A` from the cache) |
-/// | `owns(A(any_owner))` | every owner reference to the primary counts, not only the controller one (combines with `metadata` / `uncached`) |
-/// | `watches(W, map = path)` | any kind, with `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile (repeatable) |
-/// | `watches(W, map_async = path)` | the same with `async fn(Arc<W>, Cache) -> Vec<ObjectKey>`: a mapper that reads cache stores (their reads are asynchronous) |
-/// | `store = memcached` / `store = "name"` | the store backend the primary kind's cache keeps its objects in (`InformerConfig::store_named`) instead of memory: `memcached` (configured by the operator's `--memcached-servers`) or a backend added with `Manager::store_backend`. A controller whose cache has no backend of that name fails at start-up, saying so. Also in the watcher mode |
-/// | `owns(A(store = memcached))` | as `owns`, with `A`'s cache in that store backend; combines with `metadata` and `any_owner`, not with `uncached` (which keeps no objects) |
-/// | `watches(W, map = path, store = memcached)` | as `watches` (also with `map_async`), with `W`'s cache in that store backend |
-/// | `concurrency = N` | maximum concurrent reconciles (default 4) |
-/// | `finalizer = "domain/name"` | hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`) |
-/// | `predicates(p, ..)` | `generation_changed`, `labels_changed`, `annotations_changed`, `resource_version_changed`, or a `fn(&K, &K) -> bool`; they filter the primary kind's updates only (creations, deletions and resyncs always count) |
-/// | `owns(A(labels = "app=web", fields = "..", predicates(generation_changed)))` | watch only the children the selectors select, and of their updates only those a built-in predicate accepts; combines with the other options of `owns` |
-/// | `watches(W, map = path, labels = "..", fields = "..", predicates(labels_changed))` | the same for a watched kind: `watches(ConfigMap, ..)` alone caches every ConfigMap the operator can see; the RBAC rules stay those of the kind |
-/// | `name = "..."` | the controller's (or watcher's) name (default: the lowercased kind) |
-/// | `retry = exponential(base = "1s", max = "5m", attempts = 10)` | how failed reconciles are retried: per key, after `base`, then doubling up to `max`, giving up after `attempts` failures in a row. Every key is optional: `base = "5ms"`, `max = "1000s"`, no `attempts` limit, client-go's controller backoff (also the policy without `retry`). Durations are written as in Kubernetes with integers and the units `ms`, `s`, `m`, `h` (`"500ms"`, `"1m30s"`); checked at compile time, with `base` above 0 and at most `max`, and `attempts` at least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and counts in `kubeforge_retries_total{outcome="exhausted"}`; it runs again when the object changes |
-/// | `retry = expr` | any expression of a `kubeforge::retry::RetryPolicy` type, such as `Self::retry_policy()` (`Self` is the controller) |
-/// | `dequeue = all` / `generation_changed` / `same_action` / `none` | what a new event for a key with a pending retry does: drop the retry and reconcile now, or wait for the retry. `all` (default): any event reconciles now. `generation_changed`: only spec changes (generation bumps), creations and deletions do, so a status-only update (often the controller's own) waits and the key keeps its backoff. `same_action`: an event of the retry's action (create, update, ...) or a deletion. `none`: never |
-/// | `watcher` | event handlers instead of a reconciler: see [Watchers](#watchers). Takes `for`, `name`, `retry`, `dequeue`, `store`, `crate`, `workers`, `event_timeout` and `opinionated`; not `owns`, `watches`, `concurrency`, `finalizer` or `predicates` |
-/// | `workers = N` | (watcher) workers handling events, at least 1 (default 4); the events of one object always go to the same worker |
-/// | `event_timeout = "30s"` | (watcher) cancel a handler that runs longer and retry its event (default: no limit); a duration as in `retry`, above 0 |
-/// | `opinionated = "domain/name"` | (watcher) app-sdk's opinionated watcher: every object gets this finalizer before `add`, so `delete` runs exactly once per object (also for one deleted while the operator was down) before the finalizer comes off; objects holding it at start-up go to `sync`, not `add`; updates that did not change the generation are skipped. Pair it with `dequeue = generation_changed` |
-/// | `rbac(group = "", resources = ["services"], verbs = ["create", "delete"], resource_names = ["web"])` | an RBAC rule the wiring cannot see (objects the reconciler writes without owning or watching them), added to the rules `crdgen --rbac` / `--deploy` print; `resource_names` limits it to those objects; unknown verbs and resources that are not lower-case plurals are compile errors; repeatable, also in the watcher mode |
-/// | `crate = "::kubeforge"` | path of the kubeforge crate in generated code |
+#[doc = include_str!("../../docs/src/reference/controller.md")]
+///
+/// # The impl block
 ///
 /// The impl block must define `async fn reconcile(&self, obj: Arc<Kind>, ctx: &Context<Kind>) ->
 /// Result<Action, Error>`; `cleanup` has the same shape; an optional `fn error_policy(&self, obj:

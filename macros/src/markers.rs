@@ -69,15 +69,21 @@ pub struct ExternalDocs {
     pub description: Option<LitStr>,
 }
 
-const EXTERNAL_DOCS: Table<ExternalDocs> = Table {
+pub const EXTERNAL_DOCS: Table<ExternalDocs> = Table {
     what: "`external_docs`",
+    doc: "The `externalDocs` of the field's schema.",
     keys: &[
         Key::required(
             "url",
-            Value::Str(|d, v| d.url = Some(v)),
+            Value::Str(|d: &mut ExternalDocs, v| d.url = Some(v)),
             "`external_docs` needs `url = \"https://...\"`",
-        ),
-        Key::new("description", Value::Str(|d, v| d.description = Some(v))),
+        )
+        .doc("`url`"),
+        Key::new(
+            "description",
+            Value::Str(|d: &mut ExternalDocs, v| d.description = Some(v)),
+        )
+        .doc("`description`"),
     ],
 };
 
@@ -91,77 +97,183 @@ impl Markers {
     }
 }
 
-/// Every marker. The first ten, the scalar constraints, are also those of `items(...)`.
+/// What `validate()` checks of a marker the apiserver also enforces.
+const CHECKED: &str = "✓";
+/// What `validate()` checks of a marker it leaves to the apiserver.
+const SERVER_ONLY: &str = "—";
+
+/// Every marker. The first thirteen, the value constraints, are also those of `items(...)`.
 const MARKER_KEYS: &[Key<Markers>] = &[
-    Key::new("minimum", Value::Number(|m, v| m.minimum = Some(v))),
-    Key::new("maximum", Value::Number(|m, v| m.maximum = Some(v))),
+    Key::new("minimum", Value::Number(|m: &mut Markers, v| m.minimum = Some(v)))
+        .doc("`minimum`")
+        .client(CHECKED),
+    Key::new("maximum", Value::Number(|m: &mut Markers, v| m.maximum = Some(v)))
+        .doc("`maximum`")
+        .client(CHECKED),
     Key::new(
         "exclusive_minimum",
-        Value::Flag(|m, v| m.exclusive_minimum = Some(v)),
-    ),
+        Value::Flag(|m: &mut Markers, v| m.exclusive_minimum = Some(v)),
+    )
+    .doc("`exclusiveMinimum: true`: the minimum itself is out")
+    .client(CHECKED),
     Key::new(
         "exclusive_maximum",
-        Value::Flag(|m, v| m.exclusive_maximum = Some(v)),
-    ),
-    Key::new("multiple_of", Value::Number(|m, v| m.multiple_of = Some(v))),
-    Key::new("min_length", Value::Unsigned(|m, v| m.min_length = Some(v))),
-    Key::new("max_length", Value::Unsigned(|m, v| m.max_length = Some(v))),
-    Key::new("pattern", Value::Str(|m, v| m.pattern = Some(v))),
-    Key::new("enum", Value::JsonArray(|m, v| m.enum_values = Some(v))),
-    Key::new("format", Value::Str(|m, v| m.format = Some(v))),
+        Value::Flag(|m: &mut Markers, v| m.exclusive_maximum = Some(v)),
+    )
+    .doc("`exclusiveMaximum: true`: the maximum itself is out")
+    .client(CHECKED),
+    Key::new("multiple_of", Value::Number(|m: &mut Markers, v| m.multiple_of = Some(v)))
+        .doc("`multipleOf`")
+        .client(CHECKED),
+    Key::new("min_length", Value::Unsigned(|m: &mut Markers, v| m.min_length = Some(v)))
+        .doc("`minLength` of a string, in Unicode code points")
+        .client(CHECKED),
+    Key::new("max_length", Value::Unsigned(|m: &mut Markers, v| m.max_length = Some(v)))
+        .doc("`maxLength` of a string, in Unicode code points")
+        .client(CHECKED),
+    Key::new("pattern", Value::Str(|m: &mut Markers, v| m.pattern = Some(v)))
+        .doc("`pattern`, a regular expression (checked at compile time)")
+        .client(CHECKED),
+    Key::new("enum", Value::JsonArray(|m: &mut Markers, v| m.enum_values = Some(v)))
+        .doc("`enum`: the allowed values")
+        .client(CHECKED),
+    Key::new("format", Value::Str(|m: &mut Markers, v| m.format = Some(v)))
+        .doc("`format`, such as `date-time`, `byte` (base64: the field for binary data, instead of `k8s_openapi::ByteString`, which has no schema), `uuid`, `hostname`")
+        .client("✓ for `date-time`, `date`, `uuid`, `ipv4`, `ipv6`, `cidr` and `byte` (standard base64 with padding); other formats only by the apiserver"),
     Key::new(
         "int_or_string",
-        Value::Flag(|m, v| m.int_or_string = Some(v)),
-    ),
-    Key::new("map_type", Value::Str(|m, v| m.map_type = Some(v))),
-    Key::new("type", Value::Str(|m, v| m.type_ = Some(v))),
-    Key::new("min_items", Value::Unsigned(|m, v| m.min_items = Some(v))),
-    Key::new("max_items", Value::Unsigned(|m, v| m.max_items = Some(v))),
-    Key::new("unique_items", Value::Flag(|m, v| m.unique_items = Some(v))),
+        Value::Flag(|m: &mut Markers, v| m.int_or_string = Some(v)),
+    )
+    .doc("`x-kubernetes-int-or-string: true`")
+    .client(SERVER_ONLY),
+    Key::new("map_type", Value::Str(|m: &mut Markers, v| m.map_type = Some(v)))
+        .doc("`x-kubernetes-map-type`, `\"atomic\"` or `\"granular\"`, of a map; on a struct field, the struct's (kubebuilder's `structType`)")
+        .client(SERVER_ONLY),
+    Key::new("type", Value::Str(|m: &mut Markers, v| m.type_ = Some(v)))
+        .doc("`type`, one of `string`, `integer`, `number`, `boolean`, `object`, `array`, replacing the derived one (kubebuilder's `Type=`); what only another type has goes (properties of a string, items of an object, a format or enum values of another type); `object` without properties keeps unknown fields. Markers are checked against this type. With `schemaless`: kubebuilder's `Schemaless` + `Type=`")
+        .client("✓ the JSON type, unless serde serializes the field with `with` / `serialize_with`"),
+    Key::new("min_items", Value::Unsigned(|m: &mut Markers, v| m.min_items = Some(v)))
+        .doc("`minItems` of a list")
+        .client(CHECKED),
+    Key::new("max_items", Value::Unsigned(|m: &mut Markers, v| m.max_items = Some(v)))
+        .doc("`maxItems` of a list")
+        .client(CHECKED),
+    Key::new("unique_items", Value::Flag(|m: &mut Markers, v| m.unique_items = Some(v)))
+        .doc("`x-kubernetes-list-type: set` (the apiserver forbids `uniqueItems`)")
+        .client(CHECKED),
     Key::new(
         "min_properties",
-        Value::Unsigned(|m, v| m.min_properties = Some(v)),
-    ),
+        Value::Unsigned(|m: &mut Markers, v| m.min_properties = Some(v)),
+    )
+    .doc("`minProperties` of a map or an object")
+    .client(CHECKED),
     Key::new(
         "max_properties",
-        Value::Unsigned(|m, v| m.max_properties = Some(v)),
-    ),
-    Key::repeatable("rule", Value::Custom(rule)),
-    Key::new("default", Value::Json(|m, v| m.default = Some(v))),
-    Key::new("default_json", Value::Custom(default_json)),
-    Key::new("nullable", Value::Flag(|m, v| m.nullable = Some(v))),
+        Value::Unsigned(|m: &mut Markers, v| m.max_properties = Some(v)),
+    )
+    .doc("`maxProperties` of a map or an object")
+    .client(CHECKED),
+    Key::repeatable("rule", Value::Custom(rule))
+        .syntax("`(..)`")
+        .doc("`x-kubernetes-validations` (`self` is the field's value): see `rule(..)`")
+        .client("✓ evaluated with `kube-cel` (the Kubernetes CEL libraries; `cel` feature) on the kind's schema; transition rules (`oldSelf`) by `validate_update(&old)`"),
+    Key::new("default", Value::Json(|m: &mut Markers, v| m.default = Some(v)))
+        .doc("`default`: the apiserver stores it in every object that omits the field (`#[serde(default)]` alone gives no schema default)")
+        .client(SERVER_ONLY),
+    Key::new("default_json", Value::Custom(default_json))
+        .syntax("`\"{..}\"` (JSON text)")
+        .doc("`default`, written as JSON (for objects)")
+        .client(SERVER_ONLY),
+    Key::new("nullable", Value::Flag(|m: &mut Markers, v| m.nullable = Some(v)))
+        .doc("`nullable: true`")
+        .client(SERVER_ONLY),
     Key::new(
         "preserve_unknown_fields",
-        Value::Flag(|m, v| m.preserve_unknown_fields = Some(v)),
-    ),
+        Value::Flag(|m: &mut Markers, v| m.preserve_unknown_fields = Some(v)),
+    )
+    .doc("`x-kubernetes-preserve-unknown-fields: true`")
+    .client(SERVER_ONLY),
     Key::new(
         "embedded_resource",
-        Value::Flag(|m, v| m.embedded_resource = Some(v)),
-    ),
-    Key::new("schemaless", Value::Flag(|m, v| m.schemaless = Some(v))),
-    Key::new("list_type", Value::Str(|m, v| m.list_type = Some(v))),
+        Value::Flag(|m: &mut Markers, v| m.embedded_resource = Some(v)),
+    )
+    .doc("`x-kubernetes-embedded-resource: true`; fits `RawExtension`, `serde_json::Value`, `serde_json::Map` and structs: the node becomes `type: object` and keeps unknown fields unless the struct lists properties")
+    .client(SERVER_ONLY),
+    Key::new("schemaless", Value::Flag(|m: &mut Markers, v| m.schemaless = Some(v)))
+        .doc("no schema of the field's type (kubebuilder's `Schemaless`)")
+        .client(SERVER_ONLY),
+    Key::new("list_type", Value::Str(|m: &mut Markers, v| m.list_type = Some(v)))
+        .doc("`x-kubernetes-list-type`, `\"atomic\"`, `\"set\"` or `\"map\"`")
+        .client("✓ set uniqueness; map-key uniqueness only by the apiserver"),
     Key::new(
         "list_map_keys",
-        Value::StrList(|m, v| m.list_map_keys.extend(v)),
-    ),
-    Key::new("items", Value::Custom(items)),
-    Key::new("values", Value::Custom(values)),
-    Key::new("title", Value::Str(|m, v| m.title = Some(v))),
-    Key::new("example", Value::Json(|m, v| m.example = Some(v))),
-    Key::new("example_json", Value::Custom(example_json)),
-    Key::new("immutable", Value::Flag(|m, v| m.immutable = Some(v))),
-    Key::new("required", Value::Flag(|m, v| m.required = Some(v))),
-    Key::new("optional", Value::Flag(|m, v| m.optional = Some(v))),
-    Key::new("external_docs", Value::Custom(external_docs)),
+        Value::StrList(|m: &mut Markers, v| m.list_map_keys.extend(v)),
+    )
+    .doc("`x-kubernetes-list-map-keys` of a `list_type = \"map\"`")
+    .client(SERVER_ONLY),
+    Key::new("items", Value::Custom(items))
+        .syntax("`(..)`")
+        .doc("the constraints of each element of a list: see `items(..)`")
+        .client(CHECKED),
+    Key::new("values", Value::Custom(values))
+        .syntax("`(..)`")
+        .doc("the constraints of each value of a map: see `values(..)`")
+        .client(CHECKED),
+    Key::new("title", Value::Str(|m: &mut Markers, v| m.title = Some(v)))
+        .doc("`title` (only from this marker: schemars' titles are dropped)")
+        .client(SERVER_ONLY),
+    Key::new("example", Value::Json(|m: &mut Markers, v| m.example = Some(v)))
+        .doc("`example`")
+        .client(SERVER_ONLY),
+    Key::new("example_json", Value::Custom(example_json))
+        .syntax("`\"{..}\"` (JSON text)")
+        .doc("`example`, written as JSON (for objects)")
+        .client(SERVER_ONLY),
+    Key::new("immutable", Value::Flag(|m: &mut Markers, v| m.immutable = Some(v)))
+        .doc("the transition rule `self == oldSelf`, message `is immutable` (not evaluated when an optional field is added or removed)")
+        .client("on update (`validate_update(&old)`)"),
+    Key::new("required", Value::Flag(|m: &mut Markers, v| m.required = Some(v)))
+        .doc("the field is in the parent's `required` whatever serde implies (such as an `Option` the apiserver must receive)")
+        .client("✓ `Required value` when `None`"),
+    Key::new("optional", Value::Flag(|m: &mut Markers, v| m.optional = Some(v)))
+        .doc("the field is left out of the parent's `required`; it must be an `Option` or have `#[serde(default)]` (on it or the struct), or serde could not read the objects the apiserver then accepts")
+        .client(SERVER_ONLY),
+    Key::new("external_docs", Value::Custom(external_docs))
+        .syntax("`(..)`")
+        .doc("`externalDocs`: see `external_docs(..)`")
+        .client(SERVER_ONLY),
     // Markers of a struct or of a map, written on a field: reported with where they go.
-    Key::new("exactly_one_of", Value::Custom(type_level)),
-    Key::new("at_most_one_of", Value::Custom(type_level)),
-    Key::new("at_least_one_of", Value::Custom(type_level)),
-    Key::new("struct_type", Value::Custom(struct_type)),
+    Key::new("exactly_one_of", Value::Custom(type_level))
+        .syntax(TYPE_LEVEL_SYNTAX)
+        .doc(TYPE_LEVEL_DOC)
+        .client(SERVER_ONLY),
+    Key::new("at_most_one_of", Value::Custom(type_level))
+        .syntax(TYPE_LEVEL_SYNTAX)
+        .doc(TYPE_LEVEL_DOC)
+        .client(SERVER_ONLY),
+    Key::new("at_least_one_of", Value::Custom(type_level))
+        .syntax(TYPE_LEVEL_SYNTAX)
+        .doc(TYPE_LEVEL_DOC)
+        .client(SERVER_ONLY),
+    Key::new("struct_type", Value::Custom(struct_type))
+        .syntax("`\"..\"`")
+        .doc("not a field marker: a compile error saying that a struct's merge type is `map_type`")
+        .client(SERVER_ONLY),
 ];
 
-const MARKERS: Table<Markers> = Table {
+/// The value of the struct-level markers on a field, as the reference writes it.
+const TYPE_LEVEL_SYNTAX: &str = "`[\"a\", \"b\", ..]`";
+/// The reference's text for the struct-level markers on a field.
+const TYPE_LEVEL_DOC: &str = "not a field marker: a compile error saying to put it on the type, `#[kubeforge::schema(..)]` or, for the spec, `#[custom_resource(..)]`";
+
+pub const MARKERS: Table<Markers> = Table {
     what: "`validate`",
+    doc: "On fields of a `#[custom_resource]` or `#[kubeforge::schema]` struct (several \
+          `#[validate(..)]` on one field add up), and on types \
+          (see *Markers on types* in the `#[kubeforge::schema]` documentation). Each \
+          marker goes into the OpenAPI schema, which the apiserver enforces; the last column \
+          says what the generated `garde::Validate` impl checks client-side, with the \
+          apiserver's semantics.",
     keys: MARKER_KEYS,
 };
 
@@ -170,14 +282,18 @@ const ELEMENT_KEYS: usize = 13;
 
 /// Markers allowed inside `items(...)`: the value constraints of each list element, its map
 /// type, int-or-string and type.
-const ITEMS: Table<Markers> = Table {
+pub const ITEMS: Table<Markers> = Table {
     what: "`items`",
+    doc: "The constraints of each element of a list (`Vec`, `BTreeSet`, ...), checked by \
+          `validate()` as on a field.",
     keys: MARKER_KEYS.split_at(ELEMENT_KEYS).0,
 };
 
 /// Markers allowed inside `values(...)`: those of `items(...)`, for each value of a map.
-const VALUES: Table<Markers> = Table {
+pub const VALUES: Table<Markers> = Table {
     what: "`values`",
+    doc: "The constraints of each value of a map (`BTreeMap<String, _>`, `HashMap`), such as \
+          `values(format = \"byte\")`, checked by `validate()` as on a field.",
     keys: MARKER_KEYS.split_at(ELEMENT_KEYS).0,
 };
 

@@ -9,7 +9,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token, Type};
 
 use crate::errors::{Errors, did_you_mean, misspelling_of};
-use crate::keys::{self, Key, Keyed, Table, Value};
+use crate::keys::{self, HandKey, Key, Keyed, Table, Value};
 
 /// A `watches(Kind, map = path)` or `watches(Kind, map_async = path)` entry.
 pub struct Watch {
@@ -37,38 +37,47 @@ pub struct Select {
 
 /// The keys a `watches(Kind, map = path, ..)` entry takes after its mapper.
 #[derive(Default)]
-struct WatchOptions {
+pub struct WatchOptions {
     store: Option<Keyed<String>>,
     select: Select,
 }
 
-const WATCH_OPTIONS: Table<WatchOptions> = Table {
+pub const WATCH_OPTIONS: Table<WatchOptions> = Table {
     what: "`watches(..)`",
+    doc: "The options of a watched kind, after its mapper: \
+          `watches(W, map = path, store = memcached, labels = \"..\", fields = \"..\", \
+          predicates(labels_changed))`.",
     keys: &[
         Key::new(
             "store",
-            Value::Custom(|w, meta, _| {
+            Value::Custom(|w: &mut WatchOptions, meta, _| {
                 w.store = Some(store_key(meta)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax(STORE_SYNTAX)
+        .doc("the store backend `W`'s cache keeps its objects in, as the top-level `store`"),
         Key::new(
             "labels",
-            Value::Custom(|w, meta, e| {
+            Value::Custom(|w: &mut WatchOptions, meta, e| {
                 w.select.labels = Some(selector(meta, e)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`\"app=web\"`")
+        .doc("watch only the objects this label selector selects: `watches(ConfigMap, ..)` alone caches every ConfigMap the operator can see; the RBAC rules stay those of the kind"),
         Key::new(
             "fields",
-            Value::Custom(|w, meta, e| {
+            Value::Custom(|w: &mut WatchOptions, meta, e| {
                 w.select.fields = Some(selector(meta, e)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`\"metadata.name=x\"`")
+        .doc("watch only the objects this field selector selects"),
         Key::new(
             "predicates",
-            Value::Custom(|w, meta, e| {
+            Value::Custom(|w: &mut WatchOptions, meta, e| {
                 let content;
                 syn::parenthesized!(content in meta.input);
                 let idents = Punctuated::<Ident, Token![,]>::parse_terminated_with(
@@ -78,9 +87,28 @@ const WATCH_OPTIONS: Table<WatchOptions> = Table {
                 w.select.predicates = builtin_predicates(idents, e);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("`(p, ..)`")
+        .doc("of the watched objects' updates, only those a built-in predicate accepts count"),
     ],
 };
+
+/// The value of `store = ..` as the reference writes it.
+const STORE_SYNTAX: &str = "`memcached` or `\"name\"`";
+
+/// The mapper a `watches(Kind, ..)` entry takes right after its kind, one of these.
+pub const WATCH_MAPPERS: &[HandKey] = &[
+    HandKey {
+        name: "map",
+        syntax: "path",
+        doc: "a `fn(&W, &Cache) -> Vec<ObjectKey>` naming the primaries to reconcile when a `W` changes",
+    },
+    HandKey {
+        name: "map_async",
+        syntax: "path",
+        doc: "the same with an `async fn(Arc<W>, Cache) -> Vec<ObjectKey>`: a mapper that reads cache stores (their reads are asynchronous)",
+    },
+];
 
 /// `labels = ".."` / `fields = ".."`: a non-empty selector string.
 fn selector(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<LitStr> {
@@ -96,14 +124,15 @@ fn builtin_predicates(idents: impl IntoIterator<Item = Ident>, errors: &mut Erro
     idents
         .into_iter()
         .filter(|ident| {
-            let known = BUILTIN_PREDICATES.contains(&ident.to_string().as_str());
+            let builtins = keys::hand_names(BUILTIN_PREDICATES);
+            let known = builtins.contains(&ident.to_string().as_str());
             if !known {
                 errors.at(
                     ident.span(),
                     format!(
                         "unknown predicate `{ident}`; owned and watched kinds take the built-ins: {}{}",
-                        BUILTIN_PREDICATES.join(", "),
-                        did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
+                        builtins.join(", "),
+                        did_you_mean(&ident.to_string(), &builtins)
                     ),
                 );
             }
@@ -132,16 +161,48 @@ pub struct Owned {
     pub select: Select,
 }
 
-/// The options an `owns(...)` entry takes in parentheses.
-const OWNS_OPTIONS: &[&str] = &[
-    "full",
-    "metadata",
-    "uncached",
-    "any_owner",
-    "store",
-    "labels",
-    "fields",
-    "predicates",
+/// The options an `owns(...)` entry takes in parentheses, read by [`owned`].
+pub const OWNS_OPTIONS: &[HandKey] = &[
+    HandKey {
+        name: "full",
+        syntax: "flag",
+        doc: "the kind is cached in full (the default)",
+    },
+    HandKey {
+        name: "metadata",
+        syntax: "flag",
+        doc: "the kind is cached as metadata only (`PartialObjectMeta`)",
+    },
+    HandKey {
+        name: "uncached",
+        syntax: "flag",
+        doc: "the kind is not cached: only keys, `resourceVersion`s and owner references are kept (for reconcilers that never read it from the cache)",
+    },
+    HandKey {
+        name: "any_owner",
+        syntax: "flag",
+        doc: "every owner reference to the primary counts, not only the controller one (combines with `metadata` / `uncached`)",
+    },
+    HandKey {
+        name: "store",
+        syntax: STORE_SYNTAX,
+        doc: "the store backend the kind's cache keeps its objects in, as the top-level `store`; combines with `metadata` and `any_owner`, not with `uncached` (which keeps no objects)",
+    },
+    HandKey {
+        name: "labels",
+        syntax: "`\"app=web\"`",
+        doc: "watch only the children this label selector selects",
+    },
+    HandKey {
+        name: "fields",
+        syntax: "`\"metadata.name=x\"`",
+        doc: "watch only the children this field selector selects",
+    },
+    HandKey {
+        name: "predicates",
+        syntax: "`(p, ..)`",
+        doc: "of the children's updates, only those a built-in predicate accepts count",
+    },
 ];
 
 /// One option of an owned kind as written: a word (`metadata`), `name = value`
@@ -178,26 +239,46 @@ pub struct ExponentialAttrs {
     pub attempts: Option<Keyed<u64>>,
 }
 
-const EXPONENTIAL: Table<ExponentialAttrs> = Table {
+pub const EXPONENTIAL: Table<ExponentialAttrs> = Table {
     what: "`exponential(..)`",
+    doc: "`retry = exponential(..)` (or a bare `exponential`): failed reconciles of a key are \
+          retried after `base`, then after twice as long each time up to `max`, giving up after \
+          `attempts` failures in a row. Without `retry`, the policy is `exponential` with its \
+          defaults, client-go's controller backoff. Durations are written as in Kubernetes, \
+          with integers and the units `ms`, `s`, `m`, `h` (`\"500ms\"`, `\"1m30s\"`); they are \
+          checked at compile time, with `base` above 0 and at most `max`, and `attempts` at \
+          least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and \
+          counts in `kubeforge_retries_total{outcome=\"exhausted\"}`; it runs again when the \
+          object changes.",
     keys: &[
         Key::new(
             "base",
-            Value::Custom(|e, meta, _| {
+            Value::Custom(|e: &mut ExponentialAttrs, meta, _| {
                 e.base = Some(duration(meta)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax(DURATION_SYNTAX)
+        .doc("the first delay (default `\"5ms\"`)"),
         Key::new(
             "max",
-            Value::Custom(|e, meta, _| {
+            Value::Custom(|e: &mut ExponentialAttrs, meta, _| {
                 e.max = Some(duration(meta)?);
                 Ok(())
             }),
-        ),
-        Key::new("attempts", Value::Unsigned(|e, n| e.attempts = Some(n))),
+        )
+        .syntax(DURATION_SYNTAX)
+        .doc("the longest delay (default `\"1000s\"`)"),
+        Key::new(
+            "attempts",
+            Value::Unsigned(|e: &mut ExponentialAttrs, n| e.attempts = Some(n)),
+        )
+        .doc("give up after this many failures in a row (default: never)"),
     ],
 };
+
+/// A duration's value as the reference writes it.
+const DURATION_SYNTAX: &str = "`\"1m30s\"` (duration)";
 
 /// `dequeue = ..`: which new events drop a key's pending retry (the runtime's `Dequeue*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -213,11 +294,39 @@ pub enum DequeueArg {
 }
 
 /// The words `dequeue = ..` takes, in the order of [`DequeueArg`].
-const DEQUEUE_POLICIES: &[(&str, DequeueArg)] = &[
-    ("all", DequeueArg::All),
-    ("generation_changed", DequeueArg::OnGeneration),
-    ("same_action", DequeueArg::SameAction),
-    ("none", DequeueArg::None),
+pub const DEQUEUE_POLICIES: &[(HandKey, DequeueArg)] = &[
+    (
+        HandKey {
+            name: "all",
+            syntax: "",
+            doc: "(default) any event reconciles now",
+        },
+        DequeueArg::All,
+    ),
+    (
+        HandKey {
+            name: "generation_changed",
+            syntax: "",
+            doc: "only spec changes (generation bumps), creations and deletions do, so a status-only update (often the controller's own) waits and the key keeps its backoff",
+        },
+        DequeueArg::OnGeneration,
+    ),
+    (
+        HandKey {
+            name: "same_action",
+            syntax: "",
+            doc: "an event of the retry's action (create, update, ...) or a deletion",
+        },
+        DequeueArg::SameAction,
+    ),
+    (
+        HandKey {
+            name: "none",
+            syntax: "",
+            doc: "never: the retry runs when it is due",
+        },
+        DequeueArg::None,
+    ),
 ];
 
 /// A key of the watcher mode (`workers = 16`, `event_timeout = "5s"`): its value (a duration in
@@ -238,28 +347,35 @@ pub struct RbacRule {
     pub resource_names: Vec<LitStr>,
 }
 
-const RBAC_RULE: Table<RbacRule> = Table {
+pub const RBAC_RULE: Table<RbacRule> = Table {
     what: "`rbac(..)`",
+    doc: "An RBAC rule the wiring cannot see (objects the reconciler writes without owning or \
+          watching them), added to the rules `crdgen --rbac` / `--deploy` print. Repeatable, \
+          also in the watcher mode.",
     keys: &[
         Key::required(
             "group",
-            Value::Str(|r, v| r.group = Some(v)),
+            Value::Str(|r: &mut RbacRule, v| r.group = Some(v)),
             "`rbac(..)` needs `group = \"..\"` (`\"\"` for the core group)",
-        ),
+        )
+        .doc("the API group, `\"\"` for the core group"),
         Key::required(
             "resources",
-            Value::StrList(|r, v| r.resources = v),
+            Value::StrList(|r: &mut RbacRule, v| r.resources = v),
             "`rbac(..)` needs `resources = [\"..\"]`",
-        ),
+        )
+        .doc("lower-case plural resources, with their subresources (`\"deployments/scale\"`); others are compile errors"),
         Key::required(
             "verbs",
-            Value::StrList(|r, v| r.verbs = v),
+            Value::StrList(|r: &mut RbacRule, v| r.verbs = v),
             "`rbac(..)` needs `verbs = [\"..\"]`",
-        ),
+        )
+        .doc("the verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`, `*`, ...); unknown verbs are compile errors"),
         Key::new(
             "resource_names",
-            Value::StrList(|r, v| r.resource_names = v),
-        ),
+            Value::StrList(|r: &mut RbacRule, v| r.resource_names = v),
+        )
+        .doc("limits the rule to the objects of these names"),
     ],
 };
 
@@ -339,94 +455,149 @@ pub struct ControllerArgs {
 }
 
 /// The keys of `#[controller(...)]`, read by the macros' one key parser ([`crate::keys`]).
-const CONTROLLER: Table<ControllerArgs> = Table {
+pub const CONTROLLER: Table<ControllerArgs> = Table {
     what: "#[controller]",
+    doc: "On an inherent impl block. The keys marked *(watcher)* are for the watcher mode \
+          (`watcher`); `owns`, `dependents`, `watches`, `concurrency`, `finalizer` and \
+          `predicates` are for reconcilers only.",
     keys: &[
-        Key::new("for", Value::Type(|a, ty| a.for_kind = Some(ty))),
-        Key::repeatable("owns", Value::Custom(owns)),
+        Key::new("for", Value::Type(|a: &mut ControllerArgs, ty| a.for_kind = Some(ty)))
+            .required_later()
+            .doc("the primary kind"),
+        Key::repeatable("owns", Value::Custom(owns))
+            .syntax("`(A, B(option, ..), ..)`")
+            .doc("kinds whose controller owner reference leads to the primary, cached in full unless an option says otherwise: see *`owns(..)` options*"),
         Key::repeatable(
             "dependents",
-            Value::Custom(|a, meta, e| {
+            Value::Custom(|a: &mut ControllerArgs, meta, e| {
                 a.reconciler_key("dependents", meta);
                 super::dependents::parse(meta, &mut a.dependents, e)
             }),
-        ),
-        Key::repeatable("watches", Value::Custom(watches)),
+        )
+        .syntax("`(method, method(option, ..), ..)`")
+        .doc("children built by methods of the impl block (`fn name(&self, obj: &Kind, ctx: &Context<Kind>) -> Child`, or `-> Vec<Child>`, `async fn`, `-> Result<.., E>`), applied by the framework in dependency order, their kinds owned: see *`dependents(..)` options*"),
+        Key::repeatable("watches", Value::Custom(watches))
+            .syntax("`(W, map = path, option, ..)`")
+            .doc("any kind, with a mapper naming the primaries to reconcile: see *`watches(..)`*"),
         Key::new(
             "concurrency",
-            Value::Custom(|a, meta, _| {
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.reconciler_key("concurrency", meta);
                 a.concurrency = Some(keys::unsigned(meta)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax("integer")
+        .doc("maximum concurrent reconciles, at least 1 (default 4)"),
         Key::new(
             "finalizer",
-            Value::Custom(|a, meta, _| {
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.reconciler_key("finalizer", meta);
                 a.finalizer = Some(meta.value()?.parse()?);
                 Ok(())
             }),
-        ),
-        Key::new("predicates", Value::Custom(predicates)),
-        Key::new("name", Value::Str(|a, lit| a.name = Some(lit))),
-        Key::new("retry", Value::Custom(retry)),
-        Key::new("dequeue", Value::Custom(dequeue)),
-        Key::new("watcher", Value::Flag(|a, flag| a.watcher = Some(flag))),
+        )
+        .syntax("`\"domain/name\"`")
+        .doc("hold deleted objects until `cleanup` succeeds (requires `async fn cleanup`); a qualified name such as `apps.example.com/cleanup`"),
+        Key::new("predicates", Value::Custom(predicates))
+            .syntax("`(p, ..)`")
+            .doc("built-in predicates (see *Built-in predicates*) or `fn(&K, &K) -> bool` paths such as `Self::f`; they filter the primary kind's updates only (creations, deletions and resyncs always count), and an update counts when one of them accepts it"),
+        Key::new("name", Value::Str(|a: &mut ControllerArgs, lit| a.name = Some(lit)))
+            .doc("the controller's (or watcher's) name (default: the lower-case kind)"),
+        Key::new("retry", Value::Custom(retry))
+            .syntax("`exponential(..)` or an expression")
+            .doc("how failed reconciles are retried: see *`retry = exponential(..)`*; or any expression of a `kubeforge::retry::RetryPolicy` type, such as `Self::retry_policy()` (`Self` is the controller)"),
+        Key::new("dequeue", Value::Custom(dequeue))
+            .syntax("a word")
+            .doc("what a new event for a key with a pending retry does: drop the retry and reconcile now, or wait for the retry; see *`dequeue` policies*"),
+        Key::new("watcher", Value::Flag(|a: &mut ControllerArgs, flag| a.watcher = Some(flag)))
+            .doc("event handlers (`add`, `update`, `delete`, `sync`) instead of a reconciler: see *Watchers* in the `#[controller]` documentation"),
         Key::new(
             "workers",
-            Value::Custom(|a, meta, _| {
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.workers = Some(WatcherKey {
                     value: keys::unsigned(meta)?,
                     key: keys::key_span(meta),
                 });
                 Ok(())
             }),
-        ),
+        )
+        .syntax("integer")
+        .doc("*(watcher)* workers handling events, at least 1 (default 4); the events of one object always go to the same worker"),
         Key::new(
             "event_timeout",
-            Value::Custom(|a, meta, _| {
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.event_timeout = Some(WatcherKey {
                     value: duration(meta)?,
                     key: keys::key_span(meta),
                 });
                 Ok(())
             }),
-        ),
+        )
+        .syntax(DURATION_SYNTAX)
+        .doc("*(watcher)* cancel a handler that runs longer and retry its event (default: no limit); above 0"),
         Key::new(
             "opinionated",
-            Value::Str(|a, lit| a.opinionated = Some(lit)),
-        ),
+            Value::Str(|a: &mut ControllerArgs, lit| a.opinionated = Some(lit)),
+        )
+        .doc("*(watcher)* app-sdk's opinionated watcher, with this finalizer (`\"domain/name\"`): every object gets it before `add`, so `delete` runs exactly once per object (also for one deleted while the operator was down) before the finalizer comes off; objects holding it at start-up go to `sync`, not `add`; updates that did not change the generation are skipped. Pair it with `dequeue = generation_changed`"),
         Key::new(
             "store",
-            Value::Custom(|a, meta, _| {
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.store = Some(store_key(meta)?);
                 Ok(())
             }),
-        ),
+        )
+        .syntax(STORE_SYNTAX)
+        .doc("the store backend the primary kind's cache keeps its objects in (`InformerConfig::store_named`) instead of memory: `memcached` (configured by the operator's `--memcached-servers`) or a backend added with `Manager::store_backend`. A controller whose cache has no backend of that name fails at start-up, saying so. Also in the watcher mode"),
         Key::new(
             "crate",
-            Value::CratePath(|a, path| a.crate_path = Some(path)),
-        ),
+            Value::CratePath(|a: &mut ControllerArgs, path| a.crate_path = Some(path)),
+        )
+        .doc("path of the kubeforge crate in generated code (default `::kubeforge`)"),
         Key::repeatable(
             "rbac",
-            Value::Custom(|a, meta, e| {
+            Value::Custom(|a: &mut ControllerArgs, meta, e| {
                 let rule = keys::nested(meta, &RBAC_RULE, e)?.value;
                 rule.check(e);
                 a.rbac.push(rule);
                 Ok(())
             }),
-        ),
-        Key::repeatable("owns_metadata", Value::Custom(renamed)),
-        Key::repeatable("owns_uncached", Value::Custom(renamed)),
+        )
+        .syntax("`(..)`")
+        .doc("an RBAC rule the wiring cannot see: see *`rbac(..)`*"),
+        Key::repeatable("owns_metadata", Value::Custom(renamed))
+            .syntax("`(A)`")
+            .doc("not a key any more: a compile error saying to write `owns(A(metadata))`"),
+        Key::repeatable("owns_uncached", Value::Custom(renamed))
+            .syntax("`(A)`")
+            .doc("not a key any more: a compile error saying to write `owns(A(uncached))`"),
     ],
 };
 
-pub const BUILTIN_PREDICATES: &[&str] = &[
-    "generation_changed",
-    "labels_changed",
-    "annotations_changed",
-    "resource_version_changed",
+/// The predicates `predicates(..)` names without a path (and the only ones of owned and watched
+/// kinds).
+pub const BUILTIN_PREDICATES: &[HandKey] = &[
+    HandKey {
+        name: "generation_changed",
+        syntax: "",
+        doc: "`metadata.generation` changed: spec changes, not status or metadata-only ones (controller-runtime's `GenerationChangedPredicate`)",
+    },
+    HandKey {
+        name: "labels_changed",
+        syntax: "",
+        doc: "the labels changed",
+    },
+    HandKey {
+        name: "annotations_changed",
+        syntax: "",
+        doc: "the annotations changed",
+    },
+    HandKey {
+        name: "resource_version_changed",
+        syntax: "",
+        doc: "`metadata.resourceVersion` changed: every real update (re-deliveries of the same version are filtered out)",
+    },
 ];
 
 impl ControllerArgs {
@@ -619,8 +790,8 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
                 option.span(),
                 format!(
                     "unknown option `{name}` of an owned kind; expected one of {}{}",
-                    OWNS_OPTIONS.join(", "),
-                    did_you_mean(&name, OWNS_OPTIONS)
+                    keys::hand_names(OWNS_OPTIONS).join(", "),
+                    did_you_mean(&name, &keys::hand_names(OWNS_OPTIONS))
                 ),
             ),
         }
@@ -704,7 +875,7 @@ fn watches(
     let kind: Type = content.parse()?;
     content.parse::<Token![,]>()?;
     let map_key = Ident::parse_any(&content)?;
-    if map_key != "map" && map_key != "map_async" {
+    if !keys::hand_names(WATCH_MAPPERS).contains(&map_key.to_string().as_str()) {
         return Err(syn::Error::new(
             map_key.span(),
             format!(
@@ -780,16 +951,17 @@ fn predicates(
     let content;
     syn::parenthesized!(content in meta.input);
     for path in Punctuated::<Path, Token![,]>::parse_terminated(&content)? {
+        let builtins = keys::hand_names(BUILTIN_PREDICATES);
         match path.get_ident() {
-            Some(ident) if BUILTIN_PREDICATES.contains(&ident.to_string().as_str()) => {
+            Some(ident) if builtins.contains(&ident.to_string().as_str()) => {
                 args.predicates.push(PredicateArg::Builtin(ident.clone()));
             }
             Some(ident) => errors.at(
                 ident.span(),
                 format!(
                     "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f`)",
-                    BUILTIN_PREDICATES.join(", "),
-                    did_you_mean(&ident.to_string(), BUILTIN_PREDICATES)
+                    builtins.join(", "),
+                    did_you_mean(&ident.to_string(), &builtins)
                 ),
             ),
             None => args.predicates.push(PredicateArg::Custom(path)),
@@ -928,10 +1100,10 @@ fn dequeue(
         _ => None,
     }
     .unwrap_or_else(|| quote::ToTokens::to_token_stream(&expr).to_string());
-    match DEQUEUE_POLICIES.iter().find(|(name, _)| *name == word) {
+    match DEQUEUE_POLICIES.iter().find(|(key, _)| key.name == word) {
         Some((_, policy)) => args.dequeue = Some(*policy),
         None => {
-            let names: Vec<&str> = DEQUEUE_POLICIES.iter().map(|(name, _)| *name).collect();
+            let names: Vec<&str> = DEQUEUE_POLICIES.iter().map(|(key, _)| key.name).collect();
             errors.spanned(
                 &expr,
                 format!(

@@ -14,6 +14,7 @@ use syn::punctuated::Punctuated;
 use syn::{Expr, FnArg, Ident, ImplItem, ItemImpl, Path, ReturnType, Token, Type};
 
 use crate::errors::{Errors, did_you_mean};
+use crate::keys::{self, HandKey};
 
 /// How a dependent's readiness is judged.
 pub enum Ready {
@@ -73,13 +74,38 @@ pub struct ForEach {
     pub item: Type,
 }
 
-const OPTIONS: &[&str] = &[
-    "for_each",
-    "create_only",
-    "when",
-    "precondition",
-    "ready",
-    "depends_on",
+/// The options of a dependent, `dependents(name(option, ..))`, read by [`option`].
+pub const OPTIONS: &[HandKey] = &[
+    HandKey {
+        name: "for_each",
+        syntax: "path",
+        doc: "one child per item: the method `items` of the impl block, `fn items(&self, obj: &Kind, ctx: &Context<Kind>) -> Vec<Item>`, gives the items, and the dependent method takes `item: &Item` after `obj`",
+    },
+    HandKey {
+        name: "create_only",
+        syntax: "flag",
+        doc: "created when absent, never updated (a generated password survives spec edits and restarts)",
+    },
+    HandKey {
+        name: "when",
+        syntax: "path",
+        doc: "the child exists only while this `fn(&self, obj: &Kind) -> bool` holds (a method of the impl block by its bare name, or a path); deleted when it turns false (a collection: all of it)",
+    },
+    HandKey {
+        name: "precondition",
+        syntax: "path",
+        doc: "the child is reconciled only while this `fn(&self, obj: &Kind) -> bool` holds; left as it is (and counted as not ready) otherwise",
+    },
+    HandKey {
+        name: "ready",
+        syntax: "flag or `= path`",
+        doc: "when the child counts as ready: alone, by the kind's built-in rule (`Readiness`); with a path, when that `fn(&Child) -> bool` says so of the stored object (of each, for a collection). Without it, ready as soon as it exists",
+    },
+    HandKey {
+        name: "depends_on",
+        syntax: "`(a, b, ..)`",
+        doc: "reconciled only once the dependents named are ready (names of this `dependents(..)`, no cycles)",
+    },
 ];
 
 /// `dependents(a, b(create_only), ..)`: appends to `out`.
@@ -180,8 +206,8 @@ fn option(input: ParseStream<'_>, arg: &mut DependentArg, errors: &mut Errors) -
             option.span(),
             format!(
                 "unknown option `{name}` of a dependent; expected one of {}{}",
-                OPTIONS.join(", "),
-                did_you_mean(&name, OPTIONS)
+                keys::hand_names(OPTIONS).join(", "),
+                did_you_mean(&name, &keys::hand_names(OPTIONS))
             ),
         ),
     }

@@ -7,6 +7,17 @@ mod dependents;
 mod expand;
 mod watcher;
 
+/// The tables and lists the controller's attributes are parsed with, for the reference
+/// (`reference.rs`).
+#[cfg(test)]
+pub(crate) mod reference {
+    pub(crate) use super::attrs::{
+        BUILTIN_PREDICATES, CONTROLLER, DEQUEUE_POLICIES, EXPONENTIAL, OWNS_OPTIONS, RBAC_RULE,
+        WATCH_MAPPERS, WATCH_OPTIONS,
+    };
+    pub(crate) use super::dependents::OPTIONS as DEPENDENT_OPTIONS;
+}
+
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{FnArg, ImplItem, ImplItemFn, ItemImpl, LitStr, Path, ReturnType, Type};
