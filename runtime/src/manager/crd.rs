@@ -110,17 +110,30 @@ impl Runnable for Following {
     }
 
     fn metrics(&self) -> Vec<MetricFamily> {
-        let opts = Opts::new(
-            "kubeforge_crd_established",
-            "Whether the CRD a controller follows is Established (1) or not (0).",
+        established_metric(
+            &self.0.crd,
+            &self.0.controller,
+            self.0.established.load(Ordering::Relaxed),
         )
-        .const_label("crd", self.0.crd.as_str())
-        .const_label("controller", self.0.controller.as_str());
-        IntGauge::with_opts(opts)
-            .map(|gauge| {
-                gauge.set(i64::from(self.0.established.load(Ordering::Relaxed)));
-                gauge.collect()
-            })
-            .unwrap_or_default()
     }
+}
+
+/// `kubeforge_crd_established{crd, controller}`: whether `crd` is Established.
+pub(crate) fn established_metric(
+    crd: &str,
+    controller: &str,
+    established: bool,
+) -> Vec<MetricFamily> {
+    let opts = Opts::new(
+        "kubeforge_crd_established",
+        "Whether the CRD a controller follows is Established (1) or not (0).",
+    )
+    .const_label("crd", crd)
+    .const_label("controller", controller);
+    IntGauge::with_opts(opts)
+        .map(|gauge| {
+            gauge.set(i64::from(established));
+            gauge.collect()
+        })
+        .unwrap_or_default()
 }

@@ -57,6 +57,9 @@ use crate::watcher::{Watcher, WatcherController, WatcherSpec};
 
 mod backends;
 mod crd;
+/// For the metrics reference (`metrics/reference.rs`).
+#[cfg(test)]
+pub(crate) use crd::established_metric;
 mod leading;
 mod sharding;
 

@@ -39,6 +39,9 @@
 //! assert!(text.contains(r#"controller_runtime_reconcile_total{controller="webapp",result="success"} 1"#));
 //! ```
 
+#[cfg(test)]
+mod reference;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -824,7 +824,7 @@ impl Op {
 }
 
 /// `kubeforge_store_requests_total` and `kubeforge_store_request_seconds` of one backend.
-struct Series {
+pub(crate) struct Series {
     requests: IntCounterVec,
     seconds: HistogramVec,
 }
@@ -866,6 +866,17 @@ impl Series {
         self.seconds
             .with_label_values(&[op.as_str()])
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// The families with one series each, every label `_` (for the metrics reference).
+    #[cfg(test)]
+    pub(crate) fn reference() -> Vec<MetricFamily> {
+        let Some(series) = Self::new() else {
+            return Vec::new();
+        };
+        series.requests.with_label_values(&["_", "_"]);
+        series.seconds.with_label_values(&["_"]);
+        series.families()
     }
 
     fn families(&self) -> Vec<MetricFamily> {

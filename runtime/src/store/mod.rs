@@ -62,6 +62,9 @@ use kube::core::{PartialObjectMeta, Selector};
 use crate::{BoxError, ObjectKey};
 
 pub use backend::{Backend, CustomStore, MAX_KEY_LEN, SharedBackend, StoreChoice};
+/// For the metrics reference (`metrics/reference.rs`).
+#[cfg(all(test, feature = "memcached"))]
+pub(crate) use memcached::Series as MemcachedSeries;
 #[cfg(feature = "memcached")]
 pub use memcached::{Memcached, MemcachedConfig};
 pub use memory::{Indexer, MemoryStore};

@@ -82,6 +82,9 @@ mod roundtrip;
 mod running;
 #[cfg(feature = "webhooks")]
 mod server;
+/// For the metrics reference (`metrics/reference.rs`).
+#[cfg(all(test, feature = "webhooks"))]
+pub(crate) use server::WebhookMetrics;
 
 use std::collections::BTreeMap;
 

@@ -111,6 +111,16 @@ impl WebhookMetrics {
             rejections,
         }
     }
+
+    /// One series of each metric, every label `_` (for the metrics reference, which renders
+    /// what a registry gathers: only metrics with series).
+    #[cfg(test)]
+    pub(crate) fn touch(&self) {
+        self.requests.with_label_values(&["_", "_"]);
+        self.in_flight.with_label_values(&["_"]);
+        self.latency.with_label_values(&["_"]);
+        self.rejections.with_label_values(&["_", "_", "_"]);
+    }
 }
 
 /// The routes and what they share.
