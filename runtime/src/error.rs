@@ -92,7 +92,7 @@ mod tests {
         assert!(cause.downcast_ref::<kube::Error>().is_some());
         assert_eq!(
             crate::text::concise(outer.as_ref()),
-            "writing the status: widgets \"a\" not found (404 NotFound)"
+            "writing the status: 404 NotFound: widgets \"a\" not found"
         );
     }
 }

@@ -14,34 +14,107 @@ pub(crate) fn truncate(mut s: String, max: usize) -> String {
 
 /// `error`'s text for a log line or an event: its own text followed by each cause in its source
 /// chain that the text does not say already (an `anyhow` context, a `#[source]` left out of a
-/// `#[error("..")]` message), with every Kubernetes API error in it said in one short phrase:
-/// kube's `Display` of `Error::Api` appends a `Debug` dump of the whole `Status`
+/// `#[error("..")]` message), with every Kubernetes client error in it said as
+/// [`readable`](crate::client::readable) says it (`code reason: message`, after the request when
+/// it was named): kube's `Display` of `Error::Api` appends a `Debug` dump of the whole `Status`
 /// (`ApiError: … (Status { status: Some("Failure"), … })`), which an error type that embeds it
 /// (`#[error("writing status: {0}")]`) repeats.
 pub(crate) fn concise(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut next = error.source();
-    while let Some(cause) = next {
-        let said = cause.to_string();
-        if !said.is_empty() && !text.contains(&said) {
-            text = format!("{text}: {said}");
+    let chain = chain(error);
+    let mut text = said(error);
+    for cause in chain.iter().skip(1) {
+        let cause = said(*cause);
+        if !cause.is_empty() && !text.contains(&cause) {
+            text = format!("{text}: {cause}");
         }
-        next = cause.source();
-    }
-    let mut next = Some(error);
-    while let Some(current) = next {
-        if let Some(kube::Error::Api(status)) = current.downcast_ref::<kube::Error>() {
-            let short = format!(
-                "{} ({} {})",
-                status.message.trim_end_matches('.'),
-                status.code,
-                status.reason
-            );
-            text = text.replace(&current.to_string(), &short);
-        }
-        next = current.source();
     }
     text
+}
+
+/// `error` and its causes, up to an apiserver answer (whose own source, its `Status`, says
+/// nothing more).
+pub(crate) fn chain<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| match kube_error(*e) {
+        Some(kube::Error::Api(_)) => None,
+        _ => e.source(),
+    })
+    .collect()
+}
+
+/// `error` as a Kubernetes client error, boxed (a `#[source] Box<kube::Error>`) or not.
+fn kube_error<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a kube::Error> {
+    error
+        .downcast_ref::<kube::Error>()
+        .or_else(|| error.downcast_ref::<Box<kube::Error>>().map(AsRef::as_ref))
+}
+
+/// `error`'s own text (no causes added), with every Kubernetes client error of its [`chain`]
+/// that it embeds said [`readable`](crate::client::readable)-ly.
+pub(crate) fn said(error: &(dyn std::error::Error + 'static)) -> String {
+    chain(error)
+        .iter()
+        .filter_map(|e| kube_error(*e))
+        .fold(error.to_string(), |text, kube| {
+            text.replace(
+                &kube.to_string(),
+                &crate::client::readable(kube).to_string(),
+            )
+        })
+}
+
+/// Compares `rendered` with the committed file `relative` (to the workspace root), or writes it
+/// when `KUBEFORGE_BLESS=1`; a generated reference of the book is checked this way by the test
+/// `test` (its path, for the message).
+///
+/// # Panics
+///
+/// The file differs (or is missing), or cannot be written when blessing.
+#[cfg(all(test, any(feature = "cli", feature = "crdgen")))]
+pub(crate) fn check_generated(relative: &str, rendered: &str, test: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    if std::env::var_os("KUBEFORGE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, rendered).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed == rendered {
+        return;
+    }
+    let line = committed
+        .lines()
+        .zip(rendered.lines())
+        .take_while(|(a, b)| a == b)
+        .count();
+    panic!(
+        "{relative} is stale: run KUBEFORGE_BLESS=1 cargo test -p kubeforge --all-features {test}\n\
+         first difference at line {}:\n- {}\n+ {}",
+        line + 1,
+        committed.lines().nth(line).unwrap_or("(end of file)"),
+        rendered.lines().nth(line).unwrap_or("(end of file)"),
+    );
+}
+
+/// `text` for a cell of a generated markdown table: one line, `|` escaped, and `<` outside
+/// code spans written `&lt;` (not taken for HTML).
+#[cfg(all(test, any(feature = "cli", feature = "crdgen")))]
+pub(crate) fn table_cell(text: &str) -> String {
+    text.replace('\n', " ")
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            let part = part.replace('|', "\\|");
+            if i % 2 == 0 {
+                part.replace('<', "&lt;")
+            } else {
+                part
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("`")
 }
 
 #[cfg(test)]
@@ -68,7 +141,7 @@ mod tests {
         );
         assert_eq!(
             concise(&error),
-            "writing the status: widgets \"a\" is invalid: spec.size: Invalid value (422 Invalid)"
+            "writing the status: 422 Invalid: widgets \"a\" is invalid: spec.size: Invalid value"
         );
         let plain = std::io::Error::other("disk full");
         assert_eq!(concise(&plain), "disk full");
@@ -92,7 +165,7 @@ mod tests {
         let error = Outer(Quiet::Kube(kube::Error::Api(Box::new(status))));
         assert_eq!(
             concise(&error),
-            "reconciling shop: writing the status: widgets \"a\" not found (404 NotFound)"
+            "reconciling shop: writing the status: 404 NotFound: widgets \"a\" not found"
         );
     }
 

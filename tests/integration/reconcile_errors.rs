@@ -223,7 +223,7 @@ async fn anyhow_reconcile_errors_should_be_logged_with_their_cause_retried_and_c
         &ns,
         manager,
         "anyhow-settings",
-        "reading the settings: configmaps \"settings-w\" not found (404 NotFound)",
+        "reading the settings: 404 NotFound: configmaps \"settings-w\" not found",
     )
     .await;
     let seen = judged("anyhow-settings");
@@ -243,7 +243,7 @@ async fn boxed_reconcile_errors_should_be_logged_retried_and_converge() {
         &ns,
         manager,
         "boxed-settings",
-        "configmaps \"settings-w\" not found (404 NotFound)",
+        "404 NotFound: configmaps \"settings-w\" not found",
     )
     .await;
 }

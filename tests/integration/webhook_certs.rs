@@ -201,3 +201,42 @@ async fn a_corrupted_secret_should_be_replaced_not_crash() {
     let b = start(&ns).await;
     assert_eq!(b.current(), served);
 }
+
+/// Issue 33: an operator run locally with a kubeconfig that names no namespace looked for its
+/// certificate Secret in `default`, where it may not read Secrets, and retried the 403 forever
+/// without saying where the Secret was or how to move it. Now the manager stops with one error
+/// that names the Secret, its namespace and the flag.
+#[tokio::test]
+async fn a_forbidden_certificate_secret_should_stop_the_manager_naming_it_and_the_flag() {
+    use kubeforge::manager::Manager;
+    use kubeforge::webhook::WebhookOptions;
+
+    let ns = TestNamespace::new().await.unwrap();
+    let plane = kubeforge::testing::ControlPlane::shared().unwrap();
+    // A ServiceAccount without any role, through a kubeconfig that names no namespace.
+    let client = plane
+        .service_account_client(ns.name(), "no-secrets")
+        .await
+        .unwrap();
+    assert_eq!(client.default_namespace(), "default");
+    let name = format!("forbidden-{}", ns.name());
+    let options = WebhookOptions::new(&name)
+        .port(0)
+        .bind_address("127.0.0.1".parse().unwrap())
+        .manage_configurations(false)
+        .serve::<crate::webhooks::Gadget>();
+    let manager = Manager::new(client).webhooks(options);
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let outcome = tokio::time::timeout(Duration::from_secs(60), manager.run_until(shutdown))
+        .await
+        .expect("the manager kept retrying a refusal");
+    let error = outcome.unwrap_err().to_string();
+    let secret = format!("get Secret default/{name}-webhook-cert: 403 Forbidden: ");
+    assert!(error.contains(&secret), "{error}");
+    assert!(
+        error.contains("--webhook-cert-secret NAMESPACE/NAME (env WEBHOOK_CERT_SECRET"),
+        "{error}"
+    );
+    assert!(!error.contains("Status {"), "{error}");
+}

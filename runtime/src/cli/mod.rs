@@ -157,44 +157,49 @@ pub use crate::__kubeforge_cli_parse as parse;
 #[command(about = None, long_about = None)]
 pub struct Options {
     /// Path of a kubeconfig file (default: inferred, or the in-cluster configuration).
-    #[arg(long, env = "KUBECONFIG")]
+    #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// Watch only this namespace.
-    #[arg(long, env = "WATCH_NAMESPACE")]
+    #[arg(long, env = "WATCH_NAMESPACE", value_name = "NS")]
     pub namespace: Option<String>,
     /// Address of the /metrics endpoint (`0` disables it, `:8080` listens on all interfaces).
-    #[arg(long, env = "METRICS_BIND_ADDRESS", default_value = "0", value_parser = parse_bind_address)]
+    #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "ADDR", default_value = "0", value_parser = parse_bind_address)]
     pub metrics_bind_address: BindAddress,
     /// Address of the /healthz and /readyz endpoints (`0` disables them).
-    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081", value_parser = parse_bind_address)]
+    #[arg(long, env = "HEALTH_PROBE_BIND_ADDRESS", value_name = "ADDR", default_value = ":8081", value_parser = parse_bind_address)]
     pub health_probe_bind_address: BindAddress,
     /// Elect a leader among replicas; only the leader reconciles.
     #[arg(long, env = "LEADER_ELECT")]
     pub leader_elect: bool,
-    /// Name of the leader-election Lease.
-    #[arg(long, env = "LEADER_ELECTION_ID")]
+    /// Name of the leader-election Lease (default: the binary's name).
+    #[arg(long, env = "LEADER_ELECTION_ID", value_name = "NAME")]
     pub leader_election_id: Option<String>,
     /// Namespace of the leader-election Lease (default: the client's default namespace).
-    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE", value_name = "NS")]
     pub leader_election_namespace: Option<String>,
     /// How long a Lease is valid without renewal.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub leader_election_lease_duration: Duration,
     /// How long the leader tries to renew before giving up.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub leader_election_renew_deadline: Duration,
     /// How often to try to acquire or renew.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: Duration,
     /// Split the work between the replicas of this shard group (instead of electing a leader);
     /// the Leases live in the leader-election namespace and use its timings.
-    #[arg(long, env = "SHARDS", conflicts_with = "leader_elect")]
+    #[arg(
+        long,
+        env = "SHARDS",
+        value_name = "GROUP",
+        conflicts_with = "leader_elect"
+    )]
     pub shards: Option<String>,
     /// Client-side limit of API requests per second (with --kube-api-burst).
-    #[arg(long, env = "KUBE_API_QPS")]
+    #[arg(long, env = "KUBE_API_QPS", value_name = "N")]
     pub kube_api_qps: Option<f64>,
     /// Client-side burst of API requests.
-    #[arg(long, env = "KUBE_API_BURST", default_value_t = 30)]
+    #[arg(long, env = "KUBE_API_BURST", value_name = "N", default_value_t = 30)]
     pub kube_api_burst: u32,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -216,26 +221,51 @@ pub struct Options {
 /// The flags of the webhook server, in controller-runtime's style (see [`crate::webhook`]).
 #[cfg(feature = "webhooks")]
 #[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = WEBHOOK_HEADING)]
 pub struct WebhookFlags {
     /// Port of the webhook server (0: any free port).
-    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9443)]
+    #[arg(
+        long,
+        env = "WEBHOOK_PORT",
+        value_name = "PORT",
+        default_value_t = 9443
+    )]
     pub webhook_port: u16,
     /// Directory with tls.crt and tls.key (and ca.crt) to serve; without it the operator
     /// creates a self-signed CA and certificate, kept in a Secret.
-    #[arg(long, env = "WEBHOOK_CERT_DIR")]
+    #[arg(long, env = "WEBHOOK_CERT_DIR", value_name = "DIR")]
     pub webhook_cert_dir: Option<PathBuf>,
     /// The Service the apiserver calls, as NAMESPACE/NAME (what `crdgen --deploy` writes).
-    #[arg(long, env = "WEBHOOK_SERVICE", conflicts_with = "webhook_url")]
+    #[arg(
+        long,
+        env = "WEBHOOK_SERVICE",
+        value_name = "NAMESPACE/NAME",
+        conflicts_with = "webhook_url"
+    )]
     pub webhook_service: Option<String>,
     /// The URL base the apiserver calls, `https://HOST[:PORT]` (default, outside a cluster:
     /// `https://127.0.0.1:<port>`).
-    #[arg(long, env = "WEBHOOK_URL")]
+    #[arg(long, env = "WEBHOOK_URL", value_name = "URL")]
     pub webhook_url: Option<String>,
     /// Name of the webhook configurations and of the certificate Secret (default: the binary's
     /// name).
-    #[arg(long, env = "WEBHOOK_NAME")]
+    #[arg(long, env = "WEBHOOK_NAME", value_name = "NAME")]
     pub webhook_name: Option<String>,
+    /// Where the self-signed certificate is kept, as NAMESPACE/NAME (default:
+    /// `<webhook name>-webhook-cert` in the namespace of --webhook-service, else in the client's
+    /// default namespace: the kubeconfig context's, in a cluster the pod's, else `default`).
+    #[arg(
+        long,
+        env = "WEBHOOK_CERT_SECRET",
+        value_name = "NAMESPACE/NAME",
+        conflicts_with = "webhook_cert_dir"
+    )]
+    pub webhook_cert_secret: Option<String>,
 }
+
+/// The `--help` heading of [`WebhookFlags`].
+#[cfg(feature = "webhooks")]
+const WEBHOOK_HEADING: &str = "Webhook server";
 
 #[cfg(feature = "webhooks")]
 impl WebhookFlags {
@@ -243,7 +273,7 @@ impl WebhookFlags {
     ///
     /// # Errors
     ///
-    /// `--webhook-service` is not `NAMESPACE/NAME`.
+    /// `--webhook-service` or `--webhook-cert-secret` is not `NAMESPACE/NAME`.
     pub fn options(&self) -> Result<crate::webhook::WebhookOptions, StartError> {
         let name = self.webhook_name.clone().unwrap_or_else(binary_name);
         let mut options = crate::webhook::WebhookOptions::new(name).port(self.webhook_port);
@@ -251,15 +281,12 @@ impl WebhookFlags {
             options = options.cert_dir(dir);
         }
         if let Some(service) = &self.webhook_service {
-            let Some((namespace, name)) = service
-                .split_once('/')
-                .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
-            else {
-                return Err(StartError::Flag(format!(
-                    "--webhook-service: expected NAMESPACE/NAME, got {service:?}"
-                )));
-            };
+            let (namespace, name) = namespaced_name("--webhook-service", service)?;
             options = options.service(namespace, name);
+        }
+        if let Some(secret) = &self.webhook_cert_secret {
+            let (namespace, name) = namespaced_name("--webhook-cert-secret", secret)?;
+            options = options.secret(namespace, name);
         }
         if let Some(url) = &self.webhook_url {
             options = options.url(url);
@@ -268,35 +295,59 @@ impl WebhookFlags {
     }
 }
 
+/// `NAMESPACE/NAME`, the value of `flag`, split.
+#[cfg(feature = "webhooks")]
+fn namespaced_name<'a>(flag: &str, value: &'a str) -> Result<(&'a str, &'a str), StartError> {
+    value
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| StartError::Flag(format!("{flag}: expected NAMESPACE/NAME, got {value:?}")))
+}
+
 /// The flags of the memcached store backend: with `--memcached-servers`, kinds that ask for
 /// `store = memcached` keep their objects there.
 #[cfg(feature = "memcached")]
 #[derive(Clone, Debug, clap::Args)]
+#[command(next_help_heading = MEMCACHED_HEADING)]
 pub struct MemcachedOptions {
     /// memcached servers (`host:port`, comma-separated); every replica lists them in the same
     /// order.
-    #[arg(long, env = "MEMCACHED_SERVERS", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "MEMCACHED_SERVERS",
+        value_name = "HOST:PORT,...",
+        value_delimiter = ','
+    )]
     pub memcached_servers: Vec<String>,
     /// Prefix that separates this operator's entries from others sharing the servers.
-    #[arg(long, env = "MEMCACHED_SHARD_KEY", default_value = "")]
+    #[arg(
+        long,
+        env = "MEMCACHED_SHARD_KEY",
+        value_name = "PREFIX",
+        default_value = ""
+    )]
     pub memcached_shard_key: String,
     /// How often each store writes its key list to memcached (`0` disables full lists).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub memcached_key_sync_interval: Duration,
     /// Objects per multi-get or multi-set when a store lists or relists.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, value_name = "N", default_value_t = 500)]
     pub memcached_page_size: usize,
     /// Bound on connecting, and on each request.
-    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration)]
     pub memcached_timeout: Duration,
     /// Idle connections kept per server.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4)]
     pub memcached_max_idle_conns: usize,
     /// Where every kind keeps its cache unless its controller chose (`store = ..`): `memory`,
     /// or `memcached` (needs --memcached-servers).
     #[arg(long, env = "CACHE_STORE", default_value = "memory", value_parser = ["memory", "memcached"])]
     pub cache_store: String,
 }
+
+/// The `--help` heading of [`MemcachedOptions`].
+#[cfg(feature = "memcached")]
+const MEMCACHED_HEADING: &str = "Memcached store";
 
 #[cfg(feature = "memcached")]
 impl MemcachedOptions {
@@ -352,10 +403,20 @@ fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
         .map_err(|_| format!("{value:?} is not `0`, `:PORT` or `HOST:PORT`"))
 }
 
-/// Parses a Go duration (`15s`, `500ms`, `2m30s`: `kubeforge_shared::duration`, the grammar
-/// of `#[controller(..)]`'s durations too).
+/// Parses a Go duration (`15s`, `500ms`, `1m30s`, `1.5s`: `kubeforge_shared::duration`, the
+/// grammar of `#[controller(..)]`'s durations too). A bare number is refused as Go's flags refuse
+/// it, with the fix: `15` is not a duration, write `15s`.
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    kubeforge_shared::duration::parse(value).map_err(|e| format!("{value:?} {e}"))
+    kubeforge_shared::duration::parse(value).map_err(|e| {
+        let bare = !value.is_empty()
+            && value.chars().all(|c| c.is_ascii_digit() || c == '.')
+            && value.parse::<f64>().is_ok();
+        if bare {
+            format!("{value:?} is not a duration: it needs a unit; write \"{value}s\" for seconds (or ms, m, h)")
+        } else {
+            format!("{value:?} {e}")
+        }
+    })
 }
 
 /// Why an operator binary could not start.
@@ -365,7 +426,7 @@ pub enum StartError {
     #[error("cannot configure the Kubernetes client: {0}")]
     Config(String),
     /// The apiserver did not answer.
-    #[error("cannot reach the Kubernetes API server at {url}: {source}")]
+    #[error("cannot reach the Kubernetes API server at {url}: {}", crate::client::readable(.source))]
     Unreachable {
         /// The server URL.
         url: String,
@@ -428,11 +489,13 @@ impl Options {
     pub fn init_tracing(&self) {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-        // Colours only for a person at a terminal (and not with `NO_COLOR`): log collectors
-        // reading a pipe or a file get plain text.
-        let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout())
-            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let ansi = colours(
+            self.log_format,
+            std::io::IsTerminal::is_terminal(&std::io::stdout()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        );
         let builder = tracing_subscriber::fmt()
+            .with_writer(std::io::stdout)
             .with_env_filter(filter)
             .with_ansi(ansi);
         let result = match self.log_format {
@@ -544,6 +607,13 @@ impl Options {
     }
 }
 
+/// Whether log lines in `format`, written to a terminal or not (`terminal`), get ANSI colours:
+/// only text for a person at a terminal, and not when `NO_COLOR` is set to anything but the
+/// empty string (<https://no-color.org>). Log collectors reading a pipe or a file get plain text.
+fn colours(format: LogFormat, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    format == LogFormat::Text && terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
 fn binary_name() -> String {
     std::env::args()
         .next()
@@ -592,10 +662,93 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("3h"), Ok(Duration::from_secs(3 * 3600)));
-        // Go's flags refuse a number without a unit; so does this.
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        // Go's flags refuse a number without a unit; so does this, and says what to write.
         let bare = parse_duration("3").unwrap_err();
         assert!(bare.contains("is not a duration"), "{bare}");
-        assert!(parse_duration("fast").is_err());
+        assert!(bare.contains(r#"write "3s""#), "{bare}");
+        let fast = parse_duration("fast").unwrap_err();
+        assert!(fast.contains(r#"such as "500ms""#), "{fast}");
+    }
+
+    /// Issue 33, item 5: the duration flags take Go's syntax, as controller-runtime's do.
+    #[test]
+    fn duration_flags_should_take_go_durations_and_refuse_bare_numbers() {
+        let o = Options::try_parse_from(
+            OPERATOR,
+            [
+                "op",
+                "--leader-election-lease-duration",
+                "1m30s",
+                "--leader-election-renew-deadline=1h",
+                "--leader-election-retry-period",
+                "500ms",
+            ],
+        )
+        .unwrap();
+        assert_eq!(o.leader_election_lease_duration, Duration::from_secs(90));
+        assert_eq!(o.leader_election_renew_deadline, Duration::from_secs(3600));
+        assert_eq!(o.leader_election_retry_period, Duration::from_millis(500));
+        let bare =
+            Options::try_parse_from(OPERATOR, ["op", "--leader-election-lease-duration", "15"])
+                .unwrap_err();
+        assert_eq!(bare.kind(), clap::error::ErrorKind::ValueValidation);
+        let text = bare.to_string();
+        assert!(text.contains("--leader-election-lease-duration"), "{text}");
+        assert!(text.contains(r#"write "15s""#), "{text}");
+    }
+
+    #[test]
+    fn colours_should_be_for_text_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(colours(LogFormat::Text, true, None));
+        assert!(!colours(LogFormat::Text, false, None), "a pipe or a file");
+        assert!(!colours(LogFormat::Text, true, Some(OsStr::new("1"))));
+        // no-color.org: set and not empty.
+        assert!(colours(LogFormat::Text, true, Some(OsStr::new(""))));
+        assert!(!colours(LogFormat::Json, true, None));
+    }
+
+    /// Issue 33: a local operator whose kubeconfig names no namespace looked for its certificate
+    /// Secret in `default`, and only `WebhookOptions::secret` could move it.
+    #[cfg(feature = "webhooks")]
+    #[test]
+    fn webhook_cert_secret_should_place_the_certificate_secret() {
+        let parse = |args: &[&str]| {
+            Options::try_parse_from(OPERATOR, ["op"].iter().chain(args)).map(|o| o.webhook)
+        };
+        let flags = parse(&["--webhook-cert-secret", "operators/shop-cert"]).unwrap();
+        let options = flags.options().unwrap();
+        assert_eq!(
+            options.secret,
+            Some(("operators".to_owned(), "shop-cert".to_owned()))
+        );
+        assert_eq!(parse(&[]).unwrap().options().unwrap().secret, None);
+        for bad in ["shop-cert", "/shop-cert", "operators/", "a/b/c"] {
+            let error = parse(&["--webhook-cert-secret", bad])
+                .unwrap()
+                .options()
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                error,
+                format!("--webhook-cert-secret: expected NAMESPACE/NAME, got {bad:?}")
+            );
+        }
+        let conflict = parse(&["--webhook-cert-secret=a/b", "--webhook-cert-dir=/certs"]);
+        assert_eq!(
+            conflict.unwrap_err().kind(),
+            clap::error::ErrorKind::ArgumentConflict
+        );
+        let command = Options::command(OPERATOR);
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_long() == Some("webhook-cert-secret"))
+            .unwrap();
+        assert_eq!(
+            arg.get_env(),
+            Some(std::ffi::OsStr::new("WEBHOOK_CERT_SECRET"))
+        );
     }
 
     const OPERATOR: About = About {
@@ -683,6 +836,100 @@ mod tests {
         );
         assert!(help.contains("--sidecar-image"), "{help}");
         assert!(!help.contains("The common options"), "{help}");
+    }
+
+    /// The book's reference of the flags, from clap's `Command` of [`Options`] (every feature
+    /// on, as the book describes them).
+    #[cfg(all(feature = "webhooks", feature = "memcached"))]
+    fn reference() -> String {
+        use std::fmt::Write as _;
+        let escape = crate::text::table_cell;
+        let command = Options::command(OPERATOR);
+        let mut sections: Vec<(Option<&str>, Vec<&clap::Arg>)> = Vec::new();
+        for arg in command.get_arguments() {
+            if arg.is_hide_set() || arg.get_long().is_none() {
+                continue;
+            }
+            let heading = arg.get_help_heading();
+            match sections.iter_mut().find(|(h, _)| *h == heading) {
+                Some((_, args)) => args.push(arg),
+                None => sections.push((heading, vec![arg])),
+            }
+        }
+        let mut page = String::from(
+            "<!-- generated by kubeforge's cli::tests::reference_page_should_be_current \
+             (runtime/src/cli/mod.rs); do not edit -->\n\
+             # Operator flags\n\n\
+             An operator binary that reads its command line with `kubeforge::cli::parse!()`, or \
+             flattens `kubeforge::cli::Options` into a clap parser of its own (feature `cli`), \
+             takes these flags, with controller-runtime's names. A flag with an environment \
+             variable can be set there too; the command line wins. Durations are written as Go \
+             writes them (`500ms`, `15s`, `1m30s`, `1.5h`); a number without a unit is refused. \
+             `--help` prints the same list under the binary's name, and `--version` its \
+             package's version.\n",
+        );
+        for (heading, args) in sections {
+            let title = match heading {
+                None => "Manager".to_owned(),
+                Some(WEBHOOK_HEADING) => format!("{WEBHOOK_HEADING} (feature `webhooks`)"),
+                Some(MEMCACHED_HEADING) => format!("{MEMCACHED_HEADING} (feature `memcached`)"),
+                Some(other) => other.to_owned(),
+            };
+            let _ = write!(
+                page,
+                "\n## {title}\n\n| flag | environment | default | description |\n|---|---|---|---|\n"
+            );
+            for arg in args {
+                let long = arg.get_long().unwrap_or_default();
+                let takes_value = arg.get_action().takes_values();
+                let values = arg.get_possible_values();
+                let flag = if !takes_value {
+                    format!("`--{long}`")
+                } else if values.is_empty() {
+                    let names = arg.get_value_names().unwrap_or_default();
+                    let name = names
+                        .first()
+                        .map_or(long.to_uppercase(), ToString::to_string);
+                    format!("`--{long} {name}`")
+                } else {
+                    let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
+                    format!("`--{long} {}`", names.join("\\|"))
+                };
+                let env = arg
+                    .get_env()
+                    .map_or("".to_owned(), |e| format!("`{}`", e.to_string_lossy()));
+                let defaults: Vec<String> = arg
+                    .get_default_values()
+                    .iter()
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .collect();
+                let default = match (takes_value, defaults.is_empty()) {
+                    (false, _) => "off".to_owned(),
+                    (true, true) => "".to_owned(),
+                    (true, false) => match defaults.join(",") {
+                        empty if empty.is_empty() => "`\"\"`".to_owned(),
+                        default => format!("`{default}`"),
+                    },
+                };
+                let help = arg
+                    .get_long_help()
+                    .or_else(|| arg.get_help())
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let _ = writeln!(page, "| {flag} | {env} | {default} | {} |", escape(&help));
+            }
+        }
+        page
+    }
+
+    #[cfg(all(feature = "webhooks", feature = "memcached"))]
+    #[test]
+    fn reference_page_should_be_current() {
+        crate::text::check_generated(
+            "docs/src/reference/flags.md",
+            &reference(),
+            "cli::tests::reference_page_should_be_current",
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use connect::{ConnectionConfig, DeadlineError, IdleTimeout, connect, connect_with};
-pub use named::{RequestFailed, name_error, request};
+pub use named::{Readable, RequestFailed, name_error, readable, request};
 pub use rate_limit::{RateLimitLayer, RateLimited, rate_limited_client};
 
 /// Which part of the object [`update_object`] writes.
@@ -36,7 +36,7 @@ pub enum Target {
 #[derive(Debug, thiserror::Error)]
 pub enum UpdateError<E: std::error::Error + 'static> {
     /// A request failed (other than a conflict that could be retried).
-    #[error("update of {name}: {source}")]
+    #[error("update of {name}: {}", readable(.source))]
     Api {
         /// The object's name.
         name: String,

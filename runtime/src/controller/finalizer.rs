@@ -32,7 +32,7 @@ use crate::writes::Writer;
 #[derive(Debug, thiserror::Error)]
 pub enum FinalizerError {
     /// The patch adding the finalizer failed.
-    #[error("adding finalizer {finalizer} to {name}: {source}")]
+    #[error("adding finalizer {finalizer} to {name}: {}", crate::client::readable(.source))]
     Add {
         /// The object: its kind, namespace and name (`WebApp shop/web`).
         name: String,
@@ -43,7 +43,7 @@ pub enum FinalizerError {
         source: kube::Error,
     },
     /// The patch removing the finalizer failed.
-    #[error("removing finalizer {finalizer} from {name}: {source}")]
+    #[error("removing finalizer {finalizer} from {name}: {}", crate::client::readable(.source))]
     Remove {
         /// The object: its kind, namespace and name (`WebApp shop/web`).
         name: String,

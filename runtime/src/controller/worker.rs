@@ -273,7 +273,7 @@ where
                 )
                 .await;
             if let Err(error) = published {
-                tracing::debug!(%error, "publishing the retries-exhausted event failed");
+                tracing::debug!(error = %crate::client::readable(&error), "publishing the retries-exhausted event failed");
             }
         });
     }
@@ -300,7 +300,7 @@ where
             Err(error) => {
                 if error.is_stale_cache() {
                     // The object changed (finalizers) or was replaced (UID) since it was cached.
-                    tracing::debug!(%error, "object changed since it was cached; adding the finalizer again later");
+                    tracing::debug!(error = %crate::text::concise(&error), "object changed since it was cached; adding the finalizer again later");
                 } else {
                     let text = crate::text::concise(&error);
                     tracing::warn!(error = %text, "adding the finalizer failed; retrying");

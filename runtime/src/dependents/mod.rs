@@ -406,7 +406,7 @@ pub enum DependentsError {
         source: BoxError,
     },
     /// Patching the primary's status failed.
-    #[error("status of the dependents: {0}")]
+    #[error("status of the dependents: {}", crate::client::readable(.0))]
     Status(#[source] kube::Error),
 }
 
@@ -651,7 +651,7 @@ async fn publish<P: Kind>(
         .publish(primary, type_, reason, action, Some(note))
         .await
     {
-        tracing::debug!(error = %e, "event not published");
+        tracing::debug!(error = %crate::client::readable(&e), "event not published");
     }
 }
 

@@ -648,7 +648,7 @@ where
                 // more per object, so it is only switched on once needed: the lenient stream
                 // relists once, and from then on bad objects are logged and skipped without
                 // disturbing the watch.
-                tracing::warn!(%url, error = %excerpt(&error), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
+                tracing::warn!(%url, error = %excerpt(&outage::with_cause(&error)), "an object could not be decoded; switching to lenient decoding (bad objects are skipped)");
                 listing.lenient = true;
                 watching.relist_because("an object did not decode: switching to lenient decoding");
                 stream = self.stream(&client, listing.lenient);
@@ -960,7 +960,7 @@ where
                 )
                 .await
             {
-                tracing::debug!(%error, "publishing the undecodable-object event failed");
+                tracing::debug!(error = %crate::client::readable(&error), "publishing the undecodable-object event failed");
             }
         });
     }
@@ -1060,7 +1060,7 @@ impl Watching {
         let delay = self.backoff.failed(error);
         let now = tokio::time::Instant::now();
         if backoff::is_gone(error) {
-            tracing::debug!(kind = %self.subject.kind, error = %excerpt(error), "410 Gone; relisting");
+            tracing::debug!(kind = %self.subject.kind, error = %excerpt(&outage::with_cause(error)), "410 Gone; relisting");
             if let Some(recovered) = self.lifecycle.gone(now) {
                 self.subject.report(&recovered, 0);
             }

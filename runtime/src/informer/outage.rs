@@ -170,16 +170,17 @@ impl Lifecycle {
     }
 }
 
-/// `error`'s text, with its root cause in parentheses when the text does not say it already
+/// `error`'s text (a client error in it [`readable`](crate::client::readable)), with its root
+/// cause in parentheses when the text does not say it already
 /// (kube's watch errors stop at "error reading a body from connection"; the cause says "stream
 /// closed because of a broken pipe", "connection refused", "the apiserver sent nothing for …").
 pub(super) fn with_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let text = error.to_string();
-    let mut root = error;
-    while let Some(source) = root.source() {
-        root = source;
-    }
-    let cause = root.to_string();
+    let text = crate::text::said(error);
+    let chain = crate::text::chain(error);
+    let cause = chain
+        .last()
+        .map(|root| crate::text::said(*root))
+        .unwrap_or_default();
     if cause.is_empty() || text.contains(&cause) {
         text
     } else {
@@ -422,7 +423,7 @@ mod tests {
         ));
         assert_eq!(
             with_cause(&error),
-            "failed to start watching object: ServiceError: connection refused"
+            "failed to start watching object: connection refused"
         );
         #[derive(Debug, thiserror::Error)]
         #[error("error reading a body from connection")]
@@ -435,8 +436,21 @@ mod tests {
             kube::runtime::watcher::Error::WatchFailed(kube::Error::Service(Box::new(broken)));
         assert_eq!(
             with_cause(&error),
-            "watch stream failed: ServiceError: error reading a body from connection (stream \
+            "watch stream failed: error reading a body from connection (stream \
              closed because of a broken pipe)"
+        );
+        // Issue 33, item 4: an apiserver answer was a `Status { .. }` dump.
+        let forbidden = kube::core::Status::failure(
+            "widgets.example.com is forbidden: User \"system:serviceaccount:a:b\" cannot watch",
+            "Forbidden",
+        )
+        .with_code(403);
+        let error =
+            kube::runtime::watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(forbidden)));
+        assert_eq!(
+            with_cause(&error),
+            "failed to start watching object: 403 Forbidden: widgets.example.com is forbidden: \
+             User \"system:serviceaccount:a:b\" cannot watch"
         );
     }
 

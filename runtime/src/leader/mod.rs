@@ -410,7 +410,7 @@ impl LeaderElector {
         match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
             Ok(Ok(held)) => held,
             Ok(Err(error)) => {
-                tracing::debug!(%error, lease = %self.config.lease_name, "leader election request failed");
+                tracing::debug!(error = %crate::client::readable(&error), lease = %self.config.lease_name, "leader election request failed");
                 if !matches!(error, kube::Error::Api(_)) {
                     self.reconnect();
                 }
@@ -526,9 +526,11 @@ impl LeaderElector {
                     tokio::time::timeout(self.config.attempt_timeout(), self.try_release());
                 match attempt.await {
                     Ok(Ok(released)) => return Ok(released),
-                    Ok(Err(kube::Error::Api(error))) => return Err(error.to_string()),
+                    Ok(Err(error @ kube::Error::Api(_))) => {
+                        return Err(crate::client::readable(&error).to_string());
+                    }
                     Ok(Err(error)) => {
-                        tracing::debug!(%error, "releasing the lease failed; retrying");
+                        tracing::debug!(error = %crate::client::readable(&error), "releasing the lease failed; retrying");
                         self.reconnect();
                     }
                     Err(_) => {

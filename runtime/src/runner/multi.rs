@@ -192,7 +192,7 @@ pub(super) async fn drive(
                     Some(Ok(Err(error))) => {
                         stats.failed();
                         let cancel_all = error_handler.as_ref().is_none_or(|h| h(&error));
-                        tracing::error!(%error, cancel_all, "runnable failed");
+                        tracing::error!(error = %crate::text::concise(error.as_ref()), cancel_all, "runnable failed");
                         cancel_all.then_some(RunnerError::Failed(error))
                     }
                     Some(Err(join_error)) => {

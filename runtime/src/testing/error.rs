@@ -44,7 +44,7 @@ pub enum TestingError {
         message: String,
     },
     /// A request to the apiserver failed.
-    #[error("{action}: {source}")]
+    #[error("{action}: {}", crate::client::readable(.source))]
     Api {
         /// What the harness was doing.
         action: String,

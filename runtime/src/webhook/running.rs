@@ -132,6 +132,8 @@ fn routes(
 /// dials.
 struct Plan {
     source: CertSource,
+    /// Where the certificate Secret is and how to move it, for an error that will not pass.
+    secret_hint: Option<String>,
     configurations: Configurations,
     manage: bool,
     /// The address and TLS server name the readiness check dials.
@@ -160,15 +162,22 @@ impl Plan {
             Some(WebhookEndpoint::Url(base)) => url_plan(base, local),
             None => url_plan("https://127.0.0.1", local),
         };
-        let secret_namespace = match (&options.secret, &options.endpoint) {
-            (Some((ns, _)), _) => ns.clone(),
-            (None, Some(WebhookEndpoint::Service(ns, _))) => ns.clone(),
-            (None, _) => client.default_namespace().to_owned(),
+        let (secret_namespace, origin) = match (&options.secret, &options.endpoint) {
+            (Some((ns, _)), _) => (ns.clone(), SecretOrigin::Given),
+            (None, Some(WebhookEndpoint::Service(ns, _))) => (ns.clone(), SecretOrigin::Service),
+            (None, _) => (
+                client.default_namespace().to_owned(),
+                SecretOrigin::ClientDefault,
+            ),
         };
         let secret_name = options.secret.as_ref().map_or_else(
             || format!("{}-webhook-cert", options.name),
             |(_, n)| n.clone(),
         );
+        let secret_hint = options
+            .cert_dir
+            .is_none()
+            .then(|| origin.hint(&secret_namespace, &secret_name));
         let source = match &options.cert_dir {
             Some(dir) => CertSource::Dir {
                 path: dir.clone(),
@@ -197,6 +206,7 @@ impl Plan {
         });
         Self {
             source,
+            secret_hint,
             configurations: Configurations {
                 name: options.name.clone(),
                 endpoint,
@@ -207,6 +217,48 @@ impl Plan {
             probe,
         }
     }
+}
+
+/// Where the namespace of the certificate Secret came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SecretOrigin {
+    /// `WebhookOptions::secret` (`--webhook-cert-secret`).
+    Given,
+    /// The namespace of the webhook Service.
+    Service,
+    /// The client's default namespace.
+    ClientDefault,
+}
+
+impl SecretOrigin {
+    /// Where Secret `namespace/name` is looked for and how to choose another place.
+    fn hint(self, namespace: &str, name: &str) -> String {
+        let why = match self {
+            Self::Given => "where --webhook-cert-secret (WebhookOptions::secret) put it",
+            Self::Service => {
+                "the namespace of the webhook Service (--webhook-service); no --webhook-cert-secret"
+            }
+            Self::ClientDefault => {
+                "the client's default namespace (the kubeconfig context's, in a cluster the pod's, \
+                 else `default`); no --webhook-cert-secret"
+            }
+        };
+        format!(
+            "the webhook certificate Secret {name} is kept in namespace {namespace}: {why}. \
+             Choose its place with --webhook-cert-secret NAMESPACE/NAME (env WEBHOOK_CERT_SECRET, \
+             WebhookOptions::secret in code), or let the operator get, create and update Secrets \
+             in {namespace}"
+        )
+    }
+}
+
+/// The webhook server cannot get its certificate and trying again will not help.
+#[derive(Debug, thiserror::Error)]
+#[error("webhook certificate unavailable: {}{}", crate::text::concise(.source), .hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default())]
+struct CertificateUnavailable {
+    source: super::certs::CertError,
+    /// Where the Secret is and how to move it, when the Secret is the problem.
+    hint: Option<String>,
 }
 
 /// The endpoint, certificate names and probe target of a URL base (`https://host[:port]`;
@@ -277,7 +329,7 @@ impl Runnable for WebhookRunnable {
             let Some((listener, server, plan, served, client)) = parts else {
                 return Err("the webhook server can only be run once".into());
             };
-            let Some(certs) = certificate(&plan.source, &client, &shutdown).await else {
+            let Some(certs) = certificate(&plan, &client, &shutdown).await? else {
                 return Ok(());
             };
             let tls = tokio_rustls::TlsAcceptor::from(certs.server_config());
@@ -323,23 +375,32 @@ impl Runnable for WebhookRunnable {
     }
 }
 
-/// Gets the serving certificate, retrying (transient API errors at start-up) until `shutdown`.
+/// Gets the serving certificate, retrying transient errors until `shutdown` (`None`); an error
+/// that will not pass by trying again (a `403` on the Secret) fails the webhook server, and so
+/// the manager, with where the Secret is and how to move it.
 async fn certificate(
-    source: &CertSource,
+    plan: &Plan,
     client: &Client,
     shutdown: &CancellationToken,
-) -> Option<ServingCerts> {
+) -> Result<Option<ServingCerts>, CertificateUnavailable> {
     let mut delay = Duration::from_millis(200);
     loop {
-        match ServingCerts::start(source.clone(), Some(client.clone())).await {
-            Ok(certs) => return Some(certs),
+        match ServingCerts::start(plan.source.clone(), Some(client.clone())).await {
+            Ok(certs) => return Ok(Some(certs)),
+            Err(source) if !source.is_transient() => {
+                let hint = matches!(source, super::certs::CertError::Secret { .. })
+                    .then(|| plan.secret_hint.clone())
+                    .flatten();
+                return Err(CertificateUnavailable { source, hint });
+            }
             Err(error) => {
-                tracing::error!(%error, retry_in = ?delay, "webhook certificate unavailable");
+                let error = crate::text::concise(&error);
+                tracing::error!(%error, retry_in = ?delay, "webhook certificate unavailable; retrying");
             }
         }
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
-            () = shutdown.cancelled() => return None,
+            () = shutdown.cancelled() => return Ok(None),
         }
         delay = (delay * 2).min(Duration::from_secs(30));
     }
@@ -410,6 +471,77 @@ async fn keep_configured(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn forbidden(namespace: &str, name: &str) -> super::super::certs::CertError {
+        let status = kube::core::Status::failure(
+            &format!(
+                "secrets \"{name}\" is forbidden: User \"dev\" cannot get resource \"secrets\" \
+                 in API group \"\" in the namespace \"{namespace}\""
+            ),
+            "Forbidden",
+        )
+        .with_code(403);
+        super::super::certs::CertError::Secret {
+            action: "get",
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source: Box::new(kube::Error::Api(Box::new(status))),
+        }
+    }
+
+    /// Issue 33: a local operator whose kubeconfig names no namespace looked for its
+    /// certificate Secret in `default` and retried its 403 forever, saying neither where nor how
+    /// to move it.
+    #[test]
+    fn a_refused_secret_should_fail_naming_the_secret_its_namespace_and_the_flag() {
+        let source = forbidden("default", "shop-webhook-cert");
+        assert!(!source.is_transient());
+        let error = CertificateUnavailable {
+            source,
+            hint: Some(SecretOrigin::ClientDefault.hint("default", "shop-webhook-cert")),
+        };
+        let text = error.to_string();
+        assert!(
+            text.starts_with(
+                "webhook certificate unavailable: get Secret default/shop-webhook-cert: \
+                 403 Forbidden: secrets \"shop-webhook-cert\" is forbidden: "
+            ),
+            "{text}"
+        );
+        for said in [
+            "kept in namespace default: the client's default namespace",
+            "--webhook-cert-secret NAMESPACE/NAME (env WEBHOOK_CERT_SECRET",
+            "get, create and update Secrets in default",
+        ] {
+            assert!(text.contains(said), "{said:?} in {text}");
+        }
+        assert!(!text.contains("Status {"), "{text}");
+    }
+
+    #[test]
+    fn only_refusals_and_bad_settings_should_stop_the_retries() {
+        use super::super::certs::CertError;
+        let status = |code| {
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("no", "Reason").with_code(code),
+            ))
+        };
+        let secret = |source| CertError::Secret {
+            action: "create",
+            namespace: "ns".to_owned(),
+            name: "cert".to_owned(),
+            source: Box::new(source),
+        };
+        for code in [400, 401, 403, 404, 422] {
+            assert!(!secret(status(code)).is_transient(), "{code}");
+        }
+        for code in [409, 429, 500, 503, 504] {
+            assert!(secret(status(code)).is_transient(), "{code}");
+        }
+        assert!(secret(kube::Error::Service("connection refused".into())).is_transient());
+        assert!(!CertError::NoClient.is_transient());
+        assert!(!CertError::Config("poll must not be zero".to_owned()).is_transient());
+    }
 
     #[test]
     fn url_plans_should_take_the_bound_port_unless_one_is_given() {

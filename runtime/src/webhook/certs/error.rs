@@ -14,10 +14,14 @@ pub enum CertError {
         #[source]
         source: rcgen::Error,
     },
-    /// Reading, creating or replacing the Secret failed.
-    #[error("{action} Secret {namespace}/{name}: {source}")]
+    /// Reading, creating or replacing the Secret failed: `get Secret ns/name: 403 Forbidden:
+    /// …`.
+    #[error(
+        "{action} Secret {namespace}/{name}: {}",
+        crate::client::readable(.source)
+    )]
     Secret {
-        /// `getting`, `creating` or `replacing`.
+        /// `get`, `create` or `replace`.
         action: &'static str,
         /// The Secret's namespace.
         namespace: String,
@@ -67,6 +71,23 @@ pub enum CertError {
 }
 
 impl CertError {
+    /// Whether trying again may succeed: an API error of the Secret other than a refusal (a
+    /// timeout, `429`, `5xx`, a connection), a lost race, a directory's files missing or caught
+    /// half written. Not: contradictory settings, no client, the apiserver refusing the request
+    /// (`400`, `401`, `403`, `404` for a missing namespace, `422`), a certificate that cannot
+    /// be generated or served.
+    #[must_use]
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Secret { source, .. } => !matches!(
+                source.as_ref(),
+                kube::Error::Api(status) if matches!(status.code, 400 | 401 | 403 | 404 | 422)
+            ),
+            Self::Contended { .. } | Self::Read { .. } | Self::Parse { .. } => true,
+            Self::Generate { .. } | Self::Tls(_) | Self::NoClient | Self::Config(_) => false,
+        }
+    }
+
     /// A closure turning rcgen's error into [`CertError::Generate`] for `what`.
     pub(super) fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> Self {
         move |source| Self::Generate { what, source }

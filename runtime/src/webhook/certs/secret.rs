@@ -212,14 +212,14 @@ async fn round(
     let Some(mut secret) = api
         .get_opt(&config.secret_name)
         .await
-        .map_err(failed("getting"))?
+        .map_err(failed("get"))?
     else {
         tracing::info!(secret = %place, "creating the webhook certificate Secret");
         let secret = new_secret(config, &ours()?);
         return match api.create(&PostParams::default(), &secret).await {
             Ok(created) => decode(&created, &place).map(Some),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
-            Err(e) => Err(failed("creating")(e)),
+            Err(e) => Err(failed("create")(e)),
         };
     };
     let write = match decode(&secret, &place) {
@@ -239,6 +239,6 @@ async fn round(
     {
         Ok(replaced) => decode(&replaced, &place).map(Some),
         Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(None),
-        Err(e) => Err(failed("replacing")(e)),
+        Err(e) => Err(failed("replace")(e)),
     }
 }
