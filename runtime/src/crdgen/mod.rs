@@ -47,11 +47,8 @@ use crate::crd::{MergeError, crds};
 /// What can go wrong in `crdgen`.
 #[derive(Debug, thiserror::Error)]
 pub enum CrdgenError {
-    /// The command line is not understood.
-    #[error(
-        "{0}\nusage: crdgen [--out DIR | --check DIR | --rbac | --deploy --image IMAGE | --all] \
-         [--name NAME] [--namespace NS] [--watch-namespace NS]"
-    )]
+    /// The command line is not understood (its text ends with the [`usage`]).
+    #[error("{0}\n\n{usage}", usage = usage())]
     Usage(String),
     /// Versions of a kind cannot be merged.
     #[error(transparent)]
@@ -179,6 +176,15 @@ enum Mode {
     Deploy,
 }
 
+/// What the command line asks for.
+#[derive(Debug, PartialEq, Eq)]
+enum Command {
+    /// `--help`: print the [`usage`].
+    Help,
+    /// Generate.
+    Run(Args),
+}
+
 /// The command line: a mode and the deploy options.
 #[derive(Debug, PartialEq, Eq)]
 struct Args {
@@ -216,7 +222,109 @@ pub fn rbac_yaml() -> Result<String, CrdgenError> {
     rbac_yaml_named(CLUSTER_ROLE)
 }
 
-fn parse_args(args: &[String]) -> Result<Args, CrdgenError> {
+/// What `crdgen` does, first in its [`usage`].
+const ABOUT: &str = "crdgen: prints, writes or checks the CRDs of every kind linked into this \
+                     binary, and the RBAC and deploy manifests of its controllers.";
+
+/// One line of crdgen's [`usage`] (and of the book's `crdgen` reference): what is typed, and
+/// what it does.
+pub(crate) struct Line {
+    /// As typed, such as `--out DIR`.
+    pub(crate) usage: &'static str,
+    /// What it does.
+    pub(crate) help: &'static str,
+}
+
+impl Line {
+    /// [`Line::usage`], or `(no mode)` for the default mode.
+    pub(crate) fn typed(&self) -> &'static str {
+        if self.usage.is_empty() {
+            "(no mode)"
+        } else {
+            self.usage
+        }
+    }
+}
+
+/// The modes, at most one per run (`--all` also goes with `--deploy`).
+pub(crate) const MODES: &[Line] = &[
+    Line {
+        usage: "",
+        help: "every CRD as multi-document YAML on stdout, sorted by name, byte-stable",
+    },
+    Line {
+        usage: "--out DIR",
+        help: "one file per CRD, DIR/<name>.yaml",
+    },
+    Line {
+        usage: "--check DIR",
+        help: "exit status 1 and a diff when a file in DIR is missing or out of date",
+    },
+    Line {
+        usage: "--rbac",
+        help: "the ClusterRole with the rules every controller and the webhook server need, \
+               named after the operator",
+    },
+    Line {
+        usage: "--deploy --image IMAGE",
+        help: "what a deploy needs besides the CRDs: Namespace, ServiceAccount, ClusterRole and \
+               binding, a Role and binding for the leader-election Lease, a Deployment and a \
+               metrics Service",
+    },
+    Line {
+        usage: "--all",
+        help: "the CRDs, then the ClusterRole; with --deploy: the CRDs, then the deploy manifests",
+    },
+];
+
+/// The options, with any mode.
+pub(crate) const OPTIONS: &[Line] = &[
+    Line {
+        usage: "--name NAME",
+        help: "the operator's name: names the ClusterRole, the deploy objects and the \
+               conversion webhook's Service (default: the crate's name)",
+    },
+    Line {
+        usage: "--namespace NS",
+        help: "the namespace the operator runs in (default: its name)",
+    },
+    Line {
+        usage: "--watch-namespace NS",
+        help: "the operator watches only NS: its rules become a Role there, and a ClusterRole \
+               only for cluster-scoped kinds",
+    },
+    Line {
+        usage: "-h, --help",
+        help: "print this help and exit",
+    },
+];
+
+/// What crdgen's exit status says.
+pub(crate) const EXIT_STATUS: &str = "0 on success, 1 when --check finds a file missing or out \
+                                      of date, 2 on a bad command line or an error";
+
+/// The text `crdgen --help` prints: every mode and option, one line each; a bad command line
+/// prints it after the complaint.
+#[must_use]
+pub fn usage() -> String {
+    let width = MODES
+        .iter()
+        .chain(OPTIONS)
+        .map(|line| line.typed().len())
+        .max()
+        .unwrap_or(0);
+    let mut text = format!("{ABOUT}\n\nUsage: crdgen [MODE] [OPTIONS]\n");
+    for (title, lines) in [("Modes (at most one)", MODES), ("Options", OPTIONS)] {
+        let _ = writeln!(text, "\n{title}:");
+        for line in lines {
+            let _ = writeln!(text, "  {:<width$}  {}", line.typed(), line.help);
+        }
+    }
+    let _ = writeln!(text, "\nExit status: {EXIT_STATUS}.");
+    text
+}
+
+fn parse_args(args: &[String]) -> Result<Command, CrdgenError> {
     let usage = |m: String| Err(CrdgenError::Usage(m));
     let mut parsed = Args {
         mode: Mode::Print,
@@ -240,6 +348,7 @@ fn parse_args(args: &[String]) -> Result<Args, CrdgenError> {
             }
         };
         match flag {
+            "-h" | "--help" => return Ok(Command::Help),
             "--out" => modes.push(Mode::Out(value()?.into())),
             "--check" => modes.push(Mode::Check(value()?.into())),
             "--rbac" => modes.push(Mode::Rbac),
@@ -264,7 +373,7 @@ fn parse_args(args: &[String]) -> Result<Args, CrdgenError> {
     if parsed.mode == Mode::Deploy && parsed.image.is_none() {
         return usage("--deploy needs --image IMAGE".to_owned());
     }
-    Ok(parsed)
+    Ok(Command::Run(parsed))
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CrdgenError + '_ {
@@ -298,7 +407,13 @@ pub fn run_named(
     default_name: Option<&str>,
     out: &mut String,
 ) -> Result<bool, CrdgenError> {
-    let args = parse_args(args)?;
+    let args = match parse_args(args)? {
+        Command::Help => {
+            out.push_str(&usage());
+            return Ok(true);
+        }
+        Command::Run(args) => args,
+    };
     let name = args
         .name
         .clone()
@@ -361,32 +476,36 @@ pub fn run_named(
             }
             Ok(true)
         }
-        Mode::Check(dir) => {
-            let mut ok = true;
-            for (name, yaml) in &files {
-                let path = dir.join(name);
-                let current = match std::fs::read_to_string(&path) {
-                    Ok(s) => s,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-                    Err(e) => return Err(io(&path)(e)),
-                };
-                let d = diff(name, &current, yaml);
-                if !d.is_empty() {
-                    ok = false;
-                    out.push_str(&d);
-                }
-            }
-            if !ok {
-                let _ = writeln!(
-                    out,
-                    "CRDs in {} are out of date; run crdgen --out {}",
-                    dir.display(),
-                    dir.display()
-                );
-            }
-            Ok(ok)
+        Mode::Check(dir) => check(&dir, &files, out),
+    }
+}
+
+/// `crdgen --check DIR`: whether every file of `files` in `dir` is current; a diff per stale
+/// one, and what to run, in `out`.
+fn check(dir: &Path, files: &[(String, String)], out: &mut String) -> Result<bool, CrdgenError> {
+    let mut ok = true;
+    for (name, yaml) in files {
+        let path = dir.join(name);
+        let current = match std::fs::read_to_string(&path) {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(io(&path)(e)),
+        };
+        let d = diff(name, &current, yaml);
+        if !d.is_empty() {
+            ok = false;
+            out.push_str(&d);
         }
     }
+    if !ok {
+        let _ = writeln!(
+            out,
+            "CRDs in {} are out of date; run crdgen --out {}",
+            dir.display(),
+            dir.display()
+        );
+    }
+    Ok(ok)
 }
 
 /// [`run_named`] without a default name.
@@ -450,10 +569,16 @@ pub use crate::__kubeforge_crdgen_main as main;
 mod tests {
     use super::*;
 
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
     #[test]
     fn parse_args_should_accept_the_modes_and_the_deploy_options() {
-        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let mode = |a: &[&str]| parse_args(&args(a)).ok().map(|p| p.mode);
+        let mode = |a: &[&str]| match parse_args(&args(a)) {
+            Ok(Command::Run(parsed)) => Some(parsed.mode),
+            _ => None,
+        };
         assert_eq!(mode(&[]), Some(Mode::Print));
         assert_eq!(mode(&["--out", "d"]), Some(Mode::Out("d".into())));
         assert_eq!(mode(&["--check=d"]), Some(Mode::Check("d".into())));
@@ -473,14 +598,90 @@ mod tests {
         .ok();
         assert_eq!(
             deploy,
-            Some(Args {
+            Some(Command::Run(Args {
                 mode: Mode::Deploy,
                 all: true,
                 name: Some("op".into()),
                 image: Some("i:1".into()),
                 namespace: None,
                 watch_namespace: Some("shop".into()),
-            })
+            }))
+        );
+    }
+
+    /// Issue 33, item 4: `crdgen --help` said "unexpected argument: --help" and exited 2.
+    #[test]
+    fn help_should_print_every_mode_and_option_and_succeed() {
+        for help in [&["--help"][..], &["-h"], &["--out", "d", "--help"]] {
+            let mut out = String::new();
+            assert!(run(&args(help), &mut out).unwrap(), "{help:?}");
+            assert_eq!(out, usage(), "{help:?}");
+        }
+        let usage = usage();
+        assert!(usage.starts_with("crdgen: "), "{usage}");
+        for line in MODES.iter().chain(OPTIONS) {
+            let shown = format!("  {:<22}  {}\n", line.typed(), line.help);
+            assert!(usage.contains(&shown), "{shown:?} in\n{usage}");
+        }
+    }
+
+    #[test]
+    fn a_bad_command_line_should_say_what_is_wrong_then_the_usage() {
+        let error = run(&args(&["--nope"]), &mut String::new()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("unexpected argument: --nope\n\n{}", usage())
+        );
+    }
+
+    /// The book's `crdgen` reference, from the lines `--help` prints.
+    fn reference() -> String {
+        let escape = crate::text::table_cell;
+        let mut page = String::from(
+            "<!-- generated by kubeforge's crdgen::tests::reference_page_should_be_current \
+             (runtime/src/crdgen/mod.rs); do not edit -->\n\
+             # `crdgen`\n\n\
+             `crdgen` prints, writes or checks the CRDs of every kind linked into the binary, and \
+             the RBAC and deploy manifests of its controllers. It is a one-line binary in the \
+             crate that defines your kinds, `src/bin/crdgen.rs`:\n\n\
+             ```rust,no_run\n\
+             fn main() -> std::process::ExitCode { kubeforge::crdgen::main!() }\n\
+             ```\n\n\
+             Run it with `cargo run --bin crdgen -- [MODE] [OPTIONS]`; `--help` prints the lists \
+             below.\n",
+        );
+        let sections = [
+            (
+                "Modes",
+                "At most one; `--all` also goes with `--deploy`.",
+                "mode",
+                MODES,
+            ),
+            ("Options", "With any mode.", "option", OPTIONS),
+        ];
+        for (title, intro, column, lines) in sections {
+            let _ = write!(
+                page,
+                "\n## {title}\n\n{intro}\n\n| {column} | effect |\n|---|---|\n"
+            );
+            for line in lines {
+                let typed = match line.usage {
+                    "" => "*(none)*".to_owned(),
+                    usage => format!("`{usage}`"),
+                };
+                let _ = writeln!(page, "| {typed} | {} |", escape(line.help));
+            }
+        }
+        let _ = writeln!(page, "\n## Exit status\n\n{}.", escape(EXIT_STATUS));
+        page
+    }
+
+    #[test]
+    fn reference_page_should_be_current() {
+        crate::text::check_generated(
+            "docs/src/reference/crdgen.md",
+            &reference(),
+            "crdgen::tests::reference_page_should_be_current",
         );
     }
 
