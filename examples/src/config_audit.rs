@@ -25,6 +25,7 @@ pub struct ConfigAudit {
     pub recorder: Arc<Recorder>,
 }
 
+// ANCHOR: watcher
 #[kubeforge::controller(for = ConfigMap, watcher, workers = 8, event_timeout = "30s", name = "config-audit")]
 impl ConfigAudit {
     async fn add(&self, cm: Arc<ConfigMap>, _ctx: &WatchContext) -> Result<(), kube::Error> {
@@ -60,6 +61,7 @@ impl ConfigAudit {
         Ok(())
     }
 }
+// ANCHOR_END: watcher
 
 impl ConfigAudit {
     async fn publish(&self, cm: &ConfigMap, reason: &str, note: String) -> Result<(), kube::Error> {

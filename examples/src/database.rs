@@ -7,7 +7,7 @@
 //! to one rolls them (the StatefulSet's template carries a digest of their data). The finalizer
 //! deletes the instances' volumes, which the StatefulSet leaves behind.
 
-// [readme-database]
+// ANCHOR: database
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -236,4 +236,4 @@ fn config_owner(cm: &ConfigMap, _: &Cache) -> Vec<ObjectKey> {
         .into_iter()
         .collect()
 }
-// [readme-database-end]
+// ANCHOR_END: database

@@ -2,6 +2,7 @@
 
 pub mod config_audit;
 pub mod database;
+pub mod guestbook;
 pub mod secret_mirror;
 pub mod secret_mirror_imperative;
 pub mod static_site;

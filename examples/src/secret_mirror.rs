@@ -101,7 +101,7 @@ pub enum MirrorError {
     Children(String),
 }
 
-// [controller]
+// ANCHOR: controller
 /// The SecretMirror controller, written with dependents.
 pub struct SecretMirrorController;
 
@@ -169,7 +169,7 @@ impl SecretMirrorController {
     }
 }
 
-// [controller-end]
+// ANCHOR_END: controller
 
 // What both versions share: the targets, the children, the status and the mappers.
 

@@ -1,8 +1,8 @@
 //! The SecretMirror operator of `secret_mirror.rs` written by hand, as a controller without
 //! dependents would be: the same targets, children, status and mappers (shared with the
 //! declarative version), with the applying, the ownership checks, the pruning, the conditions
-//! and the events written out. The README compares the two controllers' lengths; the
-//! integration test runs this one too.
+//! and the events written out. The book (docs/src/controllers.md) compares the two controllers'
+//! lengths; the integration test runs this one too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::secret_mirror::{
     reader_role, set_status, source, targets,
 };
 
-// [controller]
+// ANCHOR: controller
 /// The label naming which child of a mirror an object is.
 const CHILD: &str = "apps.kubeforge.dev/mirror-child";
 
@@ -209,4 +209,4 @@ where
     }
     Ok(())
 }
-// [controller-end]
+// ANCHOR_END: controller

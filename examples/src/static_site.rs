@@ -1,9 +1,9 @@
-//! `StaticSite`, the README's first operator, complete in this file (its `main` is
-//! `src/bin/static_site.rs`): each StaticSite becomes a ConfigMap holding its pages, owned by
-//! it; its status says whether the pages are published, with a phase, a `Ready` condition and
-//! the generation it reflects.
+//! `StaticSite`, the book's complete operator with a plain `reconcile` (docs/src/controllers.md),
+//! in this file (its `main` is `src/bin/static_site.rs`): each StaticSite becomes a ConfigMap
+//! holding its pages, owned by it; its status says whether the pages are published, with a
+//! phase, a `Ready` condition and the generation it reflects.
 
-// [readme-static-site]
+// ANCHOR: static_site
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +76,7 @@ impl StaticSiteController {
     ) -> Result<Action, BoxError> {
         let name = format!("{}-pages", site.name_any());
         // The name may be taken: a ConfigMap that does not name this site as its owner.
+        // ANCHOR: metadata_read
         let here = Lookup::scope(ctx.key().namespace.as_deref());
         let configmaps = ctx.cache().store::<PartialObjectMeta<ConfigMap>>(&here)?;
         let key = ObjectKey::namespaced(site.namespace().unwrap_or_default(), &name);
@@ -90,6 +91,7 @@ impl StaticSiteController {
             None => ctx.api::<ConfigMap>().get_metadata_opt(&name).await?,
         };
         let taken = found.is_some_and(|cm| !ours(&cm));
+        // ANCHOR_END: metadata_read
 
         let (phase, message) = if taken {
             (Phase::Blocked, format!("{name} exists and is not ours"))
@@ -125,4 +127,4 @@ impl StaticSiteController {
 
 /// The field manager of the operator's writes.
 const MANAGER: &str = "static-site-operator";
-// [readme-static-site-end]
+// ANCHOR_END: static_site

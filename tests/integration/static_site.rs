@@ -1,4 +1,4 @@
-//! The README's complete operator, StaticSite (`examples/src/static_site.rs`), against the real
+//! The book's complete operator, StaticSite (`examples/src/static_site.rs`), against the real
 //! apiserver: a site is published into its ConfigMap with its status (phase, observed
 //! generation, `Ready`); a site whose ConfigMap name another object holds is blocked until the
 //! name is free; the kind's CEL rule refuses an index that names no page.

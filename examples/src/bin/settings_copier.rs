@@ -1,6 +1,7 @@
 //! Copies the data of every ConfigMap labelled `copy=true` into an owned Secret `<name>-copy`:
-//! the runtime used by hand, without macros (this is the README's "runtime by hand" code).
+//! the runtime used by hand, without macros (the book's "runtime by hand" code).
 
+// ANCHOR: all
 use kubeforge::k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kubeforge::prelude::*;
 use kubeforge::{kube, serde_json};
@@ -45,3 +46,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     manager.add_controller(controller, Settings).run().await?; // until SIGTERM / ctrl-c
     Ok(())
 }
+// ANCHOR_END: all

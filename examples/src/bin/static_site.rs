@@ -1,6 +1,7 @@
 //! `cargo run --bin static-site`: the StaticSite operator (`src/static_site.rs`) with
 //! controller-runtime's command-line flags.
 
+// ANCHOR: all
 use kubeforge::cli::{self, or_exit};
 use kubeforge_examples::static_site::StaticSiteController;
 
@@ -12,3 +13,4 @@ async fn main() {
     let manager = or_exit(options.manager(client));
     or_exit(manager.controller(StaticSiteController).run().await);
 }
+// ANCHOR_END: all

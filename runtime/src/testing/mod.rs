@@ -4,7 +4,7 @@
 //! structural-schema validation, CEL rules, owner-reference garbage collection — cannot be mocked
 //! faithfully, so kubeforge's own tests (and your operator's) run against a real `kube-apiserver`,
 //! `etcd` and `kube-controller-manager` built from the upstream Go modules and started on loopback
-//! by `controlplane/run` (see the repository README).
+//! by `controlplane/run` (see the book's docs/src/repository.md).
 //!
 //! - [`ControlPlane::shared`] starts the plane, or reuses a running one, once per test binary.
 //! - [`TestNamespace::new`] gives a test a [`kube::Client`] and a fresh namespace, deleted when the

@@ -3,7 +3,7 @@
 //! finalizer is left behind) within a bound.
 //!
 //! Network faults go through [`kubeforge::testing::FaultProxy`], a TCP proxy between the operator
-//! and the apiserver that the test can black-hole. README's "Failure behaviour" lists every case
+//! and the apiserver that the test can black-hole. the book's "Failure behaviour" (docs/src/failures.md) lists every case
 //! with its measured time.
 //!
 //! - `finalizers`: one name deleted and created again in a tight loop, with and without the

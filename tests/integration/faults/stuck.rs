@@ -107,7 +107,7 @@ async fn a_reconcile_that_never_returns_should_be_cancelled_and_retried() {
     assert_eq!(
         kubeforge::controller::RECONCILE_TIMEOUT,
         Duration::from_secs(300),
-        "a default exists (documented in README)"
+        "a default exists (documented in the book)"
     );
     let ns = TestNamespace::new().await.unwrap();
     let hanging = Arc::new(Hanging {

@@ -1,0 +1,145 @@
+//! The book's tutorial (`docs/src/tutorial.md`), step by step, against the real apiserver: the
+//! Guestbook operator (`examples/src/guestbook.rs`) with its webhooks and its second version
+//! (its RBAC is the generated one, checked for every operator with webhooks by
+//! `faults::webhooks::the_operator_should_run_under_exactly_the_rbac_it_prints`). A Guestbook gets its page and `Ready`; an
+//! untitled one is titled by the defaulter (with a warning); an update that rewrites history is
+//! denied with the validator's message; one the markers forbid is refused by the apiserver; a v2
+//! object reads through v1 and keeps its v2-only `theme` across a v1 write.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Patch, PatchParams, PostParams};
+use kubeforge::crd::{ConditionStatus, READY};
+use kubeforge::manager::Manager;
+use kubeforge::testing::{TestNamespace, WebhookCleanup, apply_crds};
+use kubeforge::webhook::WebhookOptions;
+use kubeforge_examples::guestbook::{Guestbook, GuestbookController, v2};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::eventually;
+
+const CRD: &str = "guestbooks.tutorial.kubeforge.dev";
+
+#[tokio::test]
+async fn the_tutorials_operator_should_run_each_step_of_the_book() {
+    let ns = TestNamespace::new().await.unwrap();
+    let admin = ns.client();
+    let crds = kubeforge::crd::crds()
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.spec.group == "tutorial.kubeforge.dev");
+    apply_crds(&admin, crds, Duration::from_secs(30))
+        .await
+        .unwrap();
+    let name = format!("guestbook-{}", ns.name());
+    // Dropped last-but-one (before the namespace): no webhook of a stopped manager stays behind.
+    let _cleanup = WebhookCleanup::new(&ns, &name).conversion(CRD);
+    let webhooks = WebhookOptions::new(&name)
+        .port(0)
+        .url("https://127.0.0.1")
+        .secret(ns.name(), "webhook-cert")
+        .serve::<Guestbook>();
+    let manager = Manager::new(admin.clone())
+        .namespace(Some(ns.name().to_owned()))
+        .webhooks(webhooks)
+        .controller(GuestbookController);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+
+    // Step "A first operator": a Guestbook gets its page and Ready. An untitled one is titled
+    // after its name by the defaulter, once the webhooks are registered (until then the
+    // apiserver refuses it: the title has `min_length = 1`).
+    let books = ns.api::<Guestbook>();
+    let book: Guestbook = serde_json::from_value(json!({
+        "apiVersion": "tutorial.kubeforge.dev/v1", "kind": "Guestbook",
+        "metadata": { "name": "visitors" },
+        "spec": { "entries": ["hello"] },
+    }))
+    .unwrap();
+    let created = eventually(
+        "an untitled Guestbook admitted and defaulted",
+        Duration::from_secs(60),
+        async || books.create(&PostParams::default(), &book).await.ok(),
+    )
+    .await;
+    assert_eq!(created.spec.title, "visitors", "titled by the defaulter");
+    let pages = ns.api::<ConfigMap>();
+    let ready = async |entries: &str| {
+        eventually(
+            &format!("Ready with the page showing {entries:?}"),
+            Duration::from_secs(60),
+            async || {
+                let book = books.get("visitors").await.ok()?;
+                let status = book.status?;
+                let page = pages.get_opt("visitors-page").await.ok()??;
+                let text = page.data?.remove("index.md")?;
+                (status.observed_generation == book.metadata.generation
+                    && status.conditions.get(READY)?.status == ConditionStatus::True
+                    && text == format!("# visitors\n{entries}"))
+                .then_some(())
+            },
+        )
+        .await
+    };
+    ready("- hello\n").await;
+
+    // Step "A webhook": appending is allowed, rewriting history is denied with the message.
+    let append = json!({ "spec": { "entries": ["hello", "again"] } });
+    books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&append))
+        .await
+        .unwrap();
+    ready("- hello\n- again\n").await;
+    let rewrite = json!({ "spec": { "entries": ["goodbye"] } });
+    let denied = books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&rewrite))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        denied.contains("a guestbook is append-only"),
+        "the validator's message: {denied}"
+    );
+    // The markers, checked by the apiserver (and by `validate()` before sending).
+    let long = json!({ "spec": { "title": "x".repeat(65) } });
+    let refused = books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&long))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("spec.title"), "{refused}");
+
+    // Step "A second version": a v2 object reads through v1, and its theme survives a v1 write.
+    let fancy: v2::Guestbook = serde_json::from_value(json!({
+        "apiVersion": "tutorial.kubeforge.dev/v2", "kind": "Guestbook",
+        "metadata": { "name": "party" },
+        "spec": { "heading": "Party", "theme": "fancy" },
+    }))
+    .unwrap();
+    let v2_books = ns.api::<v2::Guestbook>();
+    eventually(
+        "a v2 create (the conversion configured)",
+        Duration::from_secs(60),
+        async || v2_books.create(&PostParams::default(), &fancy).await.ok(),
+    )
+    .await;
+    let as_v1 = books.get("party").await.unwrap();
+    assert_eq!(as_v1.spec.title, "Party");
+    let sign = json!({ "spec": { "entries": ["cake"] } });
+    books
+        .patch("party", &PatchParams::default(), &Patch::Merge(&sign))
+        .await
+        .unwrap();
+    let again = v2_books.get("party").await.unwrap();
+    assert_eq!(
+        (again.spec.heading.as_str(), again.spec.theme.as_str()),
+        ("Party", "fancy"),
+        "nothing lost through v1"
+    );
+    assert_eq!(again.spec.entries, ["cake"]);
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
