@@ -84,7 +84,8 @@
 //! - [`runner`]: `MultiRunner` (the manager's), `SingletonRunner`, `DynamicMultiRunner`.
 //! - [`webhook`]: admission webhooks (`Validator`, `Defaulter`) and conversion between the
 //!   versions of a kind, served by the manager over HTTPS with certificates it manages itself;
-//!   [`crd::migrate_storage`] for a storage-version change.
+//!   [`crd::migrate_storage`] for a storage-version change (a manager runs it on its own:
+//!   `Manager::storage_migration`).
 //!
 //! ## Cargo features
 //!

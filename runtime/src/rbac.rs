@@ -26,6 +26,7 @@
 //! assert_eq!(rules.len(), 3); // configmaps, configmaps/status, secrets
 //! ```
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
@@ -322,6 +323,53 @@ pub fn webhook_rules(
     (cluster, certificate)
 }
 
+/// What the manager's storage migration (`Manager::storage_migration`) does for the CRDs
+/// `crds` of the kinds it reconciles that have several versions: read and annotate the CRD (its
+/// progress), prune its `status.storedVersions`, and write the kind's objects back (`update`).
+/// Cluster-scoped but the kind's own rule, which follows the kind's scope. Empty when no CRD has
+/// several versions.
+pub fn migration_rules(crds: &[CustomResourceDefinition]) -> Rules {
+    let mut rules = Rules::new();
+    for crd in crds.iter().filter(|c| c.spec.versions.len() > 1) {
+        let Some(name) = crd.metadata.name.as_deref() else {
+            continue;
+        };
+        for resource in [
+            "customresourcedefinitions",
+            "customresourcedefinitions/status",
+        ] {
+            rules = rules.allow_named("apiextensions.k8s.io", resource, &["get", "patch"], &[name]);
+            rules
+                .cluster_scoped
+                .insert(("apiextensions.k8s.io".to_owned(), resource.to_owned()));
+        }
+        let kind = (crd.spec.group.clone(), crd.spec.names.plural.clone());
+        rules = rules.allow(&kind.0, &kind.1, &["list", "update"]);
+        if crd.spec.scope == "Cluster" {
+            rules.cluster_scoped.insert(kind);
+        }
+    }
+    rules
+}
+
+/// [`migration_rules`] of the registered CRDs that registered controllers reconcile or watch
+/// (their rules name the kind).
+pub fn registered_migration_rules() -> Rules {
+    let controllers = registered_rules();
+    let Ok(crds) = crate::crd::crds() else {
+        return Rules::new();
+    };
+    let reconciled: Vec<CustomResourceDefinition> = crds
+        .into_iter()
+        .filter(|c| {
+            controllers
+                .rules
+                .contains_key(&(c.spec.group.clone(), c.spec.names.plural.clone()))
+        })
+        .collect();
+    migration_rules(&reconciled)
+}
+
 /// [`webhook_rules`] of the kinds linked into this binary, merged.
 pub fn registered_webhook_rules() -> Rules {
     let (cluster, certificate) = webhook_rules(
@@ -337,7 +385,8 @@ pub fn registered_webhook_rules() -> Rules {
 pub fn cluster_role(name: &str) -> ClusterRole {
     let rules = registered_rules()
         .without(LEASES.0, LEASES.1)
-        .merge(registered_webhook_rules());
+        .merge(registered_webhook_rules())
+        .merge(registered_migration_rules());
     ClusterRole {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),

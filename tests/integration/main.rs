@@ -35,6 +35,7 @@ mod selectors;
 mod sharding;
 mod static_site;
 mod stores;
+mod upgrade;
 mod watcher;
 mod webapp;
 mod webhook_certs;

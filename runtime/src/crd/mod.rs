@@ -62,7 +62,7 @@ mod validate;
 
 pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
-pub use migrate::{Migration, migrate_storage};
+pub use migrate::{MigrateOptions, Migration, PROGRESS_ANNOTATION, migrate, migrate_storage};
 pub use registry::{MergeError, Registration, crds, merge_crds, registered};
 pub use structural::structural_schema;
 

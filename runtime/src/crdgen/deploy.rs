@@ -63,7 +63,9 @@ pub fn manifests_for(
         meta
     };
     let subject = json!([{ "kind": "ServiceAccount", "name": name, "namespace": namespace }]);
-    let rules = registered_rules().without("coordination.k8s.io", "leases");
+    let rules = registered_rules()
+        .without("coordination.k8s.io", "leases")
+        .merge(crate::rbac::registered_migration_rules());
     let (cluster_rules, namespaced_rules) = rules.split_by_scope();
 
     let mut out = vec![

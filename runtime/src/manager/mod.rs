@@ -61,6 +61,9 @@ mod crd;
 #[cfg(test)]
 pub(crate) use crd::established_metric;
 mod leading;
+mod migration;
+#[cfg(test)]
+pub(crate) use migration::reference as migration_reference;
 mod sharding;
 
 use leading::Leading;
@@ -94,6 +97,9 @@ pub struct Manager {
     shards: Option<(crate::shard::ShardConfig, Arc<crate::shard::Membership>)>,
     /// Watchers added (they are not sharded: shard mode refuses them).
     watchers: usize,
+    /// How the storage migration runs, `None` when it is off (see
+    /// [`Manager::storage_migration`]).
+    storage_migration: Option<crate::crd::MigrateOptions>,
 }
 
 /// Wires a declared controller to the manager's final wiring.
@@ -257,6 +263,7 @@ impl Manager {
             primary_kinds: Vec::new(),
             shards: None,
             watchers: 0,
+            storage_migration: Some(crate::crd::MigrateOptions::default()),
         }
     }
 
@@ -438,6 +445,18 @@ impl Manager {
         self
     }
 
+    /// How the kinds of the controllers and watchers with several versions are migrated to their
+    /// storage version (on the leader, when the CRD's `status.storedVersions` lists another one;
+    /// see [`crd::migrate`](crate::crd::migrate)); `None` turns it off (run
+    /// [`crd::migrate_storage`](crate::crd::migrate_storage) yourself then). On by default, 50
+    /// objects per second; a manager limited to a namespace migrates that namespace only and
+    /// leaves `storedVersions` as it is.
+    #[must_use]
+    pub fn storage_migration(mut self, options: Option<crate::crd::MigrateOptions>) -> Self {
+        self.storage_migration = options;
+        self
+    }
+
     /// With leader election, start the informers before leadership is won, so a new leader
     /// reconciles from a warm cache at once (costs a full cache on every standby replica).
     #[must_use]
@@ -606,10 +625,12 @@ impl Manager {
             .dynamic
             .take()
             .map(|d| Arc::new(d.exit_wait(self.shutdown_grace)) as Arc<dyn Runnable>);
+        let migration = self.storage_migration_runnable();
         let (elected, everywhere): (Vec<_>, Vec<_>) = std::mem::take(&mut self.runnables)
             .into_iter()
             .chain(wired)
             .chain(dynamic)
+            .chain(migration)
             .partition(|r| r.needs_leader_election());
         let elected = elected
             .into_iter()
@@ -644,6 +665,37 @@ impl Manager {
 }
 
 impl Manager {
+    /// The storage migration of the CRDs of this manager's kinds that have several versions in
+    /// this binary, unless it is off or there are none.
+    fn storage_migration_runnable(&self) -> Option<Arc<dyn Runnable>> {
+        let mut options = self.storage_migration.clone()?;
+        options.namespace.clone_from(&self.wiring.namespace);
+        let crds = match crate::crd::crds() {
+            Ok(crds) => crds,
+            Err(error) => {
+                tracing::warn!(%error, "no storage migration: the registered CRDs do not merge");
+                return None;
+            }
+        };
+        let names: Vec<String> = crds
+            .into_iter()
+            .filter(|c| c.spec.versions.len() > 1)
+            .filter(|c| {
+                self.primary_kinds
+                    .iter()
+                    .any(|(group, kind)| *group == c.spec.group && *kind == c.spec.names.kind)
+            })
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        (!names.is_empty()).then(|| {
+            Arc::new(migration::StorageMigration::new(
+                self.client.clone(),
+                names,
+                options,
+            )) as Arc<dyn Runnable>
+        })
+    }
+
     /// The kinds of this manager's controllers and watchers that have webhooks.
     fn primary_kinds_with_webhooks(&self) -> Vec<&'static str> {
         crate::webhook::registered()

@@ -130,6 +130,12 @@ mod tests {
                 "A replica of a sharded operator, and the sharder (the members' leader).",
                 shard(&client),
             ),
+            (
+                "Storage migration",
+                "The leader's migration of stored objects to their CRD's storage version \
+                 (`Manager::storage_migration`; label `crd`: the CRD's name).",
+                crate::manager::migration_reference(client.clone()),
+            ),
         ];
         #[cfg(feature = "webhooks")]
         sections.push((
