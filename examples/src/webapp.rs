@@ -332,6 +332,22 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The compatibility gate against the committed CRDs (their own previous release):
+    /// `cargo run --bin crdgen -- --compat examples/crds` finds nothing breaking.
+    #[test]
+    fn crdgen_compat_should_find_nothing_breaking_against_the_committed_crds() {
+        let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/crds").to_owned();
+        let mut out = String::new();
+        let passed = kubeforge::crdgen::run_named(
+            &["--compat".to_owned(), committed],
+            Some("kubeforge-examples"),
+            &mut out,
+        )
+        .unwrap();
+        assert!(passed, "{out}");
+        assert!(!out.contains("breaking:"), "{out}");
+    }
+
     #[test]
     fn webapp_should_serialize_with_api_version_and_kind() {
         let app = WebApp::new(

@@ -50,6 +50,8 @@ mod cel;
 #[path = "no_cel.rs"]
 mod cel;
 mod checks;
+#[cfg(feature = "crdgen")]
+pub mod compat;
 mod condition;
 pub mod conversion;
 mod kind;

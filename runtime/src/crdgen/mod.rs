@@ -13,6 +13,7 @@
 //! | `crdgen` | every CRD as multi-document YAML on stdout, sorted by name, byte-stable |
 //! | `crdgen --out DIR` | one file per CRD, `DIR/<name>.yaml` |
 //! | `crdgen --check DIR` | exit code 1 and a diff when a file in `DIR` is missing or out of date |
+//! | `crdgen --compat PREVIOUS` | the current CRDs against the released ones (a file or a directory, as `--out` writes), per CRD and version ([`crate::crd::compat`]); exit code 1 on a breaking change not accepted (`--accept FILE`, each entry with a reason); `--format json` for machines |
 //! | `crdgen --rbac` | the ClusterRole with the rules every `#[controller]` needs, named after the operator |
 //! | `crdgen --deploy --image IMAGE` | what a deploy needs besides the CRDs: Namespace, ServiceAccount, ClusterRole and binding, a Role and binding for the leader-election Lease, a Deployment (probes, metrics port, resource requests, restricted security context) and a metrics Service |
 //! | `crdgen --all` | the CRDs, then the ClusterRole (with `--deploy`: the CRDs, then the deploy manifests) |
@@ -32,8 +33,10 @@
 //! Every RBAC output (`--rbac`, `--all`, `--deploy`) grants what the operator does, its webhook
 //! server included ([`rbac::webhook_rules`](crate::rbac::webhook_rules)).
 
+mod compat;
 mod deploy;
 
+pub use compat::{read_accept, read_crds};
 pub use deploy::{DeployOptions, manifests};
 
 use std::fmt::Write as _;
@@ -70,6 +73,14 @@ pub enum CrdgenError {
         name: String,
         /// The serializer's error.
         source: serde_norway::Error,
+    },
+    /// A file read by `--compat` (the released CRDs, the accept list) is not what it should be.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where in the file.
+        message: String,
     },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
@@ -171,6 +182,7 @@ enum Mode {
     Print,
     Out(PathBuf),
     Check(PathBuf),
+    Compat(PathBuf),
     Rbac,
     All,
     Deploy,
@@ -195,6 +207,10 @@ struct Args {
     image: Option<String>,
     namespace: Option<String>,
     watch_namespace: Option<String>,
+    /// `--format` of `--compat`.
+    format: Option<compat::Format>,
+    /// `--accept FILE` of `--compat`.
+    accept: Option<PathBuf>,
 }
 
 /// The name of the ClusterRole `crdgen --rbac` prints when it is not told the operator's name.
@@ -261,6 +277,12 @@ pub(crate) const MODES: &[Line] = &[
         help: "exit status 1 and a diff when a file in DIR is missing or out of date",
     },
     Line {
+        usage: "--compat PREVIOUS",
+        help: "compare the CRDs with the released ones in PREVIOUS (a YAML file or a directory \
+               as --out writes it), per CRD and version: each finding breaking, needs-migration \
+               or safe, with its path and rule; exit status 1 on a breaking one not accepted",
+    },
+    Line {
         usage: "--rbac",
         help: "the ClusterRole with the rules every controller and the webhook server need, \
                named after the operator",
@@ -294,6 +316,17 @@ pub(crate) const OPTIONS: &[Line] = &[
                only for cluster-scoped kinds",
     },
     Line {
+        usage: "--format FORMAT",
+        help: "with --compat: text (the default: one line per finding, then a summary) or json \
+               (an array of findings)",
+    },
+    Line {
+        usage: "--accept FILE",
+        help: "with --compat: the deliberate breaks, a YAML list of entries with crd, rule, \
+               reason (required) and optionally version and path; accepted findings do not fail, \
+               entries that match nothing are reported as stale",
+    },
+    Line {
         usage: "-h, --help",
         help: "print this help and exit",
     },
@@ -301,7 +334,10 @@ pub(crate) const OPTIONS: &[Line] = &[
 
 /// What crdgen's exit status says.
 pub(crate) const EXIT_STATUS: &str = "0 on success, 1 when --check finds a file missing or out \
-                                      of date, 2 on a bad command line or an error";
+                                      of date or --compat a breaking change not accepted \
+                                      (needs-migration findings alone exit 0, printed with a \
+                                      closing NEEDS MIGRATION line), 2 on a bad command line or \
+                                      an error";
 
 /// The text `crdgen --help` prints: every mode and option, one line each; a bad command line
 /// prints it after the complaint.
@@ -333,6 +369,8 @@ fn parse_args(args: &[String]) -> Result<Command, CrdgenError> {
         image: None,
         namespace: None,
         watch_namespace: None,
+        format: None,
+        accept: None,
     };
     let mut modes = Vec::new();
     let mut rest = args.iter();
@@ -351,6 +389,9 @@ fn parse_args(args: &[String]) -> Result<Command, CrdgenError> {
             "-h" | "--help" => return Ok(Command::Help),
             "--out" => modes.push(Mode::Out(value()?.into())),
             "--check" => modes.push(Mode::Check(value()?.into())),
+            "--compat" => modes.push(Mode::Compat(value()?.into())),
+            "--format" => parsed.format = Some(compat::Format::parse(&value()?)?),
+            "--accept" => parsed.accept = Some(value()?.into()),
             "--rbac" => modes.push(Mode::Rbac),
             "--deploy" => modes.push(Mode::Deploy),
             "--all" => parsed.all = true,
@@ -365,8 +406,12 @@ fn parse_args(args: &[String]) -> Result<Command, CrdgenError> {
         (0, false) => Mode::Print,
         (0, true) => Mode::All,
         (1, _) => modes.remove(0),
-        _ => return usage("choose one of --out, --check, --rbac, --deploy".to_owned()),
+        _ => return usage("choose one of --out, --check, --compat, --rbac, --deploy".to_owned()),
     };
+    let compat_options = parsed.format.is_some() || parsed.accept.is_some();
+    if compat_options && !matches!(parsed.mode, Mode::Compat(_)) {
+        return usage("--format and --accept go with --compat".to_owned());
+    }
     if parsed.all && !matches!(parsed.mode, Mode::All | Mode::Deploy) {
         return usage("--all goes alone or with --deploy".to_owned());
     }
@@ -420,6 +465,11 @@ pub fn run_named(
         .or_else(|| default_name.map(str::to_owned))
         .unwrap_or_else(|| CLUSTER_ROLE.to_owned());
     let namespace = args.namespace.clone().unwrap_or_else(|| name.clone());
+    if let Mode::Compat(previous) = &args.mode {
+        let current = crds_for(&name, &namespace)?;
+        let format = args.format.unwrap_or_default();
+        return compat::run(previous, args.accept.as_deref(), format, &current, out);
+    }
     let files = render_for(&name, &namespace)?;
     let crds = |out: &mut String| {
         for (_, yaml) in &files {
@@ -477,6 +527,8 @@ pub fn run_named(
             Ok(true)
         }
         Mode::Check(dir) => check(&dir, &files, out),
+        // Answered above, before rendering.
+        Mode::Compat(_) => Ok(true),
     }
 }
 
@@ -605,6 +657,8 @@ mod tests {
                 image: Some("i:1".into()),
                 namespace: None,
                 watch_namespace: Some("shop".into()),
+                format: None,
+                accept: None,
             }))
         );
     }
@@ -682,6 +736,107 @@ mod tests {
             "docs/src/reference/crdgen.md",
             &reference(),
             "crdgen::tests::reference_page_should_be_current",
+        );
+    }
+
+    /// `--compat` through the entry point: the exit status (`Ok(false)` is 1, an error 2), the
+    /// accept list, stale entries and the JSON format.
+    #[test]
+    fn compat_should_fail_on_a_breaking_change_unless_it_is_accepted() {
+        let dir =
+            std::env::temp_dir().join(format!("kubeforge-crdgen-compat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A released CRD that this binary no longer generates.
+        let released = dir.join("gones.example.dev.yaml");
+        std::fs::write(
+            &released,
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  \
+             name: gones.example.dev\nspec:\n  group: example.dev\n  names:\n    kind: Gone\n    \
+             plural: gones\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    \
+             storage: true\n",
+        )
+        .unwrap();
+        let previous = released.to_string_lossy().into_owned();
+        let compat = |extra: &[&str], out: &mut String| {
+            let mut all = args(&["--compat", &previous]);
+            all.extend(args(extra));
+            run(&all, out)
+        };
+
+        let mut out = String::new();
+        assert!(!compat(&[], &mut out).unwrap(), "{out}");
+        assert!(
+            out.starts_with("breaking: gones.example.dev <crd>: crd-removed: "),
+            "{out}"
+        );
+        assert!(out.contains("\nFAILED: 1 breaking change(s)"), "{out}");
+
+        let mut out = String::new();
+        assert!(!compat(&["--format", "json"], &mut out).unwrap());
+        let findings: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(findings[0]["class"], "breaking");
+        assert_eq!(findings[0]["rule"], "crd-removed");
+        assert_eq!(findings[0]["crd"], "gones.example.dev");
+
+        let accept = dir.join("accept.yaml");
+        std::fs::write(
+            &accept,
+            "- crd: gones.example.dev\n  rule: crd-removed\n  reason: replaced by Went in 2.0\n\
+             - crd: gones.example.dev\n  version: v1\n  rule: field-removed\n  reason: old\n",
+        )
+        .unwrap();
+        let accept = accept.to_string_lossy().into_owned();
+        let mut out = String::new();
+        assert!(compat(&["--accept", &accept], &mut out).unwrap(), "{out}");
+        assert!(
+            out.starts_with(
+                "accepted breaking: gones.example.dev <crd>: crd-removed: the CRD is no longer"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("[reason: replaced by Went in 2.0]"), "{out}");
+        assert!(
+            out.contains("\nstale: gones.example.dev *: the accept list's entry for field-removed"),
+            "{out}"
+        );
+        assert!(!out.contains("FAILED"), "{out}");
+        let mut out = String::new();
+        assert!(compat(&["--accept", &accept, "--format=json"], &mut out).unwrap());
+        let findings: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(findings[0]["accepted"], "replaced by Went in 2.0");
+        assert_eq!(
+            findings.as_array().unwrap().last().unwrap()["rule"],
+            "stale-acceptance"
+        );
+
+        // Errors (exit status 2): an entry without a reason, a bad format, options without
+        // --compat, nothing to compare with.
+        std::fs::write(&accept, "- crd: gones.example.dev\n  rule: crd-removed\n").unwrap();
+        let error = compat(&["--accept", &accept], &mut String::new()).unwrap_err();
+        assert!(
+            error.to_string().contains("a reason is required"),
+            "{error}"
+        );
+        assert!(matches!(
+            compat(&["--format", "xml"], &mut String::new()),
+            Err(CrdgenError::Usage(_))
+        ));
+        let error = run(&args(&["--accept", &accept]), &mut String::new()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("--format and --accept go with --compat"),
+            "{error}"
+        );
+        let empty = dir.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let error = run(
+            &args(&["--compat", &empty.to_string_lossy()]),
+            &mut String::new(),
+        );
+        assert!(
+            matches!(error, Err(CrdgenError::Invalid { .. })),
+            "{error:?}"
         );
     }
 
