@@ -290,6 +290,7 @@ mod tests {
             names,
             [
                 "databases.apps.kubeforge.dev",
+                "guestbooks.tutorial.kubeforge.dev",
                 "secretmirrors.apps.kubeforge.dev",
                 "staticsites.apps.kubeforge.dev",
                 "webapps.apps.kubeforge.dev"
