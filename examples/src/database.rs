@@ -32,7 +32,10 @@ use kubeforge::serde_json::{from_value, json};
     printcolumn(name = "Version", json_path = ".spec.version", type = "string"),
     printcolumn(name = "Replicas", json_path = ".spec.replicas", type = "integer"),
     printcolumn(name = "Phase", json_path = ".status.phase", type = "string"),
-    printcolumn(name = "Age", json_path = ".metadata.creationTimestamp", type = "date")
+    printcolumn(name = "Age", json_path = ".metadata.creationTimestamp", type = "date"),
+    // The backup CronJob, `<name>-backup`, may have at most 52 characters.
+    admission_rule(cel = "object.metadata.name.size() <= 45",
+        message = "a Database's name has at most 45 characters")
 )]
 #[derive(Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -60,6 +60,88 @@ pub const RULE: Table<RuleAttrs> = Table {
     ],
 };
 
+/// `admission_rule(cel = "...", message = "...", message_expression = "...", reason = "...",
+/// operations = [..])`.
+#[derive(Default)]
+pub struct AdmissionRuleAttrs {
+    pub cel: Option<LitStr>,
+    pub message: Option<LitStr>,
+    pub message_expression: Option<LitStr>,
+    pub reason: Option<LitStr>,
+    pub operations: Option<Vec<LitStr>>,
+}
+
+pub const ADMISSION_RULE: Table<AdmissionRuleAttrs> = Table {
+    what: "admission_rule",
+    doc: "A rule the apiserver checks when the kind is written, through a \
+          `ValidatingAdmissionPolicy` (`admissionregistration.k8s.io/v1`) and its binding that \
+          `crdgen` prints next to the CRD: unlike `rule(..)`, it may read the object's \
+          `metadata`, the request (user, operation) and the namespace, and it needs no \
+          webhook. The variables are `object` and `oldObject` (the kind: `metadata`, `spec`, \
+          `status`; `oldObject` is `null` on a create, `object` on a delete), `request` \
+          (`operation`, `userInfo.username`, `userInfo.groups`, `name`, `namespace`, `dryRun`, \
+          ..) and `namespaceObject`. The rule and its message expression are parsed and \
+          type-checked at compile time: every field read from `object.spec`, \
+          `object.metadata`, `request` and the others must exist. \
+          `obj.validate_admission(&attributes)` evaluates the rules client-side (with the \
+          `cel` feature); rules that read `request.userInfo` need the user, rules that read \
+          `namespaceObject` are left to the apiserver.",
+    keys: &[
+        Key::required(
+            "cel",
+            Value::Str(|r: &mut AdmissionRuleAttrs, v| r.cel = Some(v)),
+            "an admission rule needs `cel = \"...\"`",
+        )
+        .doc("the rule, a CEL expression returning a bool (`object.metadata.name.size() <= 40`)"),
+        Key::new("message", Value::Str(|r: &mut AdmissionRuleAttrs, v| r.message = Some(v)))
+            .doc("the message when the rule fails (default: `failed expression: <rule>`)"),
+        Key::new(
+            "message_expression",
+            Value::Str(|r: &mut AdmissionRuleAttrs, v| r.message_expression = Some(v)),
+        )
+        .doc("a CEL expression returning the message (a string), type-checked like the rule"),
+        Key::new("reason", Value::Str(|r: &mut AdmissionRuleAttrs, v| r.reason = Some(v))).doc(
+            "the refusal's reason (and HTTP code): `Invalid` (default, 422), `Forbidden` (403), `Unauthorized` (401) or `RequestEntityTooLarge` (413)",
+        ),
+        Key::new(
+            "operations",
+            Value::StrList(|r: &mut AdmissionRuleAttrs, v| r.operations = Some(v)),
+        )
+        .doc("the operations the rule checks: `\"CREATE\"`, `\"UPDATE\"`, `\"DELETE\"` (default: `[\"UPDATE\"]` for a rule that reads `oldObject`, else `[\"CREATE\", \"UPDATE\"]`)"),
+    ],
+};
+
+/// `admission_policy(failure_policy = "..", validation_actions = [..], namespace_selector = "..")`.
+#[derive(Default)]
+pub struct AdmissionPolicyAttrs {
+    pub failure_policy: Option<LitStr>,
+    pub validation_actions: Option<Vec<LitStr>>,
+    pub namespace_selector: Option<LitStr>,
+}
+
+pub const ADMISSION_POLICY: Table<AdmissionPolicyAttrs> = Table {
+    what: "admission_policy",
+    doc: "The settings of the `ValidatingAdmissionPolicy` and binding generated from the \
+          kind's `admission_rule(..)`s (named `<plural>.<group>`).",
+    keys: &[
+        Key::new(
+            "failure_policy",
+            Value::Str(|p: &mut AdmissionPolicyAttrs, v| p.failure_policy = Some(v)),
+        )
+        .doc("`\"Fail\"` (default) or `\"Ignore\"`: what the apiserver does when a rule cannot be evaluated"),
+        Key::new(
+            "validation_actions",
+            Value::StrList(|p: &mut AdmissionPolicyAttrs, v| p.validation_actions = Some(v)),
+        )
+        .doc("what a failed rule does: `\"Deny\"` (default), `\"Warn\"`, `\"Audit\"` (`Deny` and `Warn` not together)"),
+        Key::new(
+            "namespace_selector",
+            Value::Str(|p: &mut AdmissionPolicyAttrs, v| p.namespace_selector = Some(v)),
+        )
+        .doc("the binding checks only objects in namespaces with these labels, in `kubectl -l` syntax (`\"!example.com/unchecked\"`; checked at compile time; namespaced kinds only)"),
+    ],
+};
+
 /// `printcolumn(name = .., json_path = .., type = .., format = .., description = .., priority = ..,
 /// unchecked)`.
 #[derive(Default)]
@@ -330,6 +412,8 @@ pub struct KindAttrs {
     pub printcolumns: Vec<PrintColumnAttrs>,
     pub scale: Option<Keyed<ScaleAttrs>>,
     pub rules: Vec<RuleAttrs>,
+    pub admission_rules: Vec<AdmissionRuleAttrs>,
+    pub admission_policy: Option<Keyed<AdmissionPolicyAttrs>>,
     pub selectable_fields: Vec<SelectableFieldAttrs>,
     pub labels: Vec<KeyValueAttrs>,
     pub annotations: Vec<KeyValueAttrs>,
@@ -405,6 +489,23 @@ pub const KIND: Table<KindAttrs> = Table {
         )
         .syntax("`(..)`")
         .doc("a CEL rule on the spec (`self` is the spec): see `rule(..)`"),
+        Key::repeatable(
+            "admission_rule",
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
+                keys::push_nested(&mut k.admission_rules, meta, &ADMISSION_RULE, e)
+            }),
+        )
+        .syntax("`(..)`")
+        .doc("a rule of the kind's ValidatingAdmissionPolicy (it may read `metadata`, the request and the namespace): see `admission_rule(..)`"),
+        Key::new(
+            "admission_policy",
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
+                k.admission_policy = Some(keys::nested(meta, &ADMISSION_POLICY, e)?);
+                Ok(())
+            }),
+        )
+        .syntax("`(..)`")
+        .doc("the settings of that policy and its binding: see `admission_policy(..)`"),
         Key::repeatable(
             "selectable_field",
             Value::Custom(|k: &mut KindAttrs, meta, e| {

@@ -8,6 +8,7 @@
 //! checks, `expand/paths.rs` emits the compile-time JSONPath resolution, and `expand/root.rs`
 //! the root type of a kind with its impls.
 
+mod admission;
 mod markers;
 mod paths;
 mod root;

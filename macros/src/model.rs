@@ -6,8 +6,8 @@ use proc_macro2::Span;
 use syn::{LitStr, Type};
 
 use crate::attrs::{
-    DeprecatedAttrs, KeyValueAttrs, KindAttrs, PrintColumnAttrs, RuleAttrs, ScaleAttrs,
-    SchemaAttrs, SelectableFieldAttrs,
+    AdmissionPolicyAttrs, AdmissionRuleAttrs, DeprecatedAttrs, KeyValueAttrs, KindAttrs,
+    PrintColumnAttrs, RuleAttrs, ScaleAttrs, SchemaAttrs, SelectableFieldAttrs,
 };
 pub use crate::attrs::{OneOf, OneOfKind};
 use crate::errors::Errors;
@@ -15,6 +15,7 @@ use crate::keys::Keyed;
 pub use jsonpath::{ColumnStep, Filter, Operand, parse_column_path};
 
 mod jsonpath;
+pub mod reads;
 pub mod selector;
 
 /// The scope of a kind.
@@ -38,6 +39,10 @@ pub struct Kind {
     pub printcolumns: Vec<PrintColumn>,
     pub scale: Option<Scale>,
     pub rules: Vec<Rule>,
+    /// `admission_rule(..)`: the rules of the kind's ValidatingAdmissionPolicy.
+    pub admission_rules: Vec<AdmissionRule>,
+    /// `admission_policy(..)`, defaults applied.
+    pub admission_policy: AdmissionPolicy,
     pub selectable_fields: Vec<JsonPath>,
     pub labels: Vec<KeyValue>,
     pub annotations: Vec<KeyValue>,
@@ -301,6 +306,142 @@ impl Rule {
     }
 }
 
+/// An `admission_rule(..)`, defaults applied.
+pub struct AdmissionRule {
+    pub cel: LitStr,
+    pub message: Option<LitStr>,
+    pub message_expression: Option<LitStr>,
+    /// `Invalid`, `Forbidden`, `Unauthorized` or `RequestEntityTooLarge`.
+    pub reason: String,
+    /// `CREATE`, `UPDATE` and/or `DELETE`, in that order.
+    pub operations: Vec<String>,
+}
+
+/// The operations an admission rule may check, in the order the policy lists them.
+pub const ADMISSION_OPERATIONS: &[&str] = &["CREATE", "UPDATE", "DELETE"];
+
+impl AdmissionRule {
+    /// `None` without `cel` (already reported by the parser).
+    fn from_attrs(attrs: AdmissionRuleAttrs, errors: &mut Errors) -> Option<Self> {
+        let cel = attrs.cel?;
+        let reason = choice(
+            attrs.reason,
+            &[
+                "Invalid",
+                "Forbidden",
+                "Unauthorized",
+                "RequestEntityTooLarge",
+            ],
+            "Invalid",
+            errors,
+        );
+        let operations = match attrs.operations {
+            Some(lits) => admission_operations(&lits, errors),
+            // A rule that reads `oldObject` fails on a create, where it is `null`.
+            None if reads::reads(&cel.value())
+                .unwrap_or_default()
+                .iter()
+                .any(|r| r.split('.').next() == Some("oldObject")) =>
+            {
+                vec!["UPDATE".to_owned()]
+            }
+            None => vec!["CREATE".to_owned(), "UPDATE".to_owned()],
+        };
+        Some(AdmissionRule {
+            cel,
+            message: attrs.message,
+            message_expression: attrs.message_expression,
+            reason,
+            operations,
+        })
+    }
+}
+
+/// `operations = [..]`: known, each once, at least one; in [`ADMISSION_OPERATIONS`] order.
+fn admission_operations(lits: &[LitStr], errors: &mut Errors) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for lit in lits {
+        let op = lit.value();
+        if !ADMISSION_OPERATIONS.contains(&op.as_str()) {
+            errors.spanned(lit, "expected one of \"CREATE\", \"UPDATE\", \"DELETE\"");
+        } else if seen.contains(&op) {
+            errors.spanned(lit, format!("`{op}` is named twice"));
+        } else {
+            seen.push(op);
+        }
+    }
+    if lits.is_empty() {
+        errors.at(
+            Span::call_site(),
+            "`operations` needs at least one of \"CREATE\", \"UPDATE\", \"DELETE\"",
+        );
+    }
+    ADMISSION_OPERATIONS
+        .iter()
+        .filter(|op| seen.iter().any(|s| s == *op))
+        .map(|op| (*op).to_owned())
+        .collect()
+}
+
+/// `admission_policy(..)`, defaults applied.
+pub struct AdmissionPolicy {
+    /// The key, when written (an error without `admission_rule`s).
+    pub key: Option<Span>,
+    /// `Fail` or `Ignore`.
+    pub failure_policy: String,
+    /// `Deny`, `Warn`, `Audit`.
+    pub validation_actions: Vec<String>,
+    pub namespace_selector: Option<(LitStr, selector::Selector)>,
+}
+
+impl AdmissionPolicy {
+    fn from_attrs(attrs: Option<Keyed<AdmissionPolicyAttrs>>, errors: &mut Errors) -> Self {
+        let key = attrs.as_ref().map(|a| a.key);
+        let attrs = attrs.map(|a| a.value).unwrap_or_default();
+        let mut actions: Vec<String> = Vec::new();
+        for lit in attrs.validation_actions.iter().flatten() {
+            let action = choice(Some(lit.clone()), &["Deny", "Warn", "Audit"], "", errors);
+            if actions.contains(&action) {
+                errors.spanned(lit, format!("`{action}` is named twice"));
+            } else if action == "Warn" && actions.iter().any(|a| a == "Deny")
+                || action == "Deny" && actions.iter().any(|a| a == "Warn")
+            {
+                errors.spanned(
+                    lit,
+                    "`Deny` and `Warn` do not go together (the apiserver refuses the binding): a denied request already returns the message",
+                );
+            } else if !action.is_empty() {
+                actions.push(action);
+            }
+        }
+        if actions.is_empty() {
+            if attrs.validation_actions.as_ref().is_some_and(Vec::is_empty) {
+                errors.at(
+                    key.unwrap_or_else(Span::call_site),
+                    "`validation_actions` needs at least one of \"Deny\", \"Warn\", \"Audit\"",
+                );
+            }
+            actions.push("Deny".to_owned());
+        }
+        let namespace_selector =
+            attrs
+                .namespace_selector
+                .and_then(|lit| match selector::parse(&lit.value()) {
+                    Ok(parsed) => Some((lit, parsed)),
+                    Err(message) => {
+                        errors.spanned(&lit, message);
+                        None
+                    }
+                });
+        AdmissionPolicy {
+            key,
+            failure_policy: choice(attrs.failure_policy, &["Fail", "Ignore"], "Fail", errors),
+            validation_actions: actions,
+            namespace_selector,
+        }
+    }
+}
+
 /// `exactly_one_of`, `at_most_one_of`, `at_least_one_of` (read in `attrs.rs`) as the schema marker
 /// the structural pass turns into a CEL rule (`[has(self.a), has(self.b)].filter(x, x).size() ==
 /// 1`, with a message that names the fields).
@@ -390,6 +531,12 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
             .collect(),
         scale: attrs.scale.and_then(Scale::from_attrs),
         rules: rules(attrs.rules),
+        admission_rules: attrs
+            .admission_rules
+            .into_iter()
+            .filter_map(|a| AdmissionRule::from_attrs(a, errors))
+            .collect(),
+        admission_policy: AdmissionPolicy::from_attrs(attrs.admission_policy, errors),
         selectable_fields: attrs
             .selectable_fields
             .into_iter()

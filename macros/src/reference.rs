@@ -166,6 +166,16 @@ fn custom_resource() -> String {
         ("scale", attrs::SCALE.doc, keys_of(&attrs::SCALE)),
         ("rule", attrs::RULE.doc, keys_of(&attrs::RULE)),
         (
+            "admission_rule",
+            attrs::ADMISSION_RULE.doc,
+            keys_of(&attrs::ADMISSION_RULE),
+        ),
+        (
+            "admission_policy",
+            attrs::ADMISSION_POLICY.doc,
+            keys_of(&attrs::ADMISSION_POLICY),
+        ),
+        (
             "selectable_field",
             attrs::SELECTABLE_FIELD.doc,
             keys_of(&attrs::SELECTABLE_FIELD),

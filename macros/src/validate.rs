@@ -163,6 +163,50 @@ pub fn rules(rules: &[Rule], errors: &mut Errors) {
     crate::cel::check_untyped(rules, errors);
 }
 
+/// The `admission_rule(..)`s and `admission_policy(..)` of a kind whose spec struct `spec` has
+/// `fields`: the rules parse and read only what exists (see `cel::check_admission`).
+pub fn admission(kind: &Kind, fields: &[Field], spec: &syn::Ident, errors: &mut Errors) {
+    for rule in &kind.admission_rules {
+        if rule.cel.value().trim().is_empty() {
+            errors.spanned(&rule.cel, "the CEL expression is empty");
+        } else if let Err(message) = crate::cel::check(&rule.cel.value()) {
+            errors.spanned(&rule.cel, format!("CEL rule does not parse: {message}"));
+        }
+        if let Some(expr) = &rule.message_expression
+            && let Err(message) = crate::cel::check(&expr.value())
+        {
+            errors.spanned(
+                expr,
+                format!("CEL message expression does not parse: {message}"),
+            );
+        }
+    }
+    let policy = &kind.admission_policy;
+    if let Some(key) = policy.key
+        && kind.admission_rules.is_empty()
+    {
+        errors.at(
+            key,
+            "`admission_policy(..)` sets the policy of the kind's `admission_rule(..)`s, but it has none",
+        );
+    }
+    if let Some((lit, _)) = &policy.namespace_selector
+        && kind.scope == crate::model::Scope::Cluster
+    {
+        errors.spanned(
+            lit,
+            "a cluster-scoped kind has no namespace: leave `namespace_selector` out",
+        );
+    }
+    crate::cel::check_admission(
+        &kind.admission_rules,
+        &kind.kind.value(),
+        fields,
+        spec,
+        errors,
+    );
+}
+
 /// The kind options.
 pub fn kind(kind: &Kind, errors: &mut Errors) {
     names(kind, errors);

@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admission_policies;
 mod cel;
 mod cli;
 mod client;

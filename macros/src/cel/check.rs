@@ -15,11 +15,13 @@
 
 use std::rc::Rc;
 
-use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, SelectExpr,
+};
 
 use super::functions::{self, FUNCTIONS, NAMESPACES, TYPE_NAMES, TYPE_ROOTS};
 use super::show::{described, show};
-use super::types::{Fix, Hint, Kind, Size, Ty};
+use super::types::{Fix, Hint, Kind, Object, Size, Ty};
 use super::unescape;
 
 /// The largest estimated cost of one expression (`StaticEstimatedCostLimit`,
@@ -36,18 +38,41 @@ const STRUCT_CREATE_BASE_COST: u64 = 40;
 /// k8s.io/apiserver/pkg/cel/limits.go: the regex size of a named format (`validate`).
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
 
-/// The variables of a rule.
+/// The variables of an expression, and how strictly fields of known structs are read.
 pub struct Env {
-    pub self_ty: Ty,
-    /// `optional_old_self`: `oldSelf` is an optional.
-    pub optional_old_self: bool,
+    /// `(name, type, path)`: `path` when the value is read from the object (the schema bounds
+    /// its size).
+    vars: Vec<(String, Ty, bool)>,
+    /// Reading a field a closed struct does not have is an error (admission rules; the
+    /// fields of `self` in a CRD rule are reported by `validate::rule_fields`).
+    pub strict_fields: bool,
 }
 
 impl Env {
+    /// A CRD rule: `self` of type `self_ty`, `oldSelf` (an optional with `optional_old_self`).
     pub fn new(self_ty: Ty, optional_old_self: bool) -> Self {
+        let old_self = if optional_old_self {
+            Ty {
+                kind: Kind::Optional(Box::new(self_ty.strip())),
+                size: Size::default(),
+            }
+        } else {
+            self_ty.clone()
+        };
         Env {
-            self_ty,
-            optional_old_self,
+            vars: vec![
+                ("self".to_owned(), self_ty, true),
+                ("oldSelf".to_owned(), old_self, !optional_old_self),
+            ],
+            strict_fields: false,
+        }
+    }
+
+    /// An expression with these variables, reading fields strictly.
+    pub fn with_vars(vars: Vec<(String, Ty)>) -> Self {
+        Env {
+            vars: vars.into_iter().map(|(n, t)| (n, t, true)).collect(),
+            strict_fields: true,
         }
     }
 }
@@ -68,28 +93,18 @@ pub struct Report {
 
 /// Type-checks `expr` and estimates its cost; a cost above [`COST_LIMIT`] is an error.
 pub fn check(expr: &IdedExpr, env: &Env, what: What) -> Report {
-    let old_self = if env.optional_old_self {
-        Ty {
-            kind: Kind::Optional(Box::new(env.self_ty.strip())),
-            size: Size::default(),
-        }
-    } else {
-        env.self_ty.clone()
-    };
     let mut checker = Checker {
         what,
-        scopes: vec![
-            Var {
-                name: "self".to_owned(),
-                ty: env.self_ty.clone(),
-                path: true,
-            },
-            Var {
-                name: "oldSelf".to_owned(),
-                ty: old_self,
-                path: !env.optional_old_self,
-            },
-        ],
+        scopes: env
+            .vars
+            .iter()
+            .map(|(name, ty, path)| Var {
+                name: name.clone(),
+                ty: ty.clone(),
+                path: *path,
+            })
+            .collect(),
+        strict_fields: env.strict_fields,
         errors: Vec::new(),
         hints: Vec::new(),
         accumulators: Vec::new(),
@@ -165,6 +180,8 @@ struct Var {
 struct Checker {
     what: What,
     scopes: Vec<Var>,
+    /// See [`Env::strict_fields`].
+    strict_fields: bool,
     errors: Vec<String>,
     /// The missing bounds the estimate used.
     hints: Vec<Rc<Hint>>,
@@ -448,19 +465,7 @@ impl Checker {
         match &e.expr {
             Expr::Literal(lit) => literal(lit),
             Expr::Ident(name) => self.ident(name),
-            Expr::Select(s) if s.test => {
-                let op = self.visit(&s.operand);
-                if !self.has_fields(&op.ty) {
-                    let subject = self.subject();
-                    self.error(format!(
-                        "{subject} tests `{}`, but {} has no fields",
-                        show(e),
-                        described(&s.operand, &op.ty)
-                    ));
-                }
-                // Kubernetes does not charge presence tests (`PresenceTestHasCost(false)`).
-                Out::value(Kind::Bool, op.cost)
-            }
+            Expr::Select(s) if s.test => self.presence_test(e, s),
             Expr::Select(s) => {
                 if let Some(q) = qualified_name(&s.operand)
                     && !self.declared(root(&q))
@@ -479,7 +484,10 @@ impl Checker {
                     Kind::Object(o) => match o.fields.get(&unescape(&s.field)) {
                         Some(t) => Out::derived(t.clone(), cost, op.path),
                         // Unknown fields of `self` are reported with the struct's JSON fields.
-                        None => Out::value(Kind::Dyn, cost),
+                        None => {
+                            self.unknown_field(e, o, &s.field);
+                            Out::value(Kind::Dyn, cost)
+                        }
                     },
                     _ if self.has_fields(&op.ty) => Out::value(Kind::Dyn, cost),
                     _ => {
@@ -541,6 +549,48 @@ impl Checker {
             Expr::Comprehension(c) => self.comprehension(c),
             Expr::Unspecified => Out::value(Kind::Dyn, 0),
         }
+    }
+
+    /// `has(x.f)`: a bool; `x` must have fields (and, with strict fields, `f`).
+    fn presence_test(&mut self, e: &IdedExpr, s: &SelectExpr) -> Out {
+        let op = self.visit(&s.operand);
+        if let Kind::Object(o) = &op.ty.kind
+            && !o.fields.contains_key(&unescape(&s.field))
+        {
+            self.unknown_field(e, o, &s.field);
+        }
+        if !self.has_fields(&op.ty) {
+            let subject = self.subject();
+            self.error(format!(
+                "{subject} tests `{}`, but {} has no fields",
+                show(e),
+                described(&s.operand, &op.ty)
+            ));
+        }
+        // Kubernetes does not charge presence tests (`PresenceTestHasCost(false)`).
+        Out::value(Kind::Bool, op.cost)
+    }
+
+    /// With [`Env::strict_fields`], reading `field` of the closed struct `o` is an error that
+    /// lists its fields (or names the one it misspells).
+    fn unknown_field(&mut self, e: &IdedExpr, o: &Object, field: &str) {
+        if !self.strict_fields || o.open {
+            return;
+        }
+        let field = unescape(field);
+        let names: Vec<&str> = o.fields.keys().map(String::as_str).collect();
+        let hint = crate::errors::did_you_mean(&field, &names);
+        let hint = if hint.is_empty() {
+            format!(" (its fields: {})", names.join(", "))
+        } else {
+            hint
+        };
+        let subject = self.subject();
+        self.error(format!(
+            "{subject} reads `{}`, but `{}` has no field `{field}`{hint}",
+            show(e),
+            o.name
+        ));
     }
 
     /// Whether selecting a field of a value of type `ty` may type-check.

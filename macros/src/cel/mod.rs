@@ -8,6 +8,7 @@
 //! (every rule, in `validate::rules`), and with the type of the struct or field they are on
 //! ([`check_struct`], [`check_field`]), which reports only what the first pass did not.
 
+mod admission;
 mod check;
 #[cfg(test)]
 mod check_tests;
@@ -23,7 +24,7 @@ use types::Ty;
 
 use crate::errors::Errors;
 use crate::fields::Field;
-use crate::model::Rule;
+use crate::model::{AdmissionRule, Rule};
 
 /// Parses `source` as a CEL expression; the error names line, column and problem.
 pub fn check(source: &str) -> Result<(), String> {
@@ -194,6 +195,36 @@ pub fn check_field(field: &Field, errors: &mut Errors) {
         return;
     }
     check_typed(&field.markers.rules, &types::of_field(field), errors);
+}
+
+/// Checks the `admission_rule(..)`s of the kind `kind` whose spec struct has `fields`: every
+/// variable and every field read from a known struct must exist (`object.spec.x` against the
+/// spec, `object.metadata.x` against `ObjectMeta`, `request.x`), types and cost as for CRD
+/// rules. Rules that do not parse are reported elsewhere.
+pub fn check_admission(
+    rules: &[AdmissionRule],
+    kind: &str,
+    fields: &[Field],
+    spec: &syn::Ident,
+    errors: &mut Errors,
+) {
+    if rules.is_empty() {
+        return;
+    }
+    let spec_ty = types::of_struct(&spec.to_string(), fields);
+    let env = Env::with_vars(admission::vars(kind, spec_ty));
+    for rule in rules {
+        let expressions = std::iter::once((&rule.cel, What::Rule)).chain(
+            rule.message_expression
+                .iter()
+                .map(|m| (m, What::MessageExpression)),
+        );
+        for (lit, what) in expressions {
+            for message in diagnose(&lit.value(), &env, what) {
+                errors.spanned(lit, message);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub fn kind(kind: &Kind, spec: &ItemStruct, check_paths: bool) -> TokenStream {
     let custom_resource = root.custom_resource_impl();
     let validate = root.validate_impl();
     let registration = root.registration();
+    let admission = super::admission::admission(kind, &root.root);
     quote! {
         #path_checks
         #root_struct
@@ -38,6 +39,7 @@ pub fn kind(kind: &Kind, spec: &ItemStruct, check_paths: bool) -> TokenStream {
         #custom_resource
         #validate
         #registration
+        #admission
     }
 }
 

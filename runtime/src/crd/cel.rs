@@ -732,6 +732,59 @@ fn numbers_as_doubles(value: &mut Value, schema: &Value) {
     }
 }
 
+/// Evaluates the admission rule `rule` on `object` (its old version: `old`) and `input` with
+/// `kube-cel`'s ValidatingAdmissionPolicy evaluator: `Err` with the message when it fails (or
+/// cannot be evaluated, which a `Fail` policy refuses too). `None`: not evaluated here (never
+/// with the `cel` feature).
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the signature of `no_cel.rs`'s twin"
+)]
+pub(crate) fn admission_rule(
+    rule: &super::admission::AdmissionRuleInfo,
+    object: &Value,
+    old: Option<&Value>,
+    input: &super::admission::AdmissionInput,
+) -> Option<Result<(), String>> {
+    let (username, groups) = input.user.clone().unwrap_or_default();
+    let request = kube_cel::AdmissionRequest {
+        operation: input.operation.to_owned(),
+        username,
+        groups,
+        name: input.name.clone(),
+        namespace: input.namespace.clone(),
+        dry_run: input.dry_run,
+        kind: kube_cel::GroupVersionKind {
+            group: input.group.to_owned(),
+            version: input.version.to_owned(),
+            kind: input.kind.to_owned(),
+        },
+        resource: kube_cel::GroupVersionResource {
+            group: input.group.to_owned(),
+            version: input.version.to_owned(),
+            resource: input.plural.to_owned(),
+        },
+        ..kube_cel::AdmissionRequest::default()
+    };
+    let mut evaluator = kube_cel::VapEvaluator::builder()
+        .object(object.clone())
+        .request(request);
+    if let Some(old) = old {
+        evaluator = evaluator.old_object(old.clone());
+    }
+    let expression = kube_cel::VapExpression {
+        expression: rule.cel.to_owned(),
+        message: Some(rule.default_message()),
+        message_expression: rule.message_expression.map(str::to_owned),
+    };
+    let result = evaluator.build().evaluate(&[expression]).into_iter().next();
+    Some(match result {
+        Some(r) if r.passed => Ok(()),
+        Some(r) => Err(r.message.unwrap_or_else(|| rule.default_message())),
+        None => Err(rule.default_message()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

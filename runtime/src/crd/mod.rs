@@ -44,6 +44,7 @@
 //! assert_eq!(report.to_string().trim(), "spec.text: should be at least 1 chars long");
 //! ```
 
+mod admission;
 #[cfg(feature = "cel")]
 mod cel;
 #[cfg(not(feature = "cel"))]
@@ -62,6 +63,11 @@ mod registry;
 mod structural;
 mod validate;
 
+pub use admission::{
+    AdmissionAttributes, AdmissionPolicy, AdmissionPolicyInfo, AdmissionRuleInfo, AdmissionRules,
+    AdmissionVerdict, Operation, PolicyError, PolicyRegistration, Refusal, ValidateAdmission,
+    admission_policies, admission_policy,
+};
 pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
 pub use migrate::{MigrateOptions, Migration, PROGRESS_ANNOTATION, migrate, migrate_storage};

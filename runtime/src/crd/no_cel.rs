@@ -42,6 +42,17 @@ impl KindRules {
     }
 }
 
+/// Admission rules are not evaluated client-side without the `cel` feature: always `None`.
+#[inline]
+pub(crate) fn admission_rule(
+    _rule: &super::admission::AdmissionRuleInfo,
+    _object: &Value,
+    _old: Option<&Value>,
+    _input: &super::admission::AdmissionInput,
+) -> Option<Result<(), String>> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use garde::{Path, Report};

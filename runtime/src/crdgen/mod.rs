@@ -30,6 +30,11 @@
 //! output of `crdgen` can be applied without it; versions that differ in shape without a
 //! `conversion(hub = ..)` are an error.
 //!
+//! Kinds with `admission_rule(..)`s add their `ValidatingAdmissionPolicy` and binding
+//! ([`crd::admission_policies`](crate::crd::admission_policies)) after the CRDs, wherever the
+//! CRDs go (`--out` writes `DIR/<plural>.<group>.policy.yaml`): they belong to the kind and are
+//! applied with it; the operator needs no RBAC for them.
+//!
 //! Every RBAC output (`--rbac`, `--all`, `--deploy`) grants what the operator does, its webhook
 //! server included ([`rbac::webhook_rules`](crate::rbac::webhook_rules)).
 
@@ -56,6 +61,9 @@ pub enum CrdgenError {
     /// Versions of a kind cannot be merged.
     #[error(transparent)]
     Merge(#[from] MergeError),
+    /// Two versions of a kind declare admission rules.
+    #[error(transparent)]
+    Policy(#[from] crate::crd::PolicyError),
     /// The versions of a kind differ in shape and none converts.
     #[error(
         "CRD {crd}: its versions differ in shape, so the apiserver cannot convert between them \
@@ -124,11 +132,31 @@ pub fn render() -> Result<Vec<(String, String)>, CrdgenError> {
 /// they differ in shape and none declares `conversion(hub = ..)`, [`CrdgenError::Yaml`] if a CRD
 /// does not serialize.
 pub fn render_for(name: &str, namespace: &str) -> Result<Vec<(String, String)>, CrdgenError> {
-    crds_for(name, namespace)?
+    let mut files = crds_for(name, namespace)?
         .iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();
             Ok((format!("{name}.yaml"), to_yaml(crd)?))
+        })
+        .collect::<Result<Vec<_>, CrdgenError>>()?;
+    files.extend(policy_files()?);
+    Ok(files)
+}
+
+/// The admission policies of the kinds with `admission_rule(..)`s, after the CRDs: one file
+/// `<plural>.<group>.policy.yaml` per kind with the policy and its binding.
+fn policy_files() -> Result<Vec<(String, String)>, CrdgenError> {
+    crate::crd::admission_policies()?
+        .iter()
+        .map(|p| {
+            let error = |source| CrdgenError::Yaml {
+                name: p.name().to_owned(),
+                source,
+            };
+            let policy = serde_norway::to_string(&p.policy).map_err(error)?;
+            let binding = serde_norway::to_string(&p.binding).map_err(error)?;
+            let text = format!("{policy}---\n{binding}");
+            Ok((format!("{}.policy.yaml", p.name()), text))
         })
         .collect()
 }
