@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
+use kubeforge::crd::compat::{Acceptance, Class, compare, judge};
 use kubeforge::manager::Manager;
 use kubeforge::prelude::{Action, Context};
 use kubeforge::testing::{TestNamespace, WebhookCleanup, apply_crds};
@@ -94,6 +95,33 @@ fn release_3() -> CustomResourceDefinition {
     crd
 }
 
+/// The compatibility gate (`crdgen --compat`) between two releases' CRDs, with one accepted
+/// break: v1 stops being served in release 3, announced in release 2.
+fn gate(
+    previous: &CustomResourceDefinition,
+    current: &CustomResourceDefinition,
+) -> kubeforge::crd::compat::Report {
+    let accepted = [Acceptance {
+        crd: CRD.to_owned(),
+        version: Some("v1".to_owned()),
+        path: None,
+        rule: "version-removed".to_owned(),
+        reason: "v1 was deprecated in release 2 and is removed in release 3".to_owned(),
+    }];
+    judge(
+        compare(
+            std::slice::from_ref(previous),
+            std::slice::from_ref(current),
+        ),
+        &accepted,
+    )
+}
+
+/// The rule ids of the findings of `class` not accepted.
+fn open(report: &kubeforge::crd::compat::Report, class: Class) -> Vec<&'static str> {
+    report.open(class).map(|f| f.rule).collect()
+}
+
 async fn stored_versions(crds: &Api<CustomResourceDefinition>) -> Vec<String> {
     crds.get_status(CRD)
         .await
@@ -123,6 +151,13 @@ async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurre
         old.create(&PostParams::default(), &note).await.unwrap();
     }
     assert_eq!(stored_versions(&crds).await, ["v1"]);
+    // The gate from release 1 to 2: no break; the storage version moves, with a conversion.
+    let gate_1_2 = gate(&release_1(), &release_2());
+    assert!(gate_1_2.passes(), "{:?}", gate_1_2.findings);
+    assert_eq!(
+        open(&gate_1_2, Class::NeedsMigration),
+        ["storage-version-changed"]
+    );
 
     // Release 2: v2 stored, v1 served and converted by the operator, which migrates. A saved
     // position that is not a token (an expired one is the same) makes it start over.
@@ -179,6 +214,15 @@ async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurre
             }
         })
     };
+    // Before the migration the gate from the live CRD (v1 still stored) to release 3 says so.
+    let live = crds.get(CRD).await.unwrap();
+    let before = gate(&live, &release_3());
+    assert_eq!(
+        open(&before, Class::NeedsMigration),
+        ["stored-version-removed"],
+        "{:?}",
+        before.findings
+    );
     let manager = Manager::new(client.clone())
         .namespace(None)
         .webhooks(webhooks)
@@ -200,6 +244,37 @@ async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurre
     );
     shutdown.cancel();
     running.await.unwrap().unwrap();
+
+    // The gate from the live CRD to release 3 now passes (the accepted break aside), and fails
+    // on a deliberately breaking release 3 that also drops `tags`.
+    let live = crds.get(CRD).await.unwrap();
+    let gate_2_3 = gate(&live, &release_3());
+    assert!(gate_2_3.passes(), "{:?}", gate_2_3.findings);
+    assert!(
+        open(&gate_2_3, Class::NeedsMigration).is_empty(),
+        "{:?}",
+        gate_2_3.findings
+    );
+    let mut breaking = release_3();
+    let schema = breaking.spec.versions[0].schema.as_mut().unwrap();
+    let spec = schema
+        .open_api_v3_schema
+        .as_mut()
+        .unwrap()
+        .properties
+        .as_mut()
+        .unwrap()
+        .get_mut("spec")
+        .unwrap();
+    spec.properties.as_mut().unwrap().remove("tags");
+    let broken = gate(&live, &breaking);
+    assert!(!broken.passes());
+    assert_eq!(
+        open(&broken, Class::Breaking),
+        ["field-removed"],
+        "{:?}",
+        broken.findings
+    );
 
     // Release 3: v1 removed; the apiserver accepts it because nothing is stored in v1.
     apply_crds(&client, [release_3()], Duration::from_secs(30))
