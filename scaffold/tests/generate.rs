@@ -174,6 +174,45 @@ fn a_generated_project_should_build_and_pass_its_tests() {
         assert!(operator.contains(expected), "{expected}:\n{operator}");
     }
 
+    // The compatibility gate: the CRDs released, a bound tightened: `cargo test --lib` fails
+    // naming the field and the rule, and passes once the break is accepted with a reason.
+    std::fs::create_dir_all(project.join("deploy/released")).unwrap();
+    std::fs::copy(
+        project.join("deploy/crds.yaml"),
+        project.join("deploy/released/crds.yaml"),
+    )
+    .unwrap();
+    let kind = project.join("src/database.rs");
+    let source = std::fs::read_to_string(&kind).unwrap();
+    assert!(source.contains("max_length = 1024"), "{source}");
+    std::fs::write(&kind, source.replace("max_length = 1024", "max_length = 512")).unwrap();
+    let lib_tests = || {
+        Command::new(&cargo)
+            .current_dir(&project)
+            .args(["test", "--lib", "--color", "never"])
+            .env("UPDATE_MANIFESTS", "1")
+            .env("CARGO_BUILD_BUILD_DIR", &build_dir)
+            .env("CARGO_TARGET_DIR", build_dir.join("scaffold-ci"))
+            .output()
+            .expect("running cargo test --lib in the generated project")
+    };
+    let broken = lib_tests();
+    let report = text(&broken);
+    assert!(!broken.status.success(), "{report}");
+    for expected in [
+        "crds_should_stay_compatible_with_the_last_release ... FAILED",
+        "breaking: databases.ci.kubeforge.dev v1 spec.message: max-length-tightened",
+    ] {
+        assert!(report.contains(expected), "{expected}:\n{report}");
+    }
+    std::fs::write(
+        project.join("deploy/compat-accept.yaml"),
+        "- crd: databases.ci.kubeforge.dev\n  rule: max-length-tightened\n  \
+         reason: longer messages were never delivered\n",
+    )
+    .unwrap();
+    succeeds(&lib_tests());
+
     // What the generator wrote is formatted as `cargo fmt` would (when rustfmt is installed).
     let fmt = Command::new(&cargo)
         .current_dir(&project)
