@@ -185,7 +185,11 @@ fn a_generated_project_should_build_and_pass_its_tests() {
     let kind = project.join("src/database.rs");
     let source = std::fs::read_to_string(&kind).unwrap();
     assert!(source.contains("max_length = 1024"), "{source}");
-    std::fs::write(&kind, source.replace("max_length = 1024", "max_length = 512")).unwrap();
+    std::fs::write(
+        &kind,
+        source.replace("max_length = 1024", "max_length = 512"),
+    )
+    .unwrap();
     let lib_tests = || {
         Command::new(&cargo)
             .current_dir(&project)
