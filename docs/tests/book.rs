@@ -258,3 +258,30 @@ fn the_book_should_give_the_secret_mirror_controllers_lengths() {
         "{declarative} vs {imperative}"
     );
 }
+
+/// Lines of a file that are neither blank nor comments.
+fn file_code_lines(file: &str) -> usize {
+    fs::read_to_string(repository().join(file))
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .count()
+}
+
+#[test]
+fn the_database_operators_length_should_be_what_the_readme_and_the_book_say() {
+    let total = file_code_lines("examples/src/database.rs")
+        + file_code_lines("examples/src/bin/database.rs")
+        + file_code_lines("examples/src/bin/crdgen.rs");
+    let flat = |path: &Path| {
+        let text = fs::read_to_string(path).unwrap();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let readme = flat(&repository().join("README.md"));
+    let claim = format!("the Database operator of `examples/` is {total} lines");
+    assert!(readme.contains(&claim), "README.md should say: {claim}");
+    let book = flat(&docs().join("src/controllers.md"));
+    let claim = format!("the operator is **{total} lines**");
+    assert!(book.contains(&claim), "controllers.md should say: {claim}");
+}
