@@ -99,6 +99,18 @@ impl StorageMigration {
                     }
                     return;
                 }
+                // Without the rights (a namespaced Role, say) retrying cannot help: say what is
+                // missing once and leave the migration to someone who has them.
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    tracing::warn!(
+                        crd,
+                        error = %crate::client::readable(&kube::Error::Api(status)),
+                        "no storage migration: the operator may not read or write the CRD or its \
+                         objects (crdgen --rbac grants it; or Manager::storage_migration(None) \
+                         and run crd::migrate_storage with other credentials)"
+                    );
+                    return;
+                }
                 Err(error) => {
                     pending.set(1);
                     let text = crate::text::concise(&error);
