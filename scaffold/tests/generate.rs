@@ -88,6 +88,10 @@ fn fails_saying(output: &Output, message: &str) {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: generate a project, build it, run its tests and check each step's output"
+)]
 fn a_generated_project_should_build_and_pass_its_tests() {
     let scratch = Scratch::new("project");
     // As cargo runs a subcommand: `cargo kubeforge init` is `cargo-kubeforge kubeforge init`.

@@ -34,6 +34,10 @@ fn run(operator: &Client, ns: &TestNamespace) -> CancellationToken {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: the Database operator under its generated RBAC, dependent by dependent"
+)]
 async fn database_operator_should_apply_its_dependents_under_its_generated_rbac() {
     let ns = TestNamespace::new().await.unwrap();
     apply_crds(&ns.client(), [Database::crd()], Duration::from_secs(30))

@@ -24,6 +24,10 @@ fn documents(yaml: &str) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: apply the deploy manifests, then check each grant the wiring needs"
+)]
 async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();

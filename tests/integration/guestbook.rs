@@ -23,6 +23,10 @@ use crate::support::eventually;
 const CRD: &str = "guestbooks.tutorial.kubeforge.dev";
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: each step of the book's tutorial in order"
+)]
 async fn the_tutorials_operator_should_run_each_step_of_the_book() {
     let ns = TestNamespace::new().await.unwrap();
     let admin = ns.client();

@@ -76,6 +76,10 @@ fn now_us() -> u128 {
 type Terms = Arc<Mutex<Vec<(Instant, Option<String>, i32)>>>;
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: elect, kill the leader, fail over and check the terms never overlap"
+)]
 async fn leader_election_should_fail_over_without_two_replicas_reconciling() {
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();

@@ -42,6 +42,10 @@ fn sample(scrape: &str, series: &str) -> Option<f64> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: readiness before and after sync, then metrics against the reconciles"
+)]
 async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconciles() {
     let ns = TestNamespace::new().await.unwrap();
     // A plane reused from an earlier run may still have the Doohickey CRD: remove it first.

@@ -234,6 +234,10 @@ impl Refusal {
 /// kind is cluster-scoped), so two running together would write each other's mirrors.
 static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: create, mirror, change, delete and check the mirrors after each step"
+)]
 async fn scenario<C: ControllerSpec>(add: impl FnOnce(Manager) -> Manager) {
     let _turn = ONE_CONTROLLER.lock().await;
     let source_ns = TestNamespace::new().await.unwrap();

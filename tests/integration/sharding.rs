@@ -473,6 +473,10 @@ async fn three_replicas_should_split_three_thousand_objects_and_never_share_one(
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: kill a replica, watch its objects move, add one and watch it take a share"
+)]
 async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share() {
     const COUNT: usize = 300;
     let ns = TestNamespace::new().await.unwrap();
@@ -636,6 +640,10 @@ impl kubeforge::controller::Reconciler<ConfigMap> for Noop {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: a member's share, membership and Lease from start to shutdown"
+)]
 async fn a_shard_member_should_report_its_share_and_membership_and_release_its_lease_on_shutdown() {
     use kubeforge::controller::Controller;
     use kubeforge::informer::InformerConfig;

@@ -132,6 +132,10 @@ async fn stored_versions(crds: &Api<CustomResourceDefinition>) -> Vec<String> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: three releases of a kind with its objects and concurrent writes"
+)]
 async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurrent_writes_intact() {
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();

@@ -30,6 +30,10 @@ fn spec(replicas: i32) -> WebAppSpec {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: converge under the generated RBAC, then clean up"
+)]
 async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up() {
     let ns = TestNamespace::new().await.unwrap();
     let admin = ns.client();

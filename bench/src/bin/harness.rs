@@ -770,172 +770,232 @@ async fn main() {
         memcached,
     };
     let mut results = Results::new();
-    let drivers = h.args.drivers.clone();
-    let repeats = h.args.repeats;
     kubeforge::testing::apply_crds(&h.admin, [Bench::crd()], Duration::from_secs(60))
         .await
         .expect("the Bench CRD installs");
+    warm_up(&mut h).await;
+    reconcile_scenarios(&mut h, &mut results).await;
+    sharded(&mut h, &mut results).await;
+    sync_scenarios(&mut h, &mut results).await;
 
-    // Warm the apiserver up (the first requests for a new CRD are slow), so that the first
-    // driver measured does not pay for it.
-    {
-        let ns = h.namespace("warmup").await;
-        h.create(&ns, 0..50, 1).await;
-        h.set_all(&ns, 50, 2).await;
-        h.drop_namespace(&ns).await;
+    cost_curves(&mut results, &h.args.sync_sizes);
+    if h.args.owned_metadata_only {
+        results = results
+            .into_iter()
+            .map(|((scenario, metric, unit), v)| {
+                ((format!("{scenario} [owned: metadata]"), metric, unit), v)
+            })
+            .collect();
     }
+    report(&results, h.args.out.as_ref());
+}
 
-    let runs: Vec<(usize, usize)> = h
+/// Warms the apiserver up (the first requests for a new CRD are slow), so that the first
+/// driver measured does not pay for it.
+async fn warm_up(h: &mut Harness) {
+    let ns = h.namespace("warmup").await;
+    h.create(&ns, 0..50, 1).await;
+    h.set_all(&ns, 50, 2).await;
+    h.drop_namespace(&ns).await;
+}
+
+/// One concurrency and size of the reconcile scenarios.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    concurrency: usize,
+    n: usize,
+}
+
+impl Run {
+    fn scenario(self, name: &str) -> String {
+        format!("{name} (c={}, N={})", self.concurrency, self.n)
+    }
+}
+
+/// The reconcile scenarios of every driver and the raw ceiling, for each concurrency and size,
+/// `repeats` times in a rotating driver order.
+async fn reconcile_scenarios(h: &mut Harness, results: &mut Results) {
+    let drivers = h.args.drivers.clone();
+    let repeats = h.args.repeats;
+    let runs: Vec<Run> = h
         .args
         .concurrency
         .iter()
-        .flat_map(|&c| h.args.n.iter().map(move |&n| (c, n)))
+        .flat_map(|&concurrency| h.args.n.iter().map(move |&n| Run { concurrency, n }))
         .collect();
-    for (concurrency, n) in runs {
-        let scenario = |name: &str| format!("{name} (c={concurrency}, N={n})");
+    for run in runs {
         for repeat in 0..repeats {
             // Rotate the order, so no driver always runs first or last.
             let mut order = drivers.clone();
             order.rotate_left(repeat % drivers.len().max(1));
             for (driver, path) in &order {
-                let ns = h.namespace("run").await;
-                let process = h
-                    .start(driver, path, &ns, Start::reconciling(concurrency))
-                    .await;
-                let pid = process.child.id();
-                let informer = Arc::new(Informer::new(
-                    Api::<Bench>::namespaced(h.admin.clone(), &ns),
-                    InformerConfig::default(),
-                ));
-                let stop = tokio_util::sync::CancellationToken::new();
-                tokio::spawn(informer.clone().run(stop.clone()));
-                informer.wait_for_sync().await;
-                let store = informer.store();
-
-                let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark());
-                let memcached_cpu0 = h.memcached_pid(driver).map(cpu_seconds);
-                let start = Instant::now();
-                h.create(&ns, 0..n, 1).await;
-                let took = converged(&store, n, 1, start).await.as_secs_f64();
-                record_converge(&mut results, &scenario("converge"), driver, n, took);
-
-                let start = Instant::now();
-                h.set_all(&ns, n, 2).await;
-                let took = converged(&store, n, 2, start).await.as_secs_f64();
-                record(
-                    &mut results,
-                    &scenario("update storm"),
-                    "time",
-                    "s",
-                    driver,
-                    took,
-                );
-                // Let the follow-up reconciles finish, so every driver's cost covers all its work.
-                wait_idle(pid).await;
-                let (cpu1, requests) = (cpu_seconds(pid), h.requests_since(req0));
-                // Each object needed two reconciles (create, update).
-                let reconciles = 2.0 * n as f64;
-                record(
-                    &mut results,
-                    &scenario("cost"),
-                    "cpu per 1000 reconciles",
-                    "cpu-s",
-                    driver,
-                    (cpu1 - cpu0) / reconciles * 1000.0,
-                );
-                // The memcached of a `-memcached` driver works for it: its CPU is a row of its own.
-                if let (Some(before), Some(now)) =
-                    (memcached_cpu0, h.memcached_pid(driver).map(cpu_seconds))
-                {
-                    record(
-                        &mut results,
-                        &scenario("cost"),
-                        "memcached cpu per 1000 reconciles",
-                        "cpu-s",
-                        driver,
-                        (now - before) / reconciles * 1000.0,
-                    );
-                }
-                record(
-                    &mut results,
-                    &scenario("cost"),
-                    "api requests per reconcile",
-                    "requests",
-                    driver,
-                    requests / reconciles,
-                );
-
-                // Latency is measured at idle (the storm's follow-up reconciles are done).
-                let mut latency = measure_latency(&h, &ns, n, &store).await;
-                eprintln!(
-                    "{driver} {ns}: slowest latency samples (index, ms): {:.1?}",
-                    latency.slowest()
-                );
-                for (metric, samples) in latency.stages() {
-                    for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
-                        let metric = if metric.is_empty() {
-                            name.to_owned()
-                        } else {
-                            format!("{metric} {name}")
-                        };
-                        let value = percentile(samples, p);
-                        record(
-                            &mut results,
-                            &scenario("latency"),
-                            &metric,
-                            "ms",
-                            driver,
-                            value,
-                        );
-                    }
-                }
-                record(
-                    &mut results,
-                    &scenario("after the runs"),
-                    "rss",
-                    "MiB",
-                    driver,
-                    rss_mib(pid),
-                );
-                record(
-                    &mut results,
-                    &scenario("after the runs"),
-                    "anonymous rss (heap)",
-                    "MiB",
-                    driver,
-                    anon_rss_mib(pid),
-                );
-                h.record_memcached(&mut results, &scenario("after the runs"), driver)
-                    .await;
-                stop.cancel();
-                drop(process);
-                h.drop_namespace(&ns).await;
+                reconcile_run(h, results, driver, path, run).await;
             }
-            // Raw ceiling: the same writes from a plain loop with the same concurrency, as the
-            // drivers' identity (admin requests would skip API Priority and Fairness).
-            let ns = h.namespace("raw").await;
-            h.create(&ns, 0..n, 1).await;
-            let as_driver = client(&h.args.driver_kubeconfig).await;
-            let api: Api<Bench> = Api::namespaced(as_driver.clone(), &ns);
-            let cms: Api<ConfigMap> = Api::namespaced(as_driver, &ns);
-            let start = Instant::now();
-            futures::stream::iter(0..n)
-                .for_each_concurrent(concurrency, |i| {
-                    let (api, cms) = (api.clone(), cms.clone());
-                    async move {
-                        let bench = api.get(&format!("b{i}")).await.expect("get");
-                        reconcile_by_hand(&api, &cms, &bench).await;
-                    }
-                })
-                .await;
-            let took = start.elapsed().as_secs_f64();
-            record_converge(&mut results, &scenario("converge"), "raw", n, took);
-            h.drop_namespace(&ns).await;
+            raw_ceiling(h, results, run).await;
         }
     }
+}
 
-    sharded(&mut h, &mut results).await;
+/// One driver through converge, update storm, cost, latency and memory, in a fresh namespace.
+async fn reconcile_run(
+    h: &mut Harness,
+    results: &mut Results,
+    driver: &str,
+    path: &PathBuf,
+    run: Run,
+) {
+    let Run { concurrency, n } = run;
+    let scenario = |name: &str| run.scenario(name);
+    let ns = h.namespace("run").await;
+    let process = h
+        .start(driver, path, &ns, Start::reconciling(concurrency))
+        .await;
+    let pid = process.child.id();
+    let informer = Arc::new(Informer::new(
+        Api::<Bench>::namespaced(h.admin.clone(), &ns),
+        InformerConfig::default(),
+    ));
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(informer.clone().run(stop.clone()));
+    informer.wait_for_sync().await;
+    let store = informer.store();
 
+    let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark());
+    let memcached_cpu0 = h.memcached_pid(driver).map(cpu_seconds);
+    let start = Instant::now();
+    h.create(&ns, 0..n, 1).await;
+    let took = converged(&store, n, 1, start).await.as_secs_f64();
+    record_converge(results, &scenario("converge"), driver, n, took);
+
+    let start = Instant::now();
+    h.set_all(&ns, n, 2).await;
+    let took = converged(&store, n, 2, start).await.as_secs_f64();
+    record(
+        results,
+        &scenario("update storm"),
+        "time",
+        "s",
+        driver,
+        took,
+    );
+    // Let the follow-up reconciles finish, so every driver's cost covers all its work.
+    wait_idle(pid).await;
+    let (cpu1, requests) = (cpu_seconds(pid), h.requests_since(req0));
+    // Each object needed two reconciles (create, update).
+    let reconciles = 2.0 * n as f64;
+    record(
+        results,
+        &scenario("cost"),
+        "cpu per 1000 reconciles",
+        "cpu-s",
+        driver,
+        (cpu1 - cpu0) / reconciles * 1000.0,
+    );
+    // The memcached of a `-memcached` driver works for it: its CPU is a row of its own.
+    if let (Some(before), Some(now)) = (memcached_cpu0, h.memcached_pid(driver).map(cpu_seconds)) {
+        record(
+            results,
+            &scenario("cost"),
+            "memcached cpu per 1000 reconciles",
+            "cpu-s",
+            driver,
+            (now - before) / reconciles * 1000.0,
+        );
+    }
+    record(
+        results,
+        &scenario("cost"),
+        "api requests per reconcile",
+        "requests",
+        driver,
+        requests / reconciles,
+    );
+    after_reconciles(h, results, driver, run, &ns, &store, pid).await;
+    stop.cancel();
+    drop(process);
+    h.drop_namespace(&ns).await;
+}
+
+/// The latency (at idle: the storm's follow-up reconciles are done) and memory of a driver
+/// after its reconcile scenarios.
+async fn after_reconciles(
+    h: &Harness,
+    results: &mut Results,
+    driver: &str,
+    run: Run,
+    ns: &str,
+    store: &Reader<Bench>,
+    pid: u32,
+) {
+    let n = run.n;
+    let scenario = |name: &str| run.scenario(name);
+    // Latency is measured at idle (the storm's follow-up reconciles are done).
+    let mut latency = measure_latency(h, ns, n, store).await;
+    eprintln!(
+        "{driver} {ns}: slowest latency samples (index, ms): {:.1?}",
+        latency.slowest()
+    );
+    for (metric, samples) in latency.stages() {
+        for (name, p) in [("p50", 0.5), ("p99", 0.99)] {
+            let metric = if metric.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{metric} {name}")
+            };
+            let value = percentile(samples, p);
+            record(results, &scenario("latency"), &metric, "ms", driver, value);
+        }
+    }
+    record(
+        results,
+        &scenario("after the runs"),
+        "rss",
+        "MiB",
+        driver,
+        rss_mib(pid),
+    );
+    record(
+        results,
+        &scenario("after the runs"),
+        "anonymous rss (heap)",
+        "MiB",
+        driver,
+        anon_rss_mib(pid),
+    );
+    h.record_memcached(results, &scenario("after the runs"), driver)
+        .await;
+}
+
+/// Raw ceiling: the same writes from a plain loop with the same concurrency, as the drivers'
+/// identity (admin requests would skip API Priority and Fairness).
+async fn raw_ceiling(h: &mut Harness, results: &mut Results, run: Run) {
+    let Run { concurrency, n } = run;
+    let scenario = |name: &str| run.scenario(name);
+    let ns = h.namespace("raw").await;
+    h.create(&ns, 0..n, 1).await;
+    let as_driver = client(&h.args.driver_kubeconfig).await;
+    let api: Api<Bench> = Api::namespaced(as_driver.clone(), &ns);
+    let cms: Api<ConfigMap> = Api::namespaced(as_driver, &ns);
+    let start = Instant::now();
+    futures::stream::iter(0..n)
+        .for_each_concurrent(concurrency, |i| {
+            let (api, cms) = (api.clone(), cms.clone());
+            async move {
+                let bench = api.get(&format!("b{i}")).await.expect("get");
+                reconcile_by_hand(&api, &cms, &bench).await;
+            }
+        })
+        .await;
+    let took = start.elapsed().as_secs_f64();
+    record_converge(results, &scenario("converge"), "raw", n, took);
+    h.drop_namespace(&ns).await;
+}
+
+/// The memory-and-sync scenarios: each driver started on each size of converged objects,
+/// with managedFields dropped and kept.
+async fn sync_scenarios(h: &mut Harness, results: &mut Results) {
+    let drivers = h.args.drivers.clone();
+    let repeats = h.args.repeats;
     for &size in &h.args.sync_sizes.clone() {
         let ns = h.namespace("sync").await;
         let start = Instant::now();
@@ -954,92 +1014,94 @@ async fn main() {
             // managedFields kept the difference lands in memcached, not in the driver.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
                 for keep in [false, true] {
-                    let process = h
-                        .start(
-                            driver,
-                            path,
-                            &ns,
-                            Start {
-                                keep_managed_fields: keep,
-                                report_heap: true,
-                                ..Start::reconciling(4)
-                            },
-                        )
-                        .await;
-                    let label = if keep {
-                        "memory and sync, managedFields kept"
-                    } else {
-                        "memory and sync"
-                    };
-                    let scenario = format!("{label} ({size} objects)");
-                    record(
-                        &mut results,
-                        &scenario,
-                        "sync time",
-                        "s",
-                        driver,
-                        process.sync_seconds,
-                    );
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    // Resident memory, not live heap: the initial list holds every object at
-                    // once whatever the store, and the allocator keeps most of what it frees, so
-                    // a memcached store's smaller live heap barely shows here.
-                    record(
-                        &mut results,
-                        &scenario,
-                        "rss after sync",
-                        "MiB",
-                        driver,
-                        rss_mib(process.child.id()),
-                    );
-                    record(
-                        &mut results,
-                        &scenario,
-                        "anonymous rss (heap)",
-                        "MiB",
-                        driver,
-                        anon_rss_mib(process.child.id()),
-                    );
-                    // The live heap once the start-up reconciles are done (the driver idle):
-                    // what the process holds, without what the allocator keeps.
-                    wait_idle(process.child.id()).await;
-                    tokio::time::sleep(Duration::from_millis(1500)).await;
-                    // Resident memory once idle: the steady state of an operator that synced.
-                    record(
-                        &mut results,
-                        &scenario,
-                        "rss when idle",
-                        "MiB",
-                        driver,
-                        rss_mib(process.child.id()),
-                    );
-                    let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
-                    record(
-                        &mut results,
-                        &scenario,
-                        "live heap when idle",
-                        "MiB",
-                        driver,
-                        heap.map_or(f64::NAN, |b| b as f64 / 1024.0 / 1024.0),
-                    );
-                    h.record_memcached(&mut results, &scenario, driver).await;
-                    drop(process);
+                    sync_run(h, results, driver, path, &ns, size, keep).await;
                 }
             }
         }
         h.drop_namespace(&ns).await;
     }
+}
 
-    cost_curves(&mut results, &h.args.sync_sizes);
-    if h.args.owned_metadata_only {
-        results = results
-            .into_iter()
-            .map(|((scenario, metric, unit), v)| {
-                ((format!("{scenario} [owned: metadata]"), metric, unit), v)
-            })
-            .collect();
-    }
-    report(&results, h.args.out.as_ref());
+/// One driver started on `size` converged objects in `ns`: sync time and memory.
+async fn sync_run(
+    h: &mut Harness,
+    results: &mut Results,
+    driver: &str,
+    path: &PathBuf,
+    ns: &str,
+    size: usize,
+    keep: bool,
+) {
+    let process = h
+        .start(
+            driver,
+            path,
+            ns,
+            Start {
+                keep_managed_fields: keep,
+                report_heap: true,
+                ..Start::reconciling(4)
+            },
+        )
+        .await;
+    let label = if keep {
+        "memory and sync, managedFields kept"
+    } else {
+        "memory and sync"
+    };
+    let scenario = format!("{label} ({size} objects)");
+    record(
+        results,
+        &scenario,
+        "sync time",
+        "s",
+        driver,
+        process.sync_seconds,
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Resident memory, not live heap: the initial list holds every object at
+    // once whatever the store, and the allocator keeps most of what it frees, so
+    // a memcached store's smaller live heap barely shows here.
+    record(
+        results,
+        &scenario,
+        "rss after sync",
+        "MiB",
+        driver,
+        rss_mib(process.child.id()),
+    );
+    record(
+        results,
+        &scenario,
+        "anonymous rss (heap)",
+        "MiB",
+        driver,
+        anon_rss_mib(process.child.id()),
+    );
+    // The live heap once the start-up reconciles are done (the driver idle):
+    // what the process holds, without what the allocator keeps.
+    wait_idle(process.child.id()).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Resident memory once idle: the steady state of an operator that synced.
+    record(
+        results,
+        &scenario,
+        "rss when idle",
+        "MiB",
+        driver,
+        rss_mib(process.child.id()),
+    );
+    let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
+    record(
+        results,
+        &scenario,
+        "live heap when idle",
+        "MiB",
+        driver,
+        heap.map_or(f64::NAN, |b| b as f64 / 1024.0 / 1024.0),
+    );
+    h.record_memcached(results, &scenario, driver).await;
+    drop(process);
 }
 
 /// How cost grows with the number of cached objects: for each driver, a least-squares line
