@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{Api, Client};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounterVec, IntGaugeVec, Registry};
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
@@ -39,25 +39,17 @@ pub(crate) struct StorageMigration {
 impl StorageMigration {
     pub(crate) fn new(client: Client, crds: Vec<String>, options: MigrateOptions) -> Self {
         let registry = Registry::new();
-        let objects = register(
+        let objects = crate::metrics::counter(
             &registry,
-            IntCounterVec::new(
-                Opts::new(
-                    "kubeforge_storage_migration_objects_total",
-                    "Objects written back in their CRD's storage version by the storage migration",
-                ),
-                &["crd"],
-            ),
+            "kubeforge_storage_migration_objects_total",
+            "Objects written back in their CRD's storage version by the storage migration",
+            &["crd"],
         );
-        let pending = register(
+        let pending = crate::metrics::gauge(
             &registry,
-            IntGaugeVec::new(
-                Opts::new(
-                    "kubeforge_storage_migration_pending",
-                    "1 while the CRD's storedVersions lists another version than its storage version",
-                ),
-                &["crd"],
-            ),
+            "kubeforge_storage_migration_pending",
+            "1 while the CRD's storedVersions lists another version than its storage version",
+            &["crd"],
         );
         let recorder = std::sync::Arc::new(Recorder::new(client.clone(), "storage-migration"));
         Self {
@@ -165,17 +157,6 @@ impl StorageMigration {
             tracing::debug!(crd, error = %crate::text::concise(&error), "publishing the migration's event failed");
         }
     }
-}
-
-fn register<M: prometheus::core::Collector + Clone + 'static>(
-    registry: &Registry,
-    metric: Result<M, prometheus::Error>,
-) -> M {
-    let metric = metric.expect("invariant: valid metric definition");
-    registry
-        .register(Box::new(metric.clone()))
-        .expect("invariant: metric names are unique");
-    metric
 }
 
 impl Runnable for StorageMigration {
