@@ -227,6 +227,33 @@ async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurre
         "{:?}",
         before.findings
     );
+    // A slow first operator, killed (its task aborted: no shutdown) once it saved a position.
+    let slow = kubeforge::crd::MigrateOptions {
+        per_second: 10,
+        page_size: 5,
+        ..kubeforge::crd::MigrateOptions::default()
+    };
+    let first = Manager::new(client.clone())
+        .namespace(None)
+        .webhooks(webhooks.clone())
+        .storage_migration(Some(slow))
+        .controller(Notes);
+    let killed = tokio::spawn(first.run_until(CancellationToken::new()));
+    eventually(
+        "the first operator to save a position",
+        Duration::from_secs(120),
+        async || {
+            let crd = crds.get(CRD).await.ok()?;
+            let saved = crd
+                .annotations()
+                .get(kubeforge::crd::PROGRESS_ANNOTATION)?
+                .clone();
+            (!saved.contains("not-a-token")).then_some(())
+        },
+    )
+    .await;
+    killed.abort();
+    // The restarted operator resumes from there and finishes.
     let manager = Manager::new(client.clone())
         .namespace(None)
         .webhooks(webhooks)
