@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kubeforge::crd::{ConditionStatus, READY};
 use kubeforge::manager::Manager;
 use kubeforge::testing::{TestNamespace, WebhookCleanup, apply_crds};
@@ -39,7 +40,7 @@ async fn the_tutorials_operator_should_run_each_step_of_the_book() {
         .unwrap();
     let name = format!("guestbook-{}", ns.name());
     // Dropped last-but-one (before the namespace): no webhook of a stopped manager stays behind.
-    let _cleanup = WebhookCleanup::new(&ns, &name).conversion(CRD);
+    let cleanup = WebhookCleanup::new(&ns, &name).conversion(CRD);
     let webhooks = WebhookOptions::new(&name)
         .port(0)
         .url("https://127.0.0.1")
@@ -146,4 +147,21 @@ async fn the_tutorials_operator_should_run_each_step_of_the_book() {
 
     shutdown.cancel();
     running.await.unwrap().unwrap();
+
+    // The operator stopped, its conversion is gone: the namespace (with its Guestbooks, one
+    // written through v2) can still be deleted. Before the clean-up deleted the Guestbooks, the
+    // namespace controller's list through the other version needed the dead conversion, and no
+    // namespace of the plane could be deleted any more.
+    drop(cleanup);
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    namespaces
+        .delete(ns.name(), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the namespace to be deleted once the operator stopped",
+        Duration::from_secs(240),
+        async || matches!(namespaces.get_opt(ns.name()).await, Ok(None)).then_some(()),
+    )
+    .await;
 }

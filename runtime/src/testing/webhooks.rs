@@ -4,7 +4,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
 use super::TestNamespace;
@@ -14,8 +14,10 @@ use super::TestNamespace;
 /// mutating configurations named `name`, and points the conversion of each CRD given to
 /// [`WebhookCleanup::conversion`] back at the unconfigured endpoint (a Service that does not
 /// exist: requests that need a conversion fail loudly, as on a plane no operator has
-/// configured; nothing is converted lossily). A manager leaves them on purpose when it stops (see `kubeforge::webhook`); a test
-/// does not.
+/// configured; nothing is converted lossily), after deleting the test namespace's objects of
+/// that CRD (a namespace holding objects whose conversion is gone could not be deleted, nor, on
+/// the plane, any other). A manager leaves its webhooks on purpose when it stops (see
+/// `kubeforge::webhook`); a test does not.
 ///
 /// Runs at the end of the test and while it unwinds from a panic (make it after the
 /// [`TestNamespace`], so it is dropped first: a namespace whose objects a dead webhook
@@ -33,6 +35,7 @@ use super::TestNamespace;
 /// ```
 pub struct WebhookCleanup {
     config: kube::Config,
+    namespace: String,
     name: String,
     crds: Vec<String>,
 }
@@ -52,6 +55,7 @@ impl WebhookCleanup {
     pub fn new(ns: &TestNamespace, name: &str) -> Self {
         Self {
             config: ns.config().clone(),
+            namespace: ns.name().to_owned(),
             name: name.to_owned(),
             crds: Vec::new(),
         }
@@ -64,12 +68,14 @@ impl WebhookCleanup {
         self
     }
 
-    async fn clean(config: kube::Config, name: &str, crds: &[String]) -> Result<(), String> {
+    async fn clean(
+        config: kube::Config,
+        namespace: &str,
+        name: &str,
+        crds: &[String],
+    ) -> Result<(), String> {
         let client = Client::try_from(config).map_err(|e| e.to_string())?;
-        let gone = |r: kube::Result<()>| match r {
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            other => other.map_err(|e| e.to_string()),
-        };
+        let gone = |r: kube::Result<()>| ignore_gone(r).map_err(|e| e.to_string());
         let params = DeleteParams::default();
         gone(
             Api::<ValidatingWebhookConfiguration>::all(client.clone())
@@ -83,11 +89,12 @@ impl WebhookCleanup {
                 .await
                 .map(|_| ()),
         )?;
-        let api = Api::<CustomResourceDefinition>::all(client);
+        let api = Api::<CustomResourceDefinition>::all(client.clone());
         for crd in crds {
             let Some(live) = api.get_opt(crd).await.map_err(|e| e.to_string())? else {
                 continue;
             };
+            let emptied = empty_namespace(&client, &live, namespace).await;
             let unconfigured = crate::crd::conversion::unconfigured(&live);
             let service = unconfigured
                 .webhook
@@ -106,8 +113,98 @@ impl WebhookCleanup {
                     .await
                     .map(|_| ()),
             )?;
+            emptied?;
         }
         Ok(())
+    }
+}
+
+/// Deletes the objects of the namespaced `crd` in `namespace` (their finalizers removed first:
+/// no operator runs to remove them) and waits until they are gone.
+///
+/// Why: once the conversion is unconfigured, a read of such an object through any version but
+/// the one it is stored in fails. The namespace controller reads every namespace's objects
+/// through the kind's preferred version, and the apiserver's cache of that version cannot fill
+/// while one of them is left, so no namespace on the plane could be deleted any more. Requests at
+/// the storage version need no conversion (objects are stored at it, unless a test changed the
+/// storage version without migrating).
+async fn empty_namespace(
+    client: &Client,
+    crd: &CustomResourceDefinition,
+    namespace: &str,
+) -> Result<(), String> {
+    if crd.spec.scope != "Namespaced" {
+        return Ok(());
+    }
+    let Some(storage) = crd.spec.versions.iter().find(|v| v.storage) else {
+        return Ok(());
+    };
+    let resource = ApiResource {
+        group: crd.spec.group.clone(),
+        version: storage.name.clone(),
+        api_version: format!("{}/{}", crd.spec.group, storage.name),
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    };
+    let what = format!("{} in {namespace}", resource.plural);
+    let api = Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource);
+    let unfinalized = serde_json::json!({ "metadata": { "finalizers": null } });
+    let deadline = tokio::time::Instant::now() + CLEAN_UP_TIMEOUT;
+    loop {
+        let left = api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| format!("listing {what}: {e}"))?;
+        if left.items.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "{} {what} still there after {CLEAN_UP_TIMEOUT:?}",
+                left.items.len()
+            ));
+        }
+        for object in &left.items {
+            let Some(object_name) = object.metadata.name.as_deref() else {
+                continue;
+            };
+            if object
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty())
+            {
+                ignore_gone(
+                    api.patch(
+                        object_name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&unfinalized),
+                    )
+                    .await
+                    .map(|_| ()),
+                )
+                .map_err(|e| format!("removing the finalizers of {what}/{object_name}: {e}"))?;
+            }
+            if object.metadata.deletion_timestamp.is_none() {
+                ignore_gone(
+                    api.delete(object_name, &DeleteParams::default())
+                        .await
+                        .map(|_| ()),
+                )
+                .map_err(|e| format!("deleting {what}/{object_name}: {e}"))?;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// How long [`empty_namespace`] waits for the objects to go.
+const CLEAN_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn ignore_gone(result: kube::Result<()>) -> kube::Result<()> {
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => other,
     }
 }
 
@@ -116,6 +213,7 @@ impl Drop for WebhookCleanup {
         // The test's runtime may be shutting down (or the test unwinding): a thread of our own
         // with its own runtime and client, as `TestNamespace` does.
         let config = self.config.clone();
+        let namespace = std::mem::take(&mut self.namespace);
         let name = std::mem::take(&mut self.name);
         let crds = std::mem::take(&mut self.crds);
         let outcome = std::thread::spawn(move || {
@@ -123,7 +221,7 @@ impl Drop for WebhookCleanup {
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
-            runtime.block_on(Self::clean(config, &name, &crds))
+            runtime.block_on(Self::clean(config, &namespace, &name, &crds))
         })
         .join();
         match outcome {
