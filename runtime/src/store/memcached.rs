@@ -246,12 +246,7 @@ impl Memcached {
 
     /// The index of the server that holds `key`.
     fn server_of(&self, key: &str) -> usize {
-        // FNV-1a: the same in every process and version (unlike std's `DefaultHasher`), so
-        // every replica maps a key to the same server.
-        jump_hash(
-            kubeforge_shared::hash::fnv1a(key.as_bytes()),
-            self.servers.len(),
-        )
+        server_for(key, self.servers.len())
     }
 
     /// The positions of `keys`, grouped by the server that holds them.
@@ -773,6 +768,12 @@ fn ungroup<T: Default>(len: usize, groups: &[Vec<usize>], values: Vec<Vec<T>>) -
     all
 }
 
+/// The index in `0..servers` of the server that holds `key`: FNV-1a, the same in every process
+/// and version (unlike std's `DefaultHasher`), so every replica maps a key to the same server.
+fn server_for(key: &str, servers: usize) -> usize {
+    jump_hash(kubeforge_shared::hash::fnv1a(key.as_bytes()), servers)
+}
+
 /// Lamping and Veach's jump consistent hash: the bucket in `0..buckets` of `key`. Going from
 /// `n` to `n + 1` buckets moves only the keys that land in the new bucket (about `1/(n+1)`).
 fn jump_hash(mut key: u64, buckets: usize) -> usize {
@@ -909,13 +910,31 @@ mod tests {
         assert_eq!(jump_hash(42, 0), 0, "no buckets: bucket 0, never a panic");
     }
 
+    /// Issue 37: every replica, of any build, must find a key on the same server — these values
+    /// were computed by the store's own FNV-1a before it moved to `kubeforge_shared::hash`.
+    #[test]
+    fn server_for_should_place_keys_as_every_earlier_build_did() {
+        for (key, on) in [
+            ("a:1:shop/object-1", [0, 0, 4]),
+            ("a:1:shop/object-2", [0, 2, 2]),
+            ("a:1:shop/object-3", [1, 1, 3]),
+            ("a:1:shop/object-7", [0, 2, 3]),
+        ] {
+            assert_eq!(
+                [2, 3, 5].map(|servers| server_for(key, servers)),
+                on,
+                "{key}"
+            );
+        }
+    }
+
     #[test]
     fn jump_hash_should_spread_keys_evenly() {
         let keys = keys(40_000);
         for servers in [2, 3, 5, 8] {
             let mut counts = vec![0_usize; servers];
             for key in &keys {
-                counts[jump_hash(kubeforge_shared::hash::fnv1a(key.as_bytes()), servers)] += 1;
+                counts[server_for(key, servers)] += 1;
             }
             let expected = keys.len() / servers;
             for (server, &count) in counts.iter().enumerate() {
@@ -995,9 +1014,7 @@ mod tests {
     #[test]
     fn grouping_should_preserve_the_callers_order() {
         let keys = keys(1000);
-        let groups = group_by(keys.iter().map(String::as_str), 3, |key| {
-            jump_hash(kubeforge_shared::hash::fnv1a(key.as_bytes()), 3)
-        });
+        let groups = group_by(keys.iter().map(String::as_str), 3, |key| server_for(key, 3));
         assert!(groups.iter().all(|group| !group.is_empty()));
         assert!(groups.iter().all(|group| group.is_sorted()));
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), keys.len());

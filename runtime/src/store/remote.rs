@@ -105,8 +105,7 @@ where
     /// [`Backend::key_sync_interval`](super::Backend::key_sync_interval)) if called within a
     /// Tokio runtime.
     pub fn new(backend: SharedBackend, informer: &str, refill: Refill<K>) -> Self {
-        let shard = sanitize(backend.shard_key());
-        let prefix = format!("{shard}:{:016x}:", fnv1a(informer.as_bytes()));
+        let prefix = key_prefix(backend.shard_key(), informer);
         let inner = Arc::new(Inner {
             backend,
             prefix,
@@ -454,6 +453,16 @@ fn sanitize(text: &str) -> String {
         .collect()
 }
 
+/// The prefix of an informer's entries: the backend's shard key, then the informer's identity
+/// hashed (persisted: another build or replica must compute the same).
+fn key_prefix(shard_key: &str, informer: &str) -> String {
+    format!(
+        "{}:{:016x}:",
+        sanitize(shard_key),
+        fnv1a(informer.as_bytes())
+    )
+}
+
 /// The backend key of `key` under `prefix`: readable when it fits, else hashed (128 bits).
 fn backend_key(prefix: &str, key: &ObjectKey) -> String {
     let readable = format!(
@@ -492,5 +501,23 @@ mod tests {
             backend_key("a:1:", &ObjectKey::namespaced("shop", "y".repeat(253)))
         );
         assert_eq!(sanitize("replica 0\n"), "replica_0_");
+    }
+
+    /// Issue 37: the entries are persisted, so the hashes in their keys must never change —
+    /// these values were computed by the store's own FNV-1a before it moved to
+    /// `kubeforge_shared::hash`.
+    #[test]
+    fn keys_should_hash_as_every_earlier_build_did() {
+        assert_eq!(
+            key_prefix(
+                "replicas-a",
+                "/api/v1/namespaces/shop/configmaps?labelSelector=app=web"
+            ),
+            "replicas-a:5ea031d4e9f4ae35:"
+        );
+        assert_eq!(
+            backend_key("a:1:", &ObjectKey::namespaced("shop", "x".repeat(253))),
+            "a:1:#68872b13afc903028e11494b85fd576f"
+        );
     }
 }
