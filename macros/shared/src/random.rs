@@ -1,6 +1,8 @@
-//! One small generator (xorshift64*) for everything kubeforge draws: backoff and lease jitter
-//! (seeded from the clock: replicas must not move in lockstep, nothing needs to be secret) and
-//! generated test objects (seeded with a constant: the same cases on every run).
+//! One small generator (xorshift64*) for everything kubeforge draws: backoff and lease jitter,
+//! the suffix of a default leader-election identity and of a test namespace's name (seeded from
+//! the clock and the process: replicas must not move in lockstep or share a name, nothing needs
+//! to be secret) and generated test objects (seeded with a constant: the same cases on every
+//! run).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,8 +22,8 @@ impl Rng {
         })
     }
 
-    /// A generator seeded from the clock and a process-wide counter: two made in the same
-    /// nanosecond still differ.
+    /// A generator seeded from the clock, the process id and a process-wide counter: two made
+    /// in the same nanosecond, in one process or in two, still differ.
     #[must_use]
     pub fn from_clock() -> Self {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -29,7 +31,7 @@ impl Rng {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-        Self::seeded(crate::hash::mix(nanos ^ count.rotate_left(32)))
+        Self::seeded(clock_seed(nanos, std::process::id(), count))
     }
 
     /// The next number.
@@ -76,6 +78,12 @@ impl Rng {
     }
 }
 
+/// The seed of [`Rng::from_clock`]: the clock reading, the process and the count of generators
+/// made before in it, each moving a different part of the seed before the bits are spread.
+const fn clock_seed(nanos: u64, process: u32, count: u64) -> u64 {
+    crate::hash::mix(nanos ^ (process as u64).rotate_left(40) ^ count.rotate_left(20))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -90,6 +98,10 @@ mod tests {
             (0..5).map(|_| b.next_u64()).collect::<Vec<_>>()
         );
         assert_ne!(Rng::from_clock().next_u64(), Rng::from_clock().next_u64());
+        // Two processes (or two generators of one) reading the same nanosecond.
+        let now = 1_790_000_000_123_456_789;
+        assert_ne!(clock_seed(now, 7, 0), clock_seed(now, 8, 0));
+        assert_ne!(clock_seed(now, 7, 0), clock_seed(now, 7, 1));
         let mut rng = Rng::seeded(0);
         for _ in 0..1000 {
             let f = rng.fraction();

@@ -74,7 +74,7 @@ impl LeaderElectionConfig {
     pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
         let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kubeforge".to_owned());
-            let suffix = Timestamp::now().as_nanosecond() as u64 ^ u64::from(std::process::id());
+            let suffix = kubeforge_shared::random::Rng::from_clock().next_u64();
             format!("{host}_{suffix:x}")
         });
         Self {

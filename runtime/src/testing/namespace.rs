@@ -1,5 +1,4 @@
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
@@ -134,13 +133,10 @@ impl Drop for TestNamespace {
 fn unique_name() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    // pid + counter make names unique within a run; the clock part keeps reruns from colliding
+    let random = kubeforge_shared::random::Rng::from_clock().next_u64();
+    // pid + counter make names unique within a run; the random part keeps reruns from colliding
     // with namespaces of an earlier run that are still terminating.
-    format!("kf-{}-{n}-{:x}", std::process::id(), nanos & 0xfffff)
+    format!("kf-{}-{n}-{:x}", std::process::id(), random & 0xfffff)
 }
 
 #[cfg(test)]
