@@ -29,6 +29,7 @@ mod markers;
 mod memcached_backend;
 mod own_writes;
 mod printcolumns;
+mod priority;
 mod reconcile_errors;
 mod retries;
 mod secret_mirror;

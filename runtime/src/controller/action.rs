@@ -1,5 +1,7 @@
 use std::time::Duration;
 
+pub use crate::queue::Priority;
+
 /// What a successful reconcile asks for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -8,8 +10,12 @@ pub enum Action {
     /// Reconcile again soon: after the key's next backoff delay, as after a failure (5 ms, then
     /// doubling), so a key that keeps asking slows down instead of spinning. Never concurrently.
     Requeue,
-    /// Reconcile again after this delay (periodic checks of the outside world).
+    /// Reconcile again after this delay (periodic checks of the outside world), queued at
+    /// [`Priority::Low`], behind fresh events.
     RequeueAfter(Duration),
+    /// [`Action::RequeueAfter`] queued at the given priority: `Priority::High` when the next
+    /// run is what a user waits for (a resource being provisioned), not a periodic check.
+    RequeueAfterAt(Duration, Priority),
 }
 
 impl Action {
@@ -27,6 +33,19 @@ impl Action {
     pub fn requeue_after(delay: Duration) -> Self {
         Self::RequeueAfter(delay)
     }
+
+    /// Queues the requeue at `priority`: `Action::requeue_after(d).priority(Priority::High)`.
+    /// [`Action::Done`] and [`Action::Requeue`] (which goes through the key's backoff, at
+    /// low priority) are returned unchanged.
+    #[must_use]
+    pub fn priority(self, priority: Priority) -> Self {
+        match self {
+            Self::RequeueAfter(delay) | Self::RequeueAfterAt(delay, _) => {
+                Self::RequeueAfterAt(delay, priority)
+            }
+            other => other,
+        }
+    }
 }
 
 /// What to do after a reconcile failed; chosen by [`Reconciler::error_policy`](super::Reconciler::error_policy).
@@ -34,8 +53,24 @@ impl Action {
 pub enum ErrorPolicy {
     /// Retry with the per-key exponential backoff (the default).
     Backoff,
-    /// Retry after exactly this delay.
+    /// Retry after exactly this delay (queued at [`Priority::Low`], as every retry).
     RetryAfter(Duration),
+    /// [`ErrorPolicy::RetryAfter`] queued at the given priority.
+    RetryAfterAt(Duration, Priority),
     /// Do not retry: the error is permanent until the object changes (logged and counted).
     Terminal,
+}
+
+impl ErrorPolicy {
+    /// Queues the retry at `priority`: `ErrorPolicy::RetryAfter(d).priority(Priority::High)`.
+    /// The other policies are returned unchanged (a backoff retry is queued at low priority).
+    #[must_use]
+    pub fn priority(self, priority: Priority) -> Self {
+        match self {
+            Self::RetryAfter(delay) | Self::RetryAfterAt(delay, _) => {
+                Self::RetryAfterAt(delay, priority)
+            }
+            other => other,
+        }
+    }
 }

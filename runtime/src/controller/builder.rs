@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use kube::core::PartialObjectMeta;
 use kube::{Api, Resource};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
 use crate::health::Check;
-use crate::informer::{Event, Informer, InformerConfig};
+use crate::informer::{Event, Informer, InformerConfig, Subscription};
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
@@ -38,7 +38,7 @@ pub struct Controller<K: Resource> {
     name: Arc<str>,
     wiring: Wiring,
     primary: Arc<Informer<K>>,
-    primary_events: mpsc::Receiver<Event<K>>,
+    primary_events: Subscription<K>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
     sources: Vec<Source>,
     config: ControllerConfig,
@@ -113,7 +113,7 @@ where
             let informer = Arc::clone(&primary);
             membership.register(&api, &config, move || informer.cached());
         }
-        let primary_events = primary.subscribe();
+        let primary_events = primary.subscription();
         let mut config = ControllerConfig::default();
         if let Some(metrics) = wiring.metrics() {
             config = config.metrics_hooks(Arc::clone(metrics));
@@ -215,7 +215,7 @@ where
     #[must_use]
     pub fn owns_full<C: super::Kind>(self, api: Api<C>, owns: Owns) -> Self {
         self.owned(owns, |cache, config| {
-            cache.informer(api, config).subscribe()
+            cache.informer(api, config).subscription()
         })
     }
 
@@ -228,7 +228,7 @@ where
         C::Scope: Scoped,
     {
         self.owned(owns, |cache, config| {
-            cache.informer(metadata_api(api), config).subscribe()
+            cache.informer(metadata_api(api), config).subscription()
         })
     }
 
@@ -243,7 +243,7 @@ where
         self.owned(owns, |cache, config| {
             cache
                 .skeleton_informer(metadata_api(api), config)
-                .subscribe()
+                .subscription()
         })
     }
 
@@ -252,7 +252,7 @@ where
     fn owned<T: Resource + Send + Sync + 'static>(
         mut self,
         owns: Owns,
-        subscribe: impl FnOnce(&crate::cache::Cache, InformerConfig) -> mpsc::Receiver<Event<T>>,
+        subscribe: impl FnOnce(&crate::cache::Cache, InformerConfig) -> Subscription<T>,
     ) -> Self {
         let config = owns
             .informer
@@ -275,7 +275,7 @@ where
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let informer = self.wiring.cache().informer(api, config);
-        let events = informer.subscribe();
+        let events = informer.subscription();
         let predicates: MetadataPredicates = watches.predicates.into();
         let source = match watches.mapper {
             Mapper::Sync(mapper) => source(
@@ -514,6 +514,7 @@ fn plumbing(
 ) -> (WorkQueue<ObjectKey>, Arc<Retries>, AbortOnDrop) {
     let queue_hooks = config.queue_hooks(name);
     let queue = WorkQueue::with(default_rate_limiter(), Arc::clone(&queue_hooks));
+    queue.set_aging(config.aging);
     let retries = Arc::new(Retries::new(
         RetryConfig {
             policy: Arc::clone(&config.retry),

@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::queue::{NoMetrics, QueueMetrics, TokenBucket};
+use crate::queue::{DEFAULT_AGING, NoMetrics, QueueMetrics, TokenBucket};
 use crate::retry::{DequeueAll, DequeuePolicy, ExponentialRetry, RetryPolicy};
 
 use super::ControllerMetrics;
@@ -20,6 +20,7 @@ pub struct ControllerConfig {
     pub(super) finalizer: Option<String>,
     pub(super) read_your_writes: Option<Duration>,
     pub(super) skip_own_writes: bool,
+    pub(super) aging: Duration,
     pub(super) retry: Arc<dyn RetryPolicy>,
     pub(super) dequeue: Arc<dyn DequeuePolicy>,
     pub(super) retry_rate_limit: Option<Arc<TokenBucket>>,
@@ -39,6 +40,7 @@ impl Debug for ControllerConfig {
             .field("finalizer", &self.finalizer)
             .field("read_your_writes", &self.read_your_writes)
             .field("skip_own_writes", &self.skip_own_writes)
+            .field("aging", &self.aging)
             .finish_non_exhaustive()
     }
 }
@@ -54,6 +56,7 @@ impl Default for ControllerConfig {
             finalizer: None,
             read_your_writes: Some(Duration::from_secs(2)),
             skip_own_writes: true,
+            aging: DEFAULT_AGING,
             retry: Arc::new(default_retry()),
             dequeue: Arc::new(DequeueAll),
             retry_rate_limit: Some(Arc::new(TokenBucket::default())),
@@ -152,6 +155,21 @@ impl ControllerConfig {
     #[must_use]
     pub fn skip_own_writes(mut self, skip: bool) -> Self {
         self.skip_own_writes = skip;
+        self
+    }
+
+    /// The queue's aging bound. Keys are queued at two priorities: fresh events (a create,
+    /// update or delete of the object, or of something it owns or watches) at high, and work
+    /// that can wait at low: the objects the informers found at start-up, resyncs, requeues
+    /// and retries ([`Action::priority`](super::Action::priority) and
+    /// [`ErrorPolicy::priority`](super::ErrorPolicy::priority) change the latter two). So an
+    /// object edited while an operator works through its start-up wave is reconciled at once,
+    /// not after the wave. A low key goes before every high key queued more than `bound` after
+    /// it, so none starves under a stream of events (default 5 min, longer than the start-up
+    /// wave of 50,000 objects; `Duration::MAX` for strict priority).
+    #[must_use]
+    pub fn priority_aging(mut self, bound: Duration) -> Self {
+        self.aging = bound;
         self
     }
 

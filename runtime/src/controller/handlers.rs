@@ -4,14 +4,13 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use kube::Resource;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use std::sync::Arc;
 
 use crate::ObjectKey;
-use crate::informer::Event;
-use crate::queue::WorkQueue;
+use crate::informer::{Event, Subscription};
+use crate::queue::{Priority, WorkQueue};
 use crate::retry::{NewEvent, ResourceAction};
 use crate::scope::Scoped;
 
@@ -136,14 +135,20 @@ impl OwnEvents {
 }
 
 impl Sink {
-    fn add(&self, key: ObjectKey, event: NewEvent) {
+    fn add(&self, key: ObjectKey, event: NewEvent, priority: Priority) {
         if self.retries.on_event(&key, event) {
-            self.queue.add(key);
+            self.queue.add_with(key, priority);
         }
     }
 
     /// Adds `keys` but the one whose reconcile wrote what the event carries.
-    fn add_but(&self, keys: Vec<ObjectKey>, writer: Option<&ObjectKey>, event: NewEvent) {
+    fn add_but(
+        &self,
+        keys: Vec<ObjectKey>,
+        writer: Option<&ObjectKey>,
+        event: NewEvent,
+        priority: Priority,
+    ) {
         for key in keys {
             if writer == Some(&key)
                 && let Some(own) = &self.own
@@ -151,8 +156,18 @@ impl Sink {
                 own.skipped(&key);
                 continue;
             }
-            self.add(key, event);
+            self.add(key, event, priority);
         }
+    }
+}
+
+/// The priority of the keys an event puts into the queue: the state an informer started from
+/// (its first list, a late subscriber's replay) and resyncs can wait; changes cannot.
+fn priority<T>(event: &Event<T>, start_up: bool) -> Priority {
+    if start_up || matches!(event, Event::Resync(_)) {
+        Priority::Low
+    } else {
+        Priority::High
     }
 }
 
@@ -163,7 +178,7 @@ pub(super) type Source = Box<dyn FnOnce(Sink, CancellationToken) -> BoxFuture<'s
 /// (their action and generation change count for the dequeue policy); otherwise an event of
 /// another object that concerns the key (an update that did not change its generation).
 pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
-    events: mpsc::Receiver<Event<T>>,
+    events: Subscription<T>,
     primary: bool,
     map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
 ) -> Source {
@@ -175,7 +190,7 @@ pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
 /// Like [`source`], with an asynchronous mapper (a watched kind's mapper that reads the cache);
 /// events are mapped one at a time, in order.
 pub(super) fn source_async<T, F, Fut>(
-    mut events: mpsc::Receiver<Event<T>>,
+    subscription: Subscription<T>,
     primary: bool,
     map: F,
 ) -> Source
@@ -188,10 +203,12 @@ where
         action: ResourceAction::Update,
         generation_changed: false,
     };
+    let Subscription { mut events, mark } = subscription;
     Box::new(move |sink, shutdown| {
         Box::pin(async move {
             // Events watched while a write to their object was in flight, until it lands.
             let mut landing = FuturesUnordered::new();
+            let mut received = 0_u64;
             loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => break,
@@ -199,6 +216,8 @@ where
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
+                let priority = priority(&event, mark.is_initial(received));
+                received += 1;
                 let new_event = if primary {
                     NewEvent::of(&event)
                 } else {
@@ -213,13 +232,15 @@ where
                     keys = map(event) => keys,
                 };
                 match whose {
-                    Whose::Other => sink.add_but(keys, None, new_event),
-                    Whose::Reconcile(writer) => sink.add_but(keys, Some(&writer), new_event),
+                    Whose::Other => sink.add_but(keys, None, new_event, priority),
+                    Whose::Reconcile(writer) => {
+                        sink.add_but(keys, Some(&writer), new_event, priority);
+                    }
                     Whose::Landing(writer) => {
                         let sink = sink.clone();
                         landing.push(async move {
                             let writer = writer.await;
-                            sink.add_but(keys, writer.as_ref(), new_event);
+                            sink.add_but(keys, writer.as_ref(), new_event, priority);
                         });
                     }
                 }

@@ -84,7 +84,7 @@ use kube::{Api, Client};
 use crate::scope::Scoped;
 
 pub use crate::scope::Kind;
-pub use action::{Action, ErrorPolicy};
+pub use action::{Action, ErrorPolicy, Priority};
 pub(crate) use builder::synced;
 pub use builder::{Controller, ControllerError, Idle};
 pub use config::{ControllerConfig, RECONCILE_TIMEOUT, STALL_TIMEOUT};

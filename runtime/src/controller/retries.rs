@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::ObjectKey;
-use crate::queue::{QueueMetrics, RateLimiter, TokenBucket, WorkQueue};
+use crate::queue::{Priority, QueueMetrics, RateLimiter, TokenBucket, WorkQueue};
 use crate::retry::{
     DequeuePolicy, NewEvent, PendingRetry, ResourceAction, RetryError, RetryMetrics, RetryOutcome,
     RetryPolicy, RetryProcessor, RetryProcessorConfig, RetryRequest,
@@ -173,23 +173,24 @@ impl Retries {
                 self.forget(key);
                 Scheduled::No
             }
-            Next::ForgetThenAfter(delay) => {
+            Next::ForgetThenAfter(delay, priority) => {
                 self.forget(key);
-                self.schedule(key, delay);
+                self.schedule(key, delay, priority);
                 Scheduled::After(delay, 0)
             }
-            Next::After(delay) => self.failed(key, error, Some(delay)),
-            Next::RateLimited => self.failed(key, error, None),
+            Next::After(delay, priority) => self.failed(key, error, Some(delay), priority),
+            Next::RateLimited => self.failed(key, error, None, Priority::Low),
         }
     }
 
     /// One more failure of `key`: the policy says whether and when it runs again (`delay`, if
-    /// given, replaces the policy's delay but not its verdict).
+    /// given, replaces the policy's delay but not its verdict); it is queued at `priority`.
     fn failed(
         &self,
         key: &ObjectKey,
         error: Option<&RetryError>,
         delay: Option<Duration>,
+        priority: Priority,
     ) -> Scheduled {
         let attempts = {
             let mut keys = self.keys();
@@ -210,12 +211,13 @@ impl Retries {
         }
         self.queue_metrics.retried();
         self.metrics.retry(RetryOutcome::Scheduled);
-        self.schedule(key, delay);
+        self.schedule(key, delay, priority);
         Scheduled::After(delay, attempts)
     }
 
-    /// Puts `key` back into the queue after `delay`, replacing any pending retry of it.
-    fn schedule(&self, key: &ObjectKey, delay: Duration) {
+    /// Puts `key` back into the queue at `priority` after `delay`, replacing any pending retry
+    /// of it.
+    fn schedule(&self, key: &ObjectKey, delay: Duration, priority: Priority) {
         let name = key.to_string();
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.pending().insert(key.clone(), seq).is_some() {
@@ -229,7 +231,7 @@ impl Retries {
                 // have been popped already).
                 if pending.get(&key) == Some(&seq) {
                     pending.remove(&key);
-                    queue.add(key.clone());
+                    queue.add_with(key.clone(), priority);
                 }
                 async { Ok(None) }
             }));
@@ -355,10 +357,16 @@ mod tests {
         assert_eq!(run(Next::RateLimited).await, Some(ms(20)));
         assert_eq!(retries.attempts(&key), 3);
         // RequeueAfter resets the backoff: after it, a failure starts from 5 ms again.
-        assert_eq!(run(Next::ForgetThenAfter(ms(700))).await, Some(ms(700)));
+        assert_eq!(
+            run(Next::ForgetThenAfter(ms(700), Priority::Low)).await,
+            Some(ms(700))
+        );
         assert_eq!(run(Next::RateLimited).await, Some(ms(5)));
         // ErrorPolicy::RetryAfter: its delay, the failure counted.
-        assert_eq!(run(Next::After(ms(300))).await, Some(ms(300)));
+        assert_eq!(
+            run(Next::After(ms(300), Priority::Low)).await,
+            Some(ms(300))
+        );
         assert_eq!(retries.attempts(&key), 2);
         // Done: forgotten and not queued again.
         assert_eq!(run(Next::Forget).await, None);
@@ -394,7 +402,11 @@ mod tests {
             retries.on_event(&key, status_only),
             "nothing pending: queued"
         );
-        retries.next(Next::After(Duration::from_secs(10)), &key, Some(&Boom));
+        retries.next(
+            Next::After(Duration::from_secs(10), Priority::Low),
+            &key,
+            Some(&Boom),
+        );
         assert!(
             !retries.on_event(&key, status_only),
             "a status-only update waits for the retry"

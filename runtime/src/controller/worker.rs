@@ -234,10 +234,10 @@ where
             Next::RateLimited => {
                 tracing::warn!(%error, retries, "reconcile failed; retrying with backoff");
             }
-            Next::After(delay) => {
+            Next::After(delay, _) => {
                 tracing::warn!(%error, ?delay, "reconcile failed; retrying after the requested delay");
             }
-            Next::Terminal | Next::Forget | Next::ForgetThenAfter(_) => {
+            Next::Terminal | Next::Forget | Next::ForgetThenAfter(..) => {
                 tracing::error!(%error, "reconcile failed with a terminal error; not retrying until the object changes");
                 self.config.metrics.terminal_error(&self.name);
             }

@@ -8,7 +8,7 @@
 //! `kubeforge_informer_late_events_total`).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, mpsc};
@@ -17,6 +17,7 @@ use tokio::sync::{Notify, mpsc};
 struct Subscriber<E> {
     tx: mpsc::Sender<E>,
     backlog: Arc<Backlog<E>>,
+    mark: Arc<StartupMark>,
 }
 
 /// Handles only (no `E: Clone` needed), so `Arc::make_mut` can copy the subscriber list.
@@ -25,7 +26,30 @@ impl<E> Clone for Subscriber<E> {
         Self {
             tx: self.tx.clone(),
             backlog: Arc::clone(&self.backlog),
+            mark: Arc::clone(&self.mark),
         }
+    }
+}
+
+/// Tells a subscriber which of its events came with the informer's first list (or, for a
+/// subscriber that came later, its replay of the cache): the state the informer started from,
+/// not a change. The work queue puts the keys of those at low priority, so an operator's
+/// start-up wave does not hold up the reconcile of an object edited meanwhile.
+#[derive(Debug)]
+pub(crate) struct StartupMark {
+    /// Events handed to the subscriber so far (sent or in its backlog), replay included.
+    handed: AtomicU64,
+    /// How many of its first events are the start-up state (`u64::MAX` until the first list
+    /// is complete).
+    initial: AtomicU64,
+}
+
+impl StartupMark {
+    /// Whether the subscriber's event number `index` (from 0, in the order received) is part
+    /// of the start-up state. Events are received in the order they were handed over, so an
+    /// event received before the mark is set was handed over before the list completed.
+    pub(crate) fn is_initial(&self, index: u64) -> bool {
+        index < self.initial.load(Ordering::Acquire)
     }
 }
 
@@ -47,13 +71,15 @@ impl<E> Backlog<E> {
 }
 
 /// A subscriber waiting for its replay; see [`Fanout::subscribe_held`].
-pub(super) struct Held<E>(Arc<Backlog<E>>);
+pub(super) struct Held<E>(Arc<Backlog<E>>, Arc<StartupMark>);
 
 /// The subscribers of one informer.
 pub(super) struct Fanout<E> {
     /// Replaced as a whole on (un)subscribe, so publishing only clones the `Arc`.
     subscribers: Mutex<Arc<Vec<Subscriber<E>>>>,
     late: AtomicU64,
+    /// Whether [`Fanout::mark_initial`] was called (written under the `subscribers` lock).
+    marked: AtomicBool,
 }
 
 impl<E: Clone + Send + 'static> Fanout<E> {
@@ -61,29 +87,60 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         Self {
             subscribers: Mutex::new(Arc::new(Vec::new())),
             late: AtomicU64::new(0),
+            marked: AtomicBool::new(false),
         }
     }
 
     /// A new subscriber with a channel of `capacity`, first handed `replay` (in order, before
-    /// any event published after this call). Must be called within a Tokio runtime.
-    pub(super) fn subscribe(&self, capacity: usize, replay: Vec<E>) -> mpsc::Receiver<E> {
-        self.add(capacity, replay, false).0
+    /// any event published after this call; the start-up state, if given after
+    /// [`Fanout::mark_initial`]). Must be called within a Tokio runtime.
+    pub(super) fn subscribe(
+        &self,
+        capacity: usize,
+        replay: Vec<E>,
+    ) -> (mpsc::Receiver<E>, Arc<StartupMark>) {
+        let (rx, _, mark) = self.add(capacity, replay, false);
+        (rx, mark)
     }
 
     /// A new subscriber that gets nothing until [`Fanout::release`] hands it its replay; what is
     /// published meanwhile is dropped then (the replay, taken later, covers it).
-    pub(super) fn subscribe_held(&self, capacity: usize) -> (mpsc::Receiver<E>, Held<E>) {
-        let (rx, backlog) = self.add(capacity, Vec::new(), true);
-        (rx, Held(backlog))
+    pub(super) fn subscribe_held(
+        &self,
+        capacity: usize,
+    ) -> (mpsc::Receiver<E>, Held<E>, Arc<StartupMark>) {
+        let (rx, backlog, mark) = self.add(capacity, Vec::new(), true);
+        (rx, Held(backlog, Arc::clone(&mark)), mark)
     }
 
-    /// Hands a held subscriber `replay` (the state as of now) and then what is published next.
+    /// Hands a held subscriber `replay` (the state as of now, its start-up state) and then
+    /// what is published next.
     pub(super) fn release(&self, held: Held<E>, replay: Vec<E>) {
-        let mut queue = held.0.lock();
+        let Held(backlog, mark) = held;
+        let mut queue = backlog.lock();
+        let replayed = replay.len() as u64;
         queue.events = replay.into();
         queue.held = false;
+        mark.handed.store(replayed, Ordering::Release);
+        mark.initial.store(replayed, Ordering::Release);
         drop(queue);
-        held.0.wake.notify_one();
+        backlog.wake.notify_one();
+    }
+
+    /// The first list is complete: what each subscriber was handed so far is its start-up
+    /// state, and so is the replay of a subscriber that comes later; what follows is change.
+    pub(super) fn mark_initial(&self) {
+        let subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        for subscriber in subscribers.iter() {
+            let handed = subscriber.mark.handed.load(Ordering::Acquire);
+            let _ = subscriber.mark.initial.compare_exchange(
+                u64::MAX,
+                handed,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        self.marked.store(true, Ordering::Release);
     }
 
     fn add(
@@ -91,8 +148,9 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         capacity: usize,
         replay: Vec<E>,
         held: bool,
-    ) -> (mpsc::Receiver<E>, Arc<Backlog<E>>) {
+    ) -> (mpsc::Receiver<E>, Arc<Backlog<E>>, Arc<StartupMark>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
+        let replayed = replay.len() as u64;
         let backlog = Arc::new(Backlog {
             queue: Mutex::new(Queue {
                 events: replay.into(),
@@ -103,11 +161,23 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         crate::task::spawn(forward(tx.clone(), Arc::clone(&backlog)));
         backlog.wake.notify_one();
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the lock `mark_initial` takes: a subscriber comes before the mark (and is
+        // marked with the others) or after it (and only its replay is start-up state).
+        let initial = if self.marked.load(Ordering::Acquire) {
+            replayed
+        } else {
+            u64::MAX
+        };
+        let mark = Arc::new(StartupMark {
+            handed: AtomicU64::new(replayed),
+            initial: AtomicU64::new(initial),
+        });
         Arc::make_mut(&mut subscribers).push(Subscriber {
             tx,
             backlog: Arc::clone(&backlog),
+            mark: Arc::clone(&mark),
         });
-        (rx, backlog)
+        (rx, backlog, mark)
     }
 
     /// Hands `event` to every subscriber without waiting; forgets subscribers that are gone.
@@ -119,6 +189,7 @@ impl<E: Clone + Send + 'static> Fanout<E> {
             if backlog.held {
                 continue; // its replay will cover this event
             }
+            subscriber.mark.handed.fetch_add(1, Ordering::AcqRel);
             if !backlog.events.is_empty() {
                 // Behind already: keep the order.
                 backlog.events.push_back(event.clone());
@@ -183,8 +254,8 @@ mod tests {
     #[tokio::test]
     async fn a_slow_subscriber_should_not_hold_up_the_others_or_lose_order() {
         let fanout = Fanout::<u32>::new();
-        let mut slow = fanout.subscribe(4, vec![]);
-        let mut fast = fanout.subscribe(4, vec![]);
+        let (mut slow, _) = fanout.subscribe(4, vec![]);
+        let (mut fast, _) = fanout.subscribe(4, vec![]);
         let reader = tokio::spawn(async move {
             let mut got = Vec::new();
             while got.len() < 100 {
@@ -214,7 +285,7 @@ mod tests {
     #[tokio::test]
     async fn replay_should_come_before_later_events_and_closed_subscribers_should_be_dropped() {
         let fanout = Fanout::<u32>::new();
-        let mut rx = fanout.subscribe(2, vec![1, 2, 3, 4, 5]);
+        let (mut rx, _) = fanout.subscribe(2, vec![1, 2, 3, 4, 5]);
         fanout.publish(&6);
         let mut got = Vec::new();
         while got.len() < 6 {
@@ -222,7 +293,7 @@ mod tests {
         }
         assert_eq!(got, [1, 2, 3, 4, 5, 6]);
         drop(rx);
-        let (mut held, handle) = fanout.subscribe_held(4);
+        let (mut held, handle, _) = fanout.subscribe_held(4);
         fanout.publish(&7);
         fanout.release(handle, vec![10, 11]);
         fanout.publish(&12);
@@ -239,5 +310,29 @@ mod tests {
         fanout.publish(&7);
         fanout.publish(&8);
         assert!(fanout.subscribers.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_start_up_mark_should_cover_what_came_before_the_first_list_completed() {
+        let fanout = Fanout::<u32>::new();
+        let (_early, early) = fanout.subscribe(1, vec![]);
+        for i in 0..3 {
+            fanout.publish(&i); // two of them wait in the backlog: counted all the same
+        }
+        assert!(
+            early.is_initial(5),
+            "unmarked: everything so far is start-up state"
+        );
+        fanout.mark_initial();
+        fanout.publish(&3);
+        assert!(early.is_initial(2) && !early.is_initial(3));
+        // Later subscribers: only their replay is start-up state.
+        let (_late, late) = fanout.subscribe(4, vec![10, 11]);
+        assert!(late.is_initial(1) && !late.is_initial(2));
+        let (_held, handle, held) = fanout.subscribe_held(4);
+        fanout.publish(&4);
+        fanout.release(handle, vec![20, 21, 22]);
+        fanout.publish(&5);
+        assert!(held.is_initial(2) && !held.is_initial(3));
     }
 }

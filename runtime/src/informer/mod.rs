@@ -92,6 +92,12 @@ pub(crate) trait ApplyHook: Send + Sync {
     fn relisted(&self, kind: std::any::TypeId);
 }
 
+/// A subscription's events with its [`StartupMark`](fanout::StartupMark).
+pub(crate) struct Subscription<K> {
+    pub(crate) events: mpsc::Receiver<Event<K>>,
+    pub(crate) mark: Arc<fanout::StartupMark>,
+}
+
 /// A change the informer applied to its store.
 #[derive(Debug)]
 pub enum Event<K> {
@@ -522,17 +528,24 @@ where
     /// [`InformerConfig::buffer`] events full) gets later events from a backlog of its own: it
     /// never holds up the informer or the other subscribers.
     pub fn subscribe(&self) -> mpsc::Receiver<Event<K>> {
-        if !*self.synced.borrow() {
-            return self.fanout.subscribe(self.config.buffer, Vec::new());
-        }
-        match self.store.snapshot() {
-            Some(objects) => self.fanout.subscribe(self.config.buffer, replay(objects)),
-            None => {
-                let (rx, held) = self.fanout.subscribe_held(self.config.buffer);
-                let _ = self.replays.send(held);
-                rx
+        self.subscription().events
+    }
+
+    /// [`Informer::subscribe`], with the mark that tells the start-up state from changes.
+    pub(crate) fn subscription(&self) -> Subscription<K> {
+        let (events, mark) = if *self.synced.borrow() {
+            match self.store.snapshot() {
+                Some(objects) => self.fanout.subscribe(self.config.buffer, replay(objects)),
+                None => {
+                    let (rx, held, mark) = self.fanout.subscribe_held(self.config.buffer);
+                    let _ = self.replays.send(held);
+                    (rx, mark)
+                }
             }
-        }
+        } else {
+            self.fanout.subscribe(self.config.buffer, Vec::new())
+        };
+        Subscription { events, mark }
     }
 
     /// Events that waited in a subscriber's backlog because its channel was full.
@@ -769,6 +782,7 @@ where
             hook.relisted(std::any::TypeId::of::<K>());
         }
         self.stats.lists.fetch_add(1, Ordering::Relaxed);
+        self.fanout.mark_initial();
         self.synced.send_replace(true);
         // The list's buffers are free now: give them back once the lists have settled.
         crate::memory::listed();

@@ -12,7 +12,9 @@
 //! | `controller_runtime_reconcile_time_seconds` (histogram) | `controller` |
 //! | `controller_runtime_max_concurrent_reconciles` | `controller` |
 //! | `controller_runtime_active_workers` | `controller` |
-//! | `workqueue_depth` | `name`, `controller`, `priority` |
+//! | `workqueue_depth` | `name`, `controller`, `priority` (`0`: fresh events, `-100`: start-up, resync, requeues and retries; controller-runtime's values) |
+//! | `kubeforge_workqueue_oldest_item_seconds` (how long the longest-waiting queued item has waited) | `name`, `controller`, `priority` |
+//! | `kubeforge_workqueue_aged_total` (low-priority items handed out before waiting fresh ones: they reached the aging bound) | `name`, `controller` |
 //! | `workqueue_adds_total`, `workqueue_retries_total` | `name`, `controller` |
 //! | `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds` (histograms) | `name`, `controller` |
 //! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | `name`, `controller` |
@@ -54,7 +56,7 @@ use prometheus::{
 use crate::ObjectKey;
 use crate::cache::Cache;
 use crate::controller::{ControllerMetrics, ReconcileResult};
-use crate::queue::{QueueMetrics, WorkQueue};
+use crate::queue::{Priority, QueueMetrics, WorkQueue};
 
 /// controller-runtime's reconcile-time buckets (seconds).
 const RECONCILE_BUCKETS: &[f64] = &[
@@ -95,6 +97,8 @@ struct QueueSeries {
     work_duration: HistogramVec,
     unfinished: GaugeVec,
     longest: GaugeVec,
+    oldest: GaugeVec,
+    aged: IntCounterVec,
 }
 
 /// kubeforge's `kubeforge_informer_*` series.
@@ -273,6 +277,18 @@ impl QueueSeries {
                 "How many seconds has the longest running processor for workqueue been running.",
                 nc,
             ),
+            oldest: float_gauge(
+                r,
+                "kubeforge_workqueue_oldest_item_seconds",
+                "How many seconds the longest-waiting queued item of the priority has waited.",
+                &["name", "controller", "priority"],
+            ),
+            aged: counter(
+                r,
+                "kubeforge_workqueue_aged_total",
+                "Low-priority items handed out before waiting fresh ones, having reached the aging bound.",
+                nc,
+            ),
         }
     }
 }
@@ -344,13 +360,17 @@ impl Metrics {
     /// The queue hooks for controller `controller` (labels `name` and `controller`).
     pub fn queue(&self, controller: &str) -> Arc<dyn QueueMetrics> {
         let labels = [controller, controller];
-        let depth = self
-            .queue
-            .depth
-            .with_label_values(&[controller, controller, ""]);
-        depth.set(0);
+        let depth = Priority::ALL.map(|priority| {
+            let gauge =
+                self.queue
+                    .depth
+                    .with_label_values(&[controller, controller, priority.label()]);
+            gauge.set(0);
+            gauge
+        });
         Arc::new(QueueHooks {
             adds: self.queue.adds.with_label_values(&labels),
+            aged: self.queue.aged.with_label_values(&labels),
             depth,
             queue_duration: self.queue.queue_duration.with_label_values(&labels),
             work_duration: self.queue.work_duration.with_label_values(&labels),
@@ -390,6 +410,17 @@ impl Metrics {
                 .longest
                 .with_label_values(&labels)
                 .set(longest.as_secs_f64());
+            for priority in Priority::ALL {
+                let oldest = queue.oldest(priority).unwrap_or_default();
+                self.queue
+                    .oldest
+                    .with_label_values(&[
+                        controller.as_str(),
+                        controller.as_str(),
+                        priority.label(),
+                    ])
+                    .set(oldest.as_secs_f64());
+            }
         }
         if let Some(cache) = cache {
             for informer in cache.sync_status() {
@@ -588,7 +619,9 @@ impl crate::retry::RetryMetrics for RetryHooks {
 /// One controller's queue series, resolved once (no label lookups per queue operation).
 struct QueueHooks {
     adds: prometheus::IntCounter,
-    depth: prometheus::IntGauge,
+    aged: prometheus::IntCounter,
+    /// By priority, in the order of [`Priority::ALL`].
+    depth: [prometheus::IntGauge; 2],
     queue_duration: prometheus::Histogram,
     work_duration: prometheus::Histogram,
     retries: prometheus::IntCounter,
@@ -598,8 +631,12 @@ impl QueueMetrics for QueueHooks {
     fn added(&self) {
         self.adds.inc();
     }
-    fn depth(&self, depth: usize) {
-        self.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+    fn priority_depth(&self, priority: Priority, depth: usize) {
+        let index = usize::from(priority == Priority::Low);
+        self.depth[index].set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
+    fn aged(&self) {
+        self.aged.inc();
     }
     fn queued_for(&self, wait: Duration) {
         self.queue_duration.observe(wait.as_secs_f64());
@@ -627,7 +664,9 @@ mod tests {
         let hooks = metrics.queue("web");
         hooks.added();
         hooks.retried();
-        hooks.depth(2);
+        hooks.priority_depth(Priority::High, 2);
+        hooks.priority_depth(Priority::Low, 3);
+        hooks.aged();
         let queue = WorkQueue::new();
         metrics.queue_started("web", &queue);
         let text = metrics.render(None);
@@ -641,7 +680,10 @@ mod tests {
             r#"controller_runtime_active_workers{controller="web"} 0"#,
             r#"workqueue_adds_total{controller="web",name="web"} 1"#,
             r#"workqueue_retries_total{controller="web",name="web"} 1"#,
-            r#"workqueue_depth{controller="web",name="web",priority=""} 2"#,
+            r#"workqueue_depth{controller="web",name="web",priority="0"} 2"#,
+            r#"workqueue_depth{controller="web",name="web",priority="-100"} 3"#,
+            r#"kubeforge_workqueue_aged_total{controller="web",name="web"} 1"#,
+            r#"kubeforge_workqueue_oldest_item_seconds{controller="web",name="web",priority="-100"} 0"#,
             r#"workqueue_unfinished_work_seconds{controller="web",name="web"} 0"#,
             r#"leader_election_master_status{name="web-lease"} 1"#,
             "# TYPE controller_runtime_reconcile_time_seconds histogram",

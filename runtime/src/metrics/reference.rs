@@ -27,7 +27,7 @@ mod tests {
     /// The label values this test makes up (the names it gives controllers, queues, runners,
     /// shard groups, the informer and the sharded kind it creates): left out of the values column, which lists the
     /// values the runtime itself writes (such as a reconcile's `result`).
-    const MADE_UP: &[&str] = &["_", "", "0", "/api/v1/configmaps", "configmaps"];
+    const MADE_UP: &[&str] = &["_", "", "7", "/api/v1/configmaps", "configmaps"];
 
     fn offline_client() -> Client {
         // Never contacted: the informer is created, not started.
@@ -47,12 +47,16 @@ mod tests {
         let queue = metrics.queue_metrics("_");
         queue.added();
         queue.depth(0);
+        for priority in crate::queue::Priority::ALL {
+            queue.priority_depth(priority, 0);
+        }
+        queue.aged();
         queue.queued_for(Duration::ZERO);
         queue.worked_for(Duration::ZERO);
         queue.retried();
         metrics.queue_started("_", &WorkQueue::new());
         let retry = metrics.retry_metrics("_");
-        retry.pending(0, 0);
+        retry.pending(7, 0);
         for outcome in [
             RetryOutcome::Scheduled,
             RetryOutcome::Exhausted,

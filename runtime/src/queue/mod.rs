@@ -5,6 +5,11 @@
 //! - **Deduplication**: an item added several times before a worker takes it is handed out once.
 //! - **Never concurrently**: an item is handed to one worker at a time. If it is added again while
 //!   a worker holds it, it is queued once more when that worker calls [`WorkQueue::done`].
+//! - **Priorities with aging**: [`WorkQueue::add`] queues a fresh event at [`Priority::High`];
+//!   [`WorkQueue::add_after`], [`WorkQueue::add_rate_limited`] and
+//!   [`WorkQueue::add_with`]`(.., Priority::Low)` (start-up, resync) queue work that can wait.
+//!   High items go first, but a low item goes before every high item queued more than the aging
+//!   bound ([`WorkQueue::set_aging`], default [`DEFAULT_AGING`]) after it, so none starves.
 //! - **Delays**: [`WorkQueue::add_after`] holds an item back; only its earliest due time is kept.
 //! - **Rate limiting**: [`WorkQueue::add_rate_limited`] delays by the [`RateLimiter`] (per-item
 //!   exponential backoff combined with an overall token bucket by default);
@@ -32,8 +37,9 @@
 //! ```
 
 mod rate_limit;
+mod ready;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -45,6 +51,8 @@ pub(crate) use rate_limit::exponential;
 pub use rate_limit::{
     ExponentialBackoff, InvalidRateLimit, MaxOf, RateLimiter, TokenBucket, default_rate_limiter,
 };
+use ready::Ready;
+pub use ready::{DEFAULT_AGING, Priority};
 
 /// Observes a [`WorkQueue`]; every method has a no-op default.
 pub trait QueueMetrics: Send + Sync {
@@ -52,6 +60,10 @@ pub trait QueueMetrics: Send + Sync {
     fn added(&self) {}
     /// The number of queued items changed.
     fn depth(&self, _depth: usize) {}
+    /// The number of queued items of `priority` changed.
+    fn priority_depth(&self, _priority: Priority, _depth: usize) {}
+    /// A low-priority item was handed out before waiting high ones: it reached the aging bound.
+    fn aged(&self) {}
     /// An item was handed to a worker after waiting this long in the queue.
     fn queued_for(&self, _wait: Duration) {}
     /// A worker finished an item after working on it this long.
@@ -82,7 +94,7 @@ impl<T> std::fmt::Debug for WorkQueue<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.shared.lock();
         f.debug_struct("WorkQueue")
-            .field("queued", &state.queue.len())
+            .field("queued", &state.ready.len())
             .field("processing", &state.processing.len())
             .field("delayed", &state.delayed.len())
             .field("shutting_down", &state.shutting_down)
@@ -102,15 +114,16 @@ struct Shared<T> {
 }
 
 struct State<T> {
-    queue: VecDeque<T>,
-    /// Items that are queued or must be queued again once their worker is done.
-    dirty: HashSet<T>,
+    ready: Ready<T>,
+    /// Items that are queued or must be queued again once their worker is done, with the
+    /// priority to queue them at.
+    dirty: HashMap<T, Priority>,
     /// When each queued item was added (for the queue-latency metric).
     added_at: HashMap<T, Instant>,
     /// Items held by workers, with the time they were handed out.
     processing: HashMap<T, Instant>,
     /// Delayed items by due time; `seq` keeps entries with equal times distinct.
-    delayed: BTreeMap<(Instant, u64), T>,
+    delayed: BTreeMap<(Instant, u64), (T, Priority)>,
     delayed_index: HashMap<T, (Instant, u64)>,
     seq: u64,
     shutting_down: bool,
@@ -133,8 +146,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    queue: VecDeque::new(),
-                    dirty: HashSet::new(),
+                    ready: Ready::new(DEFAULT_AGING),
+                    dirty: HashMap::new(),
                     added_at: HashMap::new(),
                     processing: HashMap::new(),
                     delayed: BTreeMap::new(),
@@ -150,57 +163,93 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
     }
 
-    /// Queues `item` unless it is already queued; if a worker holds it, it is queued again when
-    /// the worker is done. Ignored after shutdown.
+    /// Queues `item` at [`Priority::High`] (a fresh event) unless it is already queued (then it
+    /// is only raised to high); if a worker holds it, it is queued again when the worker is
+    /// done. Ignored after shutdown.
     pub fn add(&self, item: T) {
+        self.add_with(item, Priority::High);
+    }
+
+    /// Queues `item` at `priority`, as [`WorkQueue::add`] does. An item already queued keeps
+    /// its place, raised to `priority` if that is higher; it is never lowered.
+    pub fn add_with(&self, item: T, priority: Priority) {
         let mut state = self.shared.lock();
-        if self.insert(&mut state, item) {
+        if self.insert(&mut state, item, priority) {
             drop(state);
             self.shared.notify.notify_one();
         }
     }
 
     /// Returns whether a worker should be woken.
-    fn insert(&self, state: &mut State<T>, item: T) -> bool {
+    fn insert(&self, state: &mut State<T>, item: T, priority: Priority) -> bool {
         if state.shutting_down {
             return false;
         }
-        if !state.dirty.insert(item.clone()) {
+        let now = Instant::now();
+        if let Some(queued_at) = state.dirty.get_mut(&item) {
+            if priority > *queued_at {
+                *queued_at = priority;
+                if !state.processing.contains_key(&item) {
+                    state.ready.push(item, priority, now);
+                    self.depths(state);
+                }
+            }
             return false;
         }
+        state.dirty.insert(item.clone(), priority);
         self.shared.metrics.added();
         if state.processing.contains_key(&item) {
             return false; // re-queued by `done`
         }
-        state.added_at.insert(item.clone(), Instant::now());
-        state.queue.push_back(item);
-        self.shared.metrics.depth(state.queue.len());
+        state.added_at.insert(item.clone(), now);
+        state.ready.push(item, priority, now);
+        self.depths(state);
         self.shared.activity.notify_waiters();
         true
     }
 
-    /// Queues `item` after `delay`. If it is already waiting with an earlier due time, that time
-    /// is kept; a zero delay is a plain [`WorkQueue::add`].
+    /// Reports the depths to the metrics hooks.
+    fn depths(&self, state: &State<T>) {
+        let metrics = &self.shared.metrics;
+        metrics.depth(state.ready.len());
+        for priority in Priority::ALL {
+            metrics.priority_depth(priority, state.ready.len_of(priority));
+        }
+    }
+
+    /// Queues `item` at [`Priority::Low`] after `delay` (a requeue). If it is already waiting
+    /// with an earlier due time, that time is kept; a zero delay queues it at once.
     pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with(item, delay, Priority::Low);
+    }
+
+    /// Queues `item` at `priority` after `delay`, as [`WorkQueue::add_after`] does (when two
+    /// delays of one item meet, the earlier due time is kept, at the higher priority).
+    pub fn add_after_with(&self, item: T, delay: Duration, priority: Priority) {
         if delay.is_zero() {
-            return self.add(item);
+            return self.add_with(item, priority);
         }
         let due = Instant::now() + delay;
         let mut state = self.shared.lock();
         if state.shutting_down {
             return;
         }
-        if let Some(&(existing, _)) = state.delayed_index.get(&item)
-            && existing <= due
-        {
-            return;
-        }
-        if let Some(slot) = state.delayed_index.remove(&item) {
+        let mut priority = priority;
+        if let Some(&slot) = state.delayed_index.get(&item) {
+            let kept = state.delayed.get_mut(&slot).map(|(_, p)| p);
+            if slot.0 <= due {
+                if let Some(kept) = kept {
+                    *kept = (*kept).max(priority);
+                }
+                return;
+            }
+            priority = kept.map_or(priority, |kept| (*kept).max(priority));
+            state.delayed_index.remove(&item);
             state.delayed.remove(&slot);
         }
         state.seq += 1;
         let slot = (due, state.seq);
-        state.delayed.insert(slot, item.clone());
+        state.delayed.insert(slot, (item.clone(), priority));
         state.delayed_index.insert(item, slot);
         drop(state);
         // The new due time may be earlier than what sleeping workers wait for.
@@ -208,7 +257,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         self.shared.activity.notify_waiters();
     }
 
-    /// Queues `item` after the delay its rate limiter gives (counting one more failure).
+    /// Queues `item` at [`Priority::Low`] after the delay its rate limiter gives (counting one
+    /// more failure).
     pub fn add_rate_limited(&self, item: T) {
         let delay = self.shared.limiter.when(&item);
         self.shared.metrics.retried();
@@ -239,15 +289,18 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                     return None;
                 }
                 self.promote_due(&mut state);
-                if let Some(item) = state.queue.pop_front() {
-                    let now = Instant::now();
+                if let Some(popped) = state.ready.pop() {
+                    let (item, now) = (popped.item, Instant::now());
                     state.dirty.remove(&item);
                     if let Some(added) = state.added_at.remove(&item) {
                         self.shared.metrics.queued_for(now - added);
                     }
+                    if popped.aged {
+                        self.shared.metrics.aged();
+                    }
                     state.processing.insert(item.clone(), now);
-                    self.shared.metrics.depth(state.queue.len());
-                    let more = !state.queue.is_empty();
+                    self.depths(&state);
+                    let more = state.ready.len() > 0;
                     drop(state);
                     if more {
                         // Pass the baton: another worker may take the next item.
@@ -276,9 +329,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             if entry.key().0 > now {
                 break;
             }
-            let item = entry.remove();
+            let (item, priority) = entry.remove();
             state.delayed_index.remove(&item);
-            self.insert(state, item);
+            self.insert(state, item, priority);
         }
     }
 
@@ -289,12 +342,18 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             return;
         };
         self.shared.metrics.worked_for(started.elapsed());
-        let requeue = state.dirty.contains(item) && !state.shutting_down;
-        if requeue {
-            state.added_at.insert(item.clone(), Instant::now());
-            state.queue.push_back(item.clone());
-            self.shared.metrics.depth(state.queue.len());
+        let requeue = state
+            .dirty
+            .get(item)
+            .copied()
+            .filter(|_| !state.shutting_down);
+        if let Some(priority) = requeue {
+            let now = Instant::now();
+            state.added_at.insert(item.clone(), now);
+            state.ready.push(item.clone(), priority, now);
+            self.depths(&state);
         }
+        let requeue = requeue.is_some();
         drop(state);
         // Wakes a worker for the requeued item, and `shutdown_with_drain` waiting for the drain.
         self.shared.notify.notify_waiters();
@@ -306,7 +365,24 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Number of items waiting to be handed out (not counting delayed or in-flight ones).
     pub fn len(&self) -> usize {
-        self.shared.lock().queue.len()
+        self.shared.lock().ready.len()
+    }
+
+    /// Number of items of `priority` waiting to be handed out.
+    pub fn len_of(&self, priority: Priority) -> usize {
+        self.shared.lock().ready.len_of(priority)
+    }
+
+    /// How long the longest-waiting item of `priority` has waited so far (`None`: none waits).
+    pub fn oldest(&self, priority: Priority) -> Option<Duration> {
+        self.shared.lock().ready.oldest(priority, Instant::now())
+    }
+
+    /// Sets the aging bound: a low-priority item goes before every high-priority item queued
+    /// more than `bound` after it (default [`DEFAULT_AGING`]; `Duration::MAX`: strict priority,
+    /// low items wait for as long as high ones keep coming).
+    pub fn set_aging(&self, bound: Duration) {
+        self.shared.lock().ready.set_aging(bound);
     }
 
     /// Whether no item is waiting to be handed out.
@@ -336,7 +412,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Whether nothing is queued, in flight or delayed.
     pub fn is_idle(&self) -> bool {
         let state = self.shared.lock();
-        state.queue.is_empty() && state.processing.is_empty() && state.delayed.is_empty()
+        state.ready.len() == 0 && state.processing.is_empty() && state.delayed.is_empty()
     }
 
     /// Waits until the queue has been idle (nothing queued, in flight or delayed) for `quiet` in
@@ -403,6 +479,7 @@ impl<T> Shared<T> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
@@ -683,5 +760,128 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_millis(215));
         assert!(queue.is_idle());
         worker.await.unwrap();
+    }
+
+    /// A start-up wave of 1,000 low items worked by 2 workers at 10 ms each (5 s in all) and
+    /// an edit every 100 ms: each edit waits for at most the items in flight, and the wave
+    /// still finishes on time.
+    #[tokio::test(start_paused = true)]
+    async fn fresh_events_should_overtake_a_start_up_wave_which_still_finishes() {
+        let q: WorkQueue<String> = WorkQueue::new();
+        for i in 0..1000 {
+            q.add_with(format!("wave-{i}"), Priority::Low);
+        }
+        let handed = Arc::new(Mutex::new(Vec::<(String, Instant)>::new()));
+        let mut workers = Vec::new();
+        for _ in 0..2 {
+            let (q, handed) = (q.clone(), Arc::clone(&handed));
+            workers.push(tokio::spawn(async move {
+                while let Some(item) = q.get().await {
+                    handed.lock().unwrap().push((item.clone(), Instant::now()));
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    q.done(&item);
+                }
+            }));
+        }
+        let start = Instant::now();
+        let mut edits = HashMap::new();
+        for i in 0..40 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let edit = format!("edit-{i}");
+            edits.insert(edit.clone(), Instant::now());
+            q.add(edit);
+        }
+        q.wait_idle(Duration::from_millis(1)).await;
+        q.shutdown();
+        for w in workers {
+            w.await.unwrap();
+        }
+        let handed = handed.lock().unwrap();
+        let waits: Vec<Duration> = handed
+            .iter()
+            .filter_map(|(item, at)| edits.get(item).map(|queued| *at - *queued))
+            .collect();
+        assert_eq!(waits.len(), 40);
+        assert!(
+            waits.iter().all(|w| *w <= Duration::from_millis(10)),
+            "an edit waits at most for one item in flight: {waits:?}"
+        );
+        let wave_done = handed
+            .iter()
+            .filter(|(item, _)| item.starts_with("wave-"))
+            .map(|(_, at)| *at)
+            .max()
+            .unwrap();
+        assert!(
+            wave_done - start <= Duration::from_millis(5200),
+            "the wave took {:?} (5 s of work, plus the edits' 0.2 s)",
+            wave_done - start
+        );
+    }
+
+    /// A steady stream of fresh events, twice what the worker can do, does not starve a low
+    /// item: it goes right after the fresh events queued before it was due (the aging bound
+    /// after it was queued), before every later one.
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_of_fresh_events_should_not_hold_a_low_item_past_its_deadline() {
+        let q: WorkQueue<String> = WorkQueue::new();
+        q.set_aging(Duration::from_secs(2));
+        let start = Instant::now();
+        q.add_with("resync".to_owned(), Priority::Low);
+        let feeder = tokio::spawn({
+            let q = q.clone();
+            async move {
+                for i in 0.. {
+                    q.add(format!("fresh-{i}"));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+        tokio::task::yield_now().await;
+        let mut before = 0;
+        loop {
+            let item = q.get().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            q.done(&item);
+            if item == "resync" {
+                break;
+            }
+            before += 1;
+        }
+        feeder.abort();
+        // Fresh events 0..=400 were queued at 0..=2000 ms, the last one at its deadline (a tie
+        // goes to the high item); 401 came after.
+        assert_eq!(
+            before, 401,
+            "handed out after exactly the fresh events queued before its deadline"
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(4020));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_item_raised_while_in_flight_should_come_back_at_the_higher_priority() {
+        let q = WorkQueue::new();
+        q.add_with("a", Priority::Low);
+        let a = next(&q).await.unwrap();
+        q.add_with("a", Priority::Low);
+        q.add("a");
+        q.add_with("b", Priority::Low);
+        q.done(&a);
+        assert_eq!(q.len_of(Priority::High), 1);
+        assert_eq!(ready(&q).await, Some("a"), "raised: before the low `b`");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_items_should_come_in_at_their_priority() {
+        let q = WorkQueue::new();
+        q.add_after("requeue", Duration::from_secs(1));
+        q.add_after_with("urgent", Duration::from_secs(1), Priority::High);
+        q.add_after("merged", Duration::from_secs(1));
+        q.add_after_with("merged", Duration::from_secs(5), Priority::High);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        // A later delay of a waiting item raises its priority, keeping its earlier time.
+        let order = [ready(&q).await, ready(&q).await, ready(&q).await];
+        assert_eq!(order, [Some("urgent"), Some("merged"), Some("requeue")]);
+        assert_eq!(q.len_of(Priority::High), 0);
     }
 }
