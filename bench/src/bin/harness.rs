@@ -13,6 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "harness/wave.rs"]
+mod wave;
+
 use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -44,6 +47,12 @@ struct Args {
     /// Concurrent reconciles to test (each driver gets the same).
     #[arg(long, value_delimiter = ',', default_value = "4,16")]
     concurrency: Vec<usize>,
+    /// Objects in the restart-wave scenario (each size a run of its own; empty: skipped).
+    #[arg(long, value_delimiter = ',', default_value = "10000,50000")]
+    wave_sizes: Vec<usize>,
+    /// Repeats of the restart-wave scenario (each builds its objects anew: slow at 50,000).
+    #[arg(long, default_value_t = 1)]
+    wave_repeats: usize,
     /// Cache sizes for the memory and sync scenario.
     #[arg(long, value_delimiter = ',', default_value = "10000")]
     sync_sizes: Vec<usize>,
@@ -776,6 +785,7 @@ async fn main() {
     warm_up(&mut h).await;
     reconcile_scenarios(&mut h, &mut results).await;
     sharded(&mut h, &mut results).await;
+    wave::restart_waves(&mut h, &mut results).await;
     sync_scenarios(&mut h, &mut results).await;
 
     cost_curves(&mut results, &h.args.sync_sizes);
