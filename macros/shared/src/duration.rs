@@ -1,16 +1,19 @@
 //! Durations as Go and Kubernetes write them (`time.ParseDuration`): one or more decimal
 //! numbers, each with a unit — `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h` — such as `"500ms"`,
 //! `"1m30s"` or `"1.5h"`; `"0"` alone needs no unit. The same grammar in `#[controller(..)]`
-//! keys and on an operator's command line.
+//! keys and on an operator's command line. Any other number without a unit is refused, as Go's
+//! flags refuse it, with the fix (`"15"`: write `"15s"`).
 
 use std::fmt;
 use std::time::Duration;
 
 /// Why a text is not a duration.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DurationError {
     /// Not of the grammar.
     Invalid,
+    /// A number without a unit (`"15"`; `"0"` alone is a duration): the number.
+    MissingUnit(String),
     /// Negative (`-5s`): a wait cannot be.
     Negative,
     /// Larger than `u64::MAX` nanoseconds.
@@ -19,13 +22,17 @@ pub enum DurationError {
 
 impl fmt::Display for DurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DurationError::Invalid => {
-                "is not a duration: write numbers with units (ns, us, ms, s, m, h), such as \"500ms\", \"5m\" or \"1m30s\""
-            }
-            DurationError::Negative => "is negative",
-            DurationError::TooLong => "is too long",
-        })
+        match self {
+            DurationError::Invalid => f.write_str(
+                "is not a duration: write numbers with units (ns, us, ms, s, m, h), such as \"500ms\", \"5m\" or \"1m30s\"",
+            ),
+            DurationError::MissingUnit(number) => write!(
+                f,
+                "is not a duration: it needs a unit; write \"{number}s\" for seconds (or ms, m, h)"
+            ),
+            DurationError::Negative => f.write_str("is negative"),
+            DurationError::TooLong => f.write_str("is too long"),
+        }
     }
 }
 
@@ -35,7 +42,8 @@ impl std::error::Error for DurationError {}
 ///
 /// # Errors
 ///
-/// Text of another grammar, a negative duration, or one over `u64::MAX` nanoseconds.
+/// Text of another grammar (such as a number without a unit), a negative duration, or one over
+/// `u64::MAX` nanoseconds.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
     if let Some(positive) = text.strip_prefix('-') {
         return match parse(positive)? {
@@ -49,6 +57,13 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     }
     if rest.is_empty() {
         return Err(DurationError::Invalid);
+    }
+    // A number alone ("15", "1.5"): refused, with the unit it lacks.
+    if rest.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && rest.bytes().any(|b| b.is_ascii_digit())
+        && rest.matches('.').count() <= 1
+    {
+        return Err(DurationError::MissingUnit(rest.to_owned()));
     }
     let mut rest = rest;
     let mut total: u128 = 0;
@@ -125,11 +140,45 @@ mod tests {
             parse("1.0000000009s"),
             Ok(Duration::from_nanos(1_000_000_000))
         );
-        for bad in ["", "5", "s", "1x", "1.2.3s", "ms5", "1s2"] {
+        for bad in [
+            "", "s", "1x", "1.2.3s", "ms5", "1s2", ".", "1.2.3", "1 s", "1S",
+        ] {
             assert_eq!(parse(bad), Err(DurationError::Invalid), "{bad:?}");
+        }
+        for (bare, number) in [("5", "5"), ("1.5", "1.5"), ("+15", "15"), (".5", ".5")] {
+            let missing = DurationError::MissingUnit(number.to_owned());
+            assert_eq!(parse(bare), Err(missing.clone()), "{bare:?}");
+            let fix = format!("write \"{number}s\" for seconds");
+            assert!(missing.to_string().contains(&fix), "{missing}");
         }
         assert_eq!(parse("-5s"), Err(DurationError::Negative));
         assert_eq!(parse("-0s"), Ok(Duration::ZERO));
         assert_eq!(parse("99999999999h"), Err(DurationError::TooLong));
+    }
+
+    /// Issue 37: the command line (one number, `ms`, `s` or `m`, decimals allowed) and
+    /// `#[controller(..)]` (integers with `ms`, `s`, `m`, `h`, several in a row) had grammars of
+    /// their own; this one reads every duration either took. A bare number of seconds (`"15"`)
+    /// was the command line's alone, refused since issue 33 with the fix (see above).
+    #[test]
+    fn parse_should_read_what_both_former_grammars_read() {
+        for (text, micros) in [
+            ("500ms", 500_000),
+            ("15s", 15_000_000),
+            ("2m", 120_000_000),
+            ("0.5m", 30_000_000),
+            ("1.5s", 1_500_000),
+            ("1.s", 1_000_000),
+            (".25s", 250_000),
+            ("007s", 7_000_000),
+            ("2.5ms", 2_500),
+            ("0s", 0),
+            ("3h", 10_800_000_000),
+            ("1h1m1s1ms", 3_661_001_000),
+            ("1m30s", 90_000_000),
+            ("10s5ms", 10_005_000),
+        ] {
+            assert_eq!(parse(text), Ok(Duration::from_micros(micros)), "{text:?}");
+        }
     }
 }

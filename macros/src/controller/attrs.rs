@@ -244,10 +244,11 @@ pub const EXPONENTIAL: Table<ExponentialAttrs> = Table {
     doc: "`retry = exponential(..)` (or a bare `exponential`): failed reconciles of a key are \
           retried after `base`, then after twice as long each time up to `max`, giving up after \
           `attempts` failures in a row. Without `retry`, the policy is `exponential` with its \
-          defaults, client-go's controller backoff. Durations are written as in Kubernetes, \
-          with integers and the units `ms`, `s`, `m`, `h` (`\"500ms\"`, `\"1m30s\"`); they are \
-          checked at compile time, with `base` above 0 and at most `max`, and `attempts` at \
-          least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and \
+          defaults, client-go's controller backoff. Durations are written as in Go and \
+          Kubernetes and on the operator's command line: numbers with the units `ns`, `us`, \
+          `ms`, `s`, `m`, `h` (`\"500ms\"`, `\"1.5s\"`, `\"1m30s\"`), in whole milliseconds; \
+          they are checked at compile time, with `base` above 0 and at most `max`, and \
+          `attempts` at least 1. A key given up on gets a Warning event `RetriesExhausted` on its object and \
           counts in `kubeforge_retries_total{outcome=\"exhausted\"}`; it runs again when the \
           object changes.",
     keys: &[
@@ -1435,9 +1436,16 @@ mod tests {
         assert_eq!(duration_ms("0s"), Ok(0));
         assert_eq!(duration_ms("1.5s"), Ok(1_500));
         let invalid = kubeforge_shared::duration::DurationError::Invalid.to_string();
-        for bad in ["", "5", "s", "1 s", "1d", "1mss", "1S", "ms5"] {
+        for bad in ["", "s", "1 s", "1d", "1mss", "1S", "ms5"] {
             assert_eq!(duration_ms(bad), Err(invalid.clone()), "{bad:?}");
         }
+        assert_eq!(
+            duration_ms("5"),
+            Err(
+                "is not a duration: it needs a unit; write \"5s\" for seconds (or ms, m, h)"
+                    .to_owned()
+            )
+        );
         assert_eq!(duration_ms("-1s"), Err("is negative".to_owned()));
         assert_eq!(
             duration_ms("1us"),

@@ -407,16 +407,7 @@ fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
 /// grammar of `#[controller(..)]`'s durations too). A bare number is refused as Go's flags refuse
 /// it, with the fix: `15` is not a duration, write `15s`.
 fn parse_duration(value: &str) -> Result<Duration, String> {
-    kubeforge_shared::duration::parse(value).map_err(|e| {
-        let bare = !value.is_empty()
-            && value.chars().all(|c| c.is_ascii_digit() || c == '.')
-            && value.parse::<f64>().is_ok();
-        if bare {
-            format!("{value:?} is not a duration: it needs a unit; write \"{value}s\" for seconds (or ms, m, h)")
-        } else {
-            format!("{value:?} {e}")
-        }
-    })
+    kubeforge_shared::duration::parse(value).map_err(|e| format!("{value:?} {e}"))
 }
 
 /// Why an operator binary could not start.
