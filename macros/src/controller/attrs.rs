@@ -1427,18 +1427,13 @@ mod tests {
 
     #[test]
     fn duration_ms_should_read_go_durations() {
-        assert_eq!(duration_ms("500ms"), Ok(500));
-        assert_eq!(duration_ms("1s"), Ok(1_000));
-        assert_eq!(duration_ms("5m"), Ok(300_000));
-        assert_eq!(duration_ms("1h"), Ok(3_600_000));
-        assert_eq!(duration_ms("1m30s"), Ok(90_000));
+        // The grammar is `kubeforge_shared::duration`'s (tested there); here, milliseconds and
+        // its errors.
         assert_eq!(duration_ms("1h1m1s1ms"), Ok(3_661_001));
-        assert_eq!(duration_ms("0s"), Ok(0));
         assert_eq!(duration_ms("1.5s"), Ok(1_500));
+        assert_eq!(duration_ms("0s"), Ok(0));
         let invalid = kubeforge_shared::duration::DurationError::Invalid.to_string();
-        for bad in ["", "s", "1 s", "1d", "1mss", "1S", "ms5"] {
-            assert_eq!(duration_ms(bad), Err(invalid.clone()), "{bad:?}");
-        }
+        assert_eq!(duration_ms("1 s"), Err(invalid));
         assert_eq!(
             duration_ms("5"),
             Err(
