@@ -8,7 +8,9 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
-use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler, Wiring};
+use kubeforge::controller::{
+    Action, Context, Controller, ControllerConfig, Reconciler, Trigger, Wiring,
+};
 use kubeforge::informer::InformerConfig;
 use kubeforge::testing::TestNamespace;
 use serde_json::json;
@@ -19,9 +21,12 @@ use crate::support::{configmap, eventually};
 /// Objects in the start-up wave.
 const WAVE: usize = 600;
 
-/// Records each reconcile (name and `data.v`) and takes 20 ms over it, so the wave of one
-/// worker lasts at least 12 s.
-struct Slow(Arc<Mutex<Vec<(String, String)>>>);
+/// Records each reconcile (name, `data.v` and why it ran) and takes 20 ms over it, so the
+/// wave of one worker lasts at least 12 s.
+struct Slow(Arc<Mutex<Vec<Run>>>);
+
+/// One reconcile: the name, `data.v`, and why it ran.
+type Run = (String, String, Vec<Trigger>);
 
 impl Reconciler<ConfigMap> for Slow {
     type Error = std::convert::Infallible;
@@ -29,7 +34,7 @@ impl Reconciler<ConfigMap> for Slow {
     async fn reconcile(
         &self,
         cm: Arc<ConfigMap>,
-        _ctx: &Context<ConfigMap>,
+        ctx: &Context<ConfigMap>,
     ) -> Result<Action, Self::Error> {
         let name = cm.metadata.name.clone().unwrap_or_default();
         let value = cm
@@ -38,7 +43,10 @@ impl Reconciler<ConfigMap> for Slow {
             .and_then(|d| d.get("v"))
             .cloned()
             .unwrap_or_default();
-        self.0.lock().unwrap().push((name, value));
+        self.0
+            .lock()
+            .unwrap()
+            .push((name, value, ctx.triggers().to_vec()));
         tokio::time::sleep(Duration::from_millis(20)).await;
         Ok(Action::Done)
     }
@@ -91,7 +99,7 @@ async fn an_edit_during_the_start_up_wave_should_be_reconciled_before_the_wave_e
             seen.lock()
                 .unwrap()
                 .iter()
-                .position(|(name, value)| name == "cm-599" && value == "new")
+                .position(|(name, value, _)| name == "cm-599" && value == "new")
         },
     )
     .await;
@@ -101,13 +109,47 @@ async fn an_edit_during_the_start_up_wave_should_be_reconciled_before_the_wave_e
         position < WAVE / 2,
         "the edit was reconcile number {position} of a wave of {WAVE}"
     );
-    eventually("the whole wave", Duration::from_secs(240), async || {
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        let missing: Vec<String> = {
+            let seen = seen.lock().unwrap();
+            let names: std::collections::HashSet<&str> =
+                seen.iter().map(|(name, _, _)| name.as_str()).collect();
+            (0..WAVE)
+                .map(|i| format!("cm-{i:03}"))
+                .filter(|name| !names.contains(name.as_str()))
+                .collect()
+        };
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wave did not finish in 240 s: {} of {WAVE} never reconciled: {missing:?}",
+            missing.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Why each ran, as the reconciler's Context said: the wave's objects as found at start-up,
+    // the edited one for that and because it changed (a ConfigMap has no generation), in one
+    // run.
+    {
         let seen = seen.lock().unwrap();
-        let names: std::collections::HashSet<&str> =
-            seen.iter().map(|(name, _)| name.as_str()).collect();
-        (names.len() == WAVE).then_some(())
-    })
-    .await;
+        assert_eq!(
+            seen[position].2,
+            [
+                Trigger::StartUp,
+                Trigger::Changed {
+                    generation_changed: false
+                }
+            ]
+        );
+        let started = seen
+            .iter()
+            .filter(|(_, _, t)| *t == [Trigger::StartUp])
+            .count();
+        assert_eq!(started, seen.len() - 1, "{:?}", &seen[..5]);
+    }
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }

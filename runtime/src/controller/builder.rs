@@ -17,7 +17,7 @@ use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
-use super::handlers::{OwnEvents, Sink, Source, owner_keys, source, source_async};
+use super::handlers::{Origin, OwnEvents, Sink, Source, owner_keys, source, source_async};
 use super::predicate::MetadataPredicates;
 use super::progress::Progress;
 use super::retries::{Retries, RetryConfig};
@@ -249,18 +249,22 @@ where
 
     /// Adds the source of an owned kind whose events (as `T`: the kind, or its metadata)
     /// `subscribe` gets from the cache with the owned kind's informer options.
-    fn owned<T: Resource + Send + Sync + 'static>(
+    fn owned<T>(
         mut self,
         owns: Owns,
         subscribe: impl FnOnce(&crate::cache::Cache, InformerConfig) -> Subscription<T>,
-    ) -> Self {
+    ) -> Self
+    where
+        T: Resource + Send + Sync + 'static,
+        T::DynamicType: Default,
+    {
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let events = subscribe(self.wiring.cache(), self.wiring.narrow(config));
         let predicates: MetadataPredicates = owns.predicates.into();
         let map = gated(predicates, owner_keys::<K, T>(!owns.any_owner));
-        self.sources.push(source(events, false, map));
+        self.sources.push(source(events, Origin::Owned, map));
         self
     }
 
@@ -280,7 +284,7 @@ where
         let source = match watches.mapper {
             Mapper::Sync(mapper) => source(
                 events,
-                false,
+                Origin::Watched,
                 gated(predicates, move |event: &Event<W>| {
                     let mut keys = Vec::new();
                     for obj in event.versions() {
@@ -289,19 +293,21 @@ where
                     keys
                 }),
             ),
-            Mapper::Async(mapper) => source_async(events, false, move |event: Event<W>| {
-                let mapper = Arc::clone(&mapper);
-                let passes = predicate::event_passes(&predicates, &event);
-                async move {
-                    let mut keys = Vec::new();
-                    if passes {
-                        for obj in event.versions() {
-                            add_new(&mut keys, mapper(Arc::clone(obj)).await);
+            Mapper::Async(mapper) => {
+                source_async(events, Origin::Watched, move |event: Event<W>| {
+                    let mapper = Arc::clone(&mapper);
+                    let passes = predicate::event_passes(&predicates, &event);
+                    async move {
+                        let mut keys = Vec::new();
+                        if passes {
+                            for obj in event.versions() {
+                                add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                            }
                         }
+                        keys
                     }
-                    keys
-                }
-            }),
+                })
+            }
         };
         self.sources.push(source);
         self
@@ -333,20 +339,24 @@ where
             progress,
         } = self;
         lifecycle.set(Stage::Starting);
-        sources.push(source(primary_events, true, move |event: &Event<K>| {
-            let pass = match event {
-                Event::Applied {
-                    old: Some(old),
-                    new,
-                } => predicate::passes(&predicates, old, new),
-                _ => true,
-            };
-            if pass {
-                vec![ObjectKey::of(event.object().as_ref())]
-            } else {
-                Vec::new()
-            }
-        }));
+        sources.push(source(
+            primary_events,
+            Origin::Primary,
+            move |event: &Event<K>| {
+                let pass = match event {
+                    Event::Applied {
+                        old: Some(old),
+                        new,
+                    } => predicate::passes(&predicates, old, new),
+                    _ => true,
+                };
+                if pass {
+                    vec![ObjectKey::of(event.object().as_ref())]
+                } else {
+                    Vec::new()
+                }
+            },
+        ));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
         let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
 

@@ -28,6 +28,8 @@ pub struct Context<K> {
     /// controller's own `reconcile` runs (a `dependents::Reconciled`, read and written by that
     /// module's methods of `Context`).
     pub(crate) dependents: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// What queued the key since its last run.
+    pub(super) triggers: Vec<super::Trigger>,
 }
 
 impl<K> Debug for Context<K> {
@@ -36,6 +38,7 @@ impl<K> Debug for Context<K> {
             .field("controller", &self.controller)
             .field("key", &self.key)
             .field("retries", &self.retries)
+            .field("triggers", &self.triggers)
             .finish_non_exhaustive()
     }
 }
@@ -69,6 +72,23 @@ impl<K> Context<K> {
     /// The key being reconciled.
     pub fn key(&self) -> &ObjectKey {
         &self.key
+    }
+
+    /// Why this reconcile runs: what queued its key since its last run, first first (at most
+    /// 8, each once). Several events before a worker takes the key make one run with all their
+    /// triggers; empty when nothing the controller records queued it (a key added to the queue
+    /// by hand, a wait for leadership). The reconcile's span carries them as `trigger`.
+    ///
+    /// ```
+    /// use kubeforge::controller::{Context, Trigger};
+    /// # fn doc<K>(ctx: &Context<K>) {
+    /// if ctx.triggers().iter().any(|t| matches!(t, Trigger::Changed { generation_changed: true })) {
+    ///     // the spec changed: roll out
+    /// }
+    /// # }
+    /// ```
+    pub fn triggers(&self) -> &[super::Trigger] {
+        &self.triggers
     }
 
     /// How many times this key has failed in a row (0 on a first attempt or after a success).

@@ -16,6 +16,7 @@ use crate::scope::Scoped;
 
 use super::ControllerMetrics;
 use super::retries::Retries;
+use super::trigger::Trigger;
 use crate::writes::OwnWrites;
 
 /// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
@@ -135,9 +136,10 @@ impl OwnEvents {
 }
 
 impl Sink {
-    fn add(&self, key: ObjectKey, event: NewEvent, priority: Priority) {
+    fn add(&self, key: ObjectKey, event: NewEvent, queued: &Queued) {
         if self.retries.on_event(&key, event) {
-            self.queue.add_with(key, priority);
+            self.retries.triggers().record(&key, queued.trigger.clone());
+            self.queue.add_with(key, queued.priority);
         }
     }
 
@@ -147,7 +149,7 @@ impl Sink {
         keys: Vec<ObjectKey>,
         writer: Option<&ObjectKey>,
         event: NewEvent,
-        priority: Priority,
+        queued: &Queued,
     ) {
         for key in keys {
             if writer == Some(&key)
@@ -156,8 +158,58 @@ impl Sink {
                 own.skipped(&key);
                 continue;
             }
-            self.add(key, event, priority);
+            self.add(key, event, queued);
         }
+    }
+}
+
+/// Where a source's events come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// The controller's own kind: the events are the keys' own.
+    Primary,
+    /// A kind it owns.
+    Owned,
+    /// A kind it watches.
+    Watched,
+}
+
+/// How an event queues its keys: at which priority, and why.
+struct Queued {
+    priority: Priority,
+    trigger: Trigger,
+}
+
+impl Queued {
+    /// For `event` of kind `kind` from `origin`; `start_up`: it is part of the state its
+    /// informer started from.
+    fn of<T: kube::Resource>(origin: Origin, kind: &str, event: &Event<T>, start_up: bool) -> Self {
+        let priority = priority(event, start_up);
+        let trigger = match (origin, event) {
+            _ if start_up => Trigger::StartUp,
+            (_, Event::Resync(_)) => Trigger::Resync,
+            (Origin::Primary, Event::Applied { old: None, .. }) => Trigger::Created,
+            (
+                Origin::Primary,
+                Event::Applied {
+                    old: Some(old),
+                    new,
+                },
+            ) => Trigger::Changed {
+                generation_changed: old.meta().generation != new.meta().generation,
+            },
+            (Origin::Primary, Event::Deleted(_)) => Trigger::Deleted,
+            (Origin::Owned | Origin::Watched, _) => {
+                let (kind, name) = (kind.to_owned(), event.object().meta().name.clone());
+                let name = name.unwrap_or_default();
+                if origin == Origin::Owned {
+                    Trigger::Owned { kind, name }
+                } else {
+                    Trigger::Watched { kind, name }
+                }
+            }
+        };
+        Self { priority, trigger }
     }
 }
 
@@ -174,15 +226,20 @@ fn priority<T>(event: &Event<T>, start_up: bool) -> Priority {
 /// Feeds keys into the queue until cancelled.
 pub(super) type Source = Box<dyn FnOnce(Sink, CancellationToken) -> BoxFuture<'static, ()> + Send>;
 
-/// Drains a subscription, mapping each event to keys. `primary`: the events are the keys' own
-/// (their action and generation change count for the dequeue policy); otherwise an event of
-/// another object that concerns the key (an update that did not change its generation).
-pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
+/// Drains a subscription, mapping each event to keys. From the [`Origin::Primary`], the events
+/// are the keys' own (their action and generation change count for the dequeue policy);
+/// otherwise an event of another object that concerns the key (an update that did not change
+/// its generation).
+pub(super) fn source<T>(
     events: Subscription<T>,
-    primary: bool,
+    origin: Origin,
     map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
-) -> Source {
-    source_async(events, primary, move |event: Event<T>| {
+) -> Source
+where
+    T: kube::Resource + Send + Sync + 'static,
+    T::DynamicType: Default,
+{
+    source_async(events, origin, move |event: Event<T>| {
         std::future::ready(map(&event))
     })
 }
@@ -191,11 +248,12 @@ pub(super) fn source<T: kube::Resource + Send + Sync + 'static>(
 /// events are mapped one at a time, in order.
 pub(super) fn source_async<T, F, Fut>(
     subscription: Subscription<T>,
-    primary: bool,
+    origin: Origin,
     map: F,
 ) -> Source
 where
     T: kube::Resource + Send + Sync + 'static,
+    T::DynamicType: Default,
     F: Fn(Event<T>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Vec<ObjectKey>> + Send + 'static,
 {
@@ -204,6 +262,8 @@ where
         generation_changed: false,
     };
     let Subscription { mut events, mark } = subscription;
+    let kind = T::kind(&T::DynamicType::default()).into_owned();
+    let primary = origin == Origin::Primary;
     Box::new(move |sink, shutdown| {
         Box::pin(async move {
             // Events watched while a write to their object was in flight, until it lands.
@@ -216,7 +276,7 @@ where
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
-                let priority = priority(&event, mark.is_initial(received));
+                let queued = Queued::of(origin, &kind, &event, mark.is_initial(received));
                 received += 1;
                 let new_event = if primary {
                     NewEvent::of(&event)
@@ -232,15 +292,15 @@ where
                     keys = map(event) => keys,
                 };
                 match whose {
-                    Whose::Other => sink.add_but(keys, None, new_event, priority),
+                    Whose::Other => sink.add_but(keys, None, new_event, &queued),
                     Whose::Reconcile(writer) => {
-                        sink.add_but(keys, Some(&writer), new_event, priority);
+                        sink.add_but(keys, Some(&writer), new_event, &queued);
                     }
                     Whose::Landing(writer) => {
                         let sink = sink.clone();
                         landing.push(async move {
                             let writer = writer.await;
-                            sink.add_but(keys, writer.as_ref(), new_event, priority);
+                            sink.add_but(keys, writer.as_ref(), new_event, &queued);
                         });
                     }
                 }

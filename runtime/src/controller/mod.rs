@@ -76,6 +76,7 @@ mod progress;
 mod reconciler;
 mod retries;
 mod sources;
+mod trigger;
 mod wiring;
 mod worker;
 
@@ -99,6 +100,7 @@ pub use predicate::{
 pub use reconciler::{ControllerSpec, Reconciler};
 pub use retries::RequeueRequested;
 pub use sources::{Owns, Watches};
+pub use trigger::Trigger;
 pub use wiring::Wiring;
 pub(crate) use worker::panic_message;
 

@@ -20,6 +20,7 @@ use crate::retry::{
 };
 
 use super::outcome::Next;
+use super::trigger::{Trigger, Triggers};
 
 /// The typed values a reconcile keeps across the retries of one key.
 pub(super) type State = Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>;
@@ -60,6 +61,8 @@ pub(super) struct Retries {
     queue: WorkQueue<ObjectKey>,
     queue_metrics: Arc<dyn QueueMetrics>,
     metrics: Arc<dyn RetryMetrics>,
+    /// Why each queued key was queued.
+    triggers: Arc<Triggers>,
 }
 
 /// What a controller's retries are configured with.
@@ -90,7 +93,14 @@ impl Retries {
             queue,
             queue_metrics: config.queue_metrics,
             metrics: config.metrics,
+            triggers: Arc::default(),
         }
+    }
+
+    /// Why each queued key was queued (recorded by the sources and the retries, taken by the
+    /// worker).
+    pub(super) fn triggers(&self) -> &Triggers {
+        &self.triggers
     }
 
     /// The processor, to run next to the workers.
@@ -175,7 +185,7 @@ impl Retries {
             }
             Next::ForgetThenAfter(delay, priority) => {
                 self.forget(key);
-                self.schedule(key, delay, priority);
+                self.schedule(key, delay, priority, Trigger::Requeue);
                 Scheduled::After(delay, 0)
             }
             Next::After(delay, priority) => self.failed(key, error, Some(delay), priority),
@@ -211,19 +221,25 @@ impl Retries {
         }
         self.queue_metrics.retried();
         self.metrics.retry(RetryOutcome::Scheduled);
-        self.schedule(key, delay, priority);
+        let trigger = if error.is_some() {
+            Trigger::Retry { attempt: attempts }
+        } else {
+            Trigger::Requeue
+        };
+        self.schedule(key, delay, priority, trigger);
         Scheduled::After(delay, attempts)
     }
 
     /// Puts `key` back into the queue at `priority` after `delay`, replacing any pending retry
     /// of it.
-    fn schedule(&self, key: &ObjectKey, delay: Duration, priority: Priority) {
+    fn schedule(&self, key: &ObjectKey, delay: Duration, priority: Priority, trigger: Trigger) {
         let name = key.to_string();
         let seq = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.pending().insert(key.clone(), seq).is_some() {
             self.processor.dequeue_all(&name);
         }
         let (queue, key, pending) = (self.queue.clone(), key.clone(), Arc::clone(&self.pending));
+        let triggers = Arc::clone(&self.triggers);
         self.processor
             .enqueue(RetryRequest::new(name, delay, move || {
                 let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -231,6 +247,7 @@ impl Retries {
                 // have been popped already).
                 if pending.get(&key) == Some(&seq) {
                     pending.remove(&key);
+                    triggers.record(&key, trigger.clone());
                     queue.add_with(key.clone(), priority);
                 }
                 async { Ok(None) }

@@ -19,6 +19,7 @@ use crate::store::Reader;
 
 use super::outcome::{self, Next, Outcome};
 use super::retries::{Retries, Scheduled};
+use super::trigger::{self, Trigger};
 use super::{
     Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
 };
@@ -90,6 +91,7 @@ where
             self.let_go(key, &obj, membership).await;
             return;
         }
+        let triggers = self.retries.triggers().take(key);
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "reconcile",
@@ -97,8 +99,11 @@ where
             namespace = key.namespace.as_deref().unwrap_or(""),
             name = %key.name,
             reconcile_id = %format_args!("{id:x}"),
+            trigger = %trigger::describe(&triggers),
         );
-        self.process_object(key, obj).instrument(span).await;
+        self.process_object(key, obj, triggers)
+            .instrument(span)
+            .await;
     }
 
     /// The sharder asked this replica to let the object go: no reconcile of it runs (this
@@ -119,7 +124,7 @@ where
         }
     }
 
-    async fn process_object(&self, key: &ObjectKey, obj: Arc<K>) {
+    async fn process_object(&self, key: &ObjectKey, obj: Arc<K>, triggers: Vec<Trigger>) {
         let deleting = obj.meta().deletion_timestamp.is_some();
         let finalizer = self.config.finalizer.as_deref();
         let has_finalizer = |o: &K, f: &str| o.meta().finalizers.iter().flatten().any(|x| x == f);
@@ -131,6 +136,7 @@ where
             controller: self.name.clone(),
             object: Arc::clone(&obj),
             dependents: std::sync::OnceLock::new(),
+            triggers,
         };
         let started = Instant::now();
         let uid = obj.meta().uid.clone().unwrap_or_default();

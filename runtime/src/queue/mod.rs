@@ -884,4 +884,88 @@ mod tests {
         assert_eq!(order, [Some("urgent"), Some("merged"), Some("requeue")]);
         assert_eq!(q.len_of(Priority::High), 0);
     }
+
+    /// Random adds at random priorities and delays, by several producers, while four workers
+    /// take items: every add is followed by a hand-out of its item (nothing lost), and no item
+    /// is handed out twice at once. (The tick of an add is taken before the add, that of a
+    /// hand-out after it: a hand-out can only be later than the add it serves.)
+    #[tokio::test(start_paused = true)]
+    async fn no_add_should_be_lost_whatever_the_priorities_and_delays() {
+        use std::sync::atomic::AtomicU64;
+        let q: WorkQueue<u32> = WorkQueue::new();
+        q.set_aging(Duration::from_millis(50));
+        let clock = Arc::new(AtomicU64::new(1));
+        // Per item: the tick of its last add and of its last hand-out.
+        let last = Arc::new(Mutex::new(HashMap::<u32, (u64, u64)>::new()));
+        let running = Arc::new(Mutex::new(HashSet::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let (q, clock, last, running) =
+                (q.clone(), clock.clone(), last.clone(), running.clone());
+            tasks.push(tokio::spawn(async move {
+                while let Some(item) = q.get().await {
+                    let tick = clock.fetch_add(1, Ordering::SeqCst);
+                    last.lock().unwrap().entry(item).or_default().1 = tick;
+                    assert!(running.lock().unwrap().insert(item), "{item} twice at once");
+                    tokio::time::sleep(Duration::from_millis(u64::from(item % 3))).await;
+                    running.lock().unwrap().remove(&item);
+                    q.done(&item);
+                }
+            }));
+        }
+        let mut producers = Vec::new();
+        for seed in 1..=3_u64 {
+            let (q, clock, last) = (q.clone(), clock.clone(), last.clone());
+            producers.push(tokio::spawn(async move {
+                let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let mut next = move || {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state
+                };
+                for _ in 0..3000 {
+                    let r = next();
+                    let item = u32::try_from(r % 40).unwrap();
+                    let priority = if r & 64 == 0 {
+                        Priority::High
+                    } else {
+                        Priority::Low
+                    };
+                    if (r >> 8) % 4 == 0 {
+                        // Delayed adds mix in (only the earliest pending delay of an item is
+                        // kept, so they are not checked one by one).
+                        let delay = Duration::from_millis((r >> 12) % 20);
+                        q.add_after_with(item, delay, priority);
+                    } else {
+                        let tick = clock.fetch_add(1, Ordering::SeqCst);
+                        last.lock().unwrap().entry(item).or_default().0 = tick;
+                        q.add_with(item, priority);
+                    }
+                    if r % 5 == 0 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            }));
+        }
+        for p in producers {
+            p.await.unwrap();
+        }
+        // A queue that lost track of an item may never be idle: bounded (in paused time).
+        let idle = tokio::time::timeout(
+            Duration::from_secs(60),
+            q.wait_idle(Duration::from_millis(100)),
+        );
+        assert!(idle.await.is_ok(), "the queue never became idle: {q:?}");
+        for (item, (added, handed)) in last.lock().unwrap().iter() {
+            assert!(
+                handed > added,
+                "item {item} added at tick {added} but last handed out at {handed}"
+            );
+        }
+        q.shutdown();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
 }
