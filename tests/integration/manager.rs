@@ -181,6 +181,38 @@ async fn manager_should_serve_readiness_after_sync_and_metrics_matching_reconcil
         scrape.contains("kubeforge_informer_cached_objects{resource=\""),
         "{scrape}"
     );
+    // The queue by priority, the client's requests and the process, as client-go and
+    // client_golang name them.
+    assert_eq!(
+        sample(
+            &scrape,
+            r#"workqueue_depth{controller="widgets",name="widgets",priority="0"}"#
+        ),
+        Some(0.0),
+        "{scrape}"
+    );
+    let requests: f64 = scrape
+        .lines()
+        .filter(|l| {
+            l.starts_with("rest_client_requests_total{code=\"200\"") && l.contains("method=\"GET\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(requests >= 1.0, "GETs answered 200 counted: {scrape}");
+    assert!(
+        scrape.contains("rest_client_request_duration_seconds_bucket{host=\""),
+        "{scrape}"
+    );
+    for name in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+    ] {
+        assert!(
+            sample(&scrape, name).is_some_and(|v| v > 0.0),
+            "{name}: {scrape}"
+        );
+    }
     // The runners' own series, gathered through the runner tree.
     for (runner, running) in [("controllers", 2.0), ("leader-elected", 1.0)] {
         assert_eq!(

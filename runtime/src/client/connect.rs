@@ -436,15 +436,25 @@ where
             }
         };
         let limit = self.limits.request;
+        let method = request.method().clone();
+        let host = request.uri().authority().map(ToString::to_string);
         let response = self.inner.call(request);
+        let sent = std::time::Instant::now();
         async move {
-            let response = match limit {
-                Some(limit) => tokio::time::timeout(limit, response)
-                    .await
-                    .map_err(|_| DeadlineError::Response(limit))?,
-                None => response.await,
-            }
-            .map_err(Into::into)?;
+            let response: Result<_, BoxError> = match limit {
+                Some(limit) => match tokio::time::timeout(limit, response).await {
+                    Ok(answered) => answered.map_err(Into::into),
+                    Err(_) => Err(DeadlineError::Response(limit).into()),
+                },
+                None => response.await.map_err(Into::into),
+            };
+            crate::metrics::rest::observe(
+                method.as_str(),
+                host.as_deref().unwrap_or(""),
+                response.as_ref().ok().map(|r| r.status().as_u16()),
+                sent.elapsed(),
+            );
+            let response = response?;
             let idle = idle.idle(response.version());
             Ok(response.map(|body| IdleTimeout::new(body, idle)))
         }

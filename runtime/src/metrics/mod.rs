@@ -19,6 +19,9 @@
 //! | `workqueue_queue_duration_seconds`, `workqueue_work_duration_seconds` (histograms) | `name`, `controller` |
 //! | `workqueue_unfinished_work_seconds`, `workqueue_longest_running_processor_seconds` | `name`, `controller` |
 //! | `leader_election_master_status` | `name` |
+//! | `rest_client_requests_total` (every request of a client [`connect`](crate::client::connect) built) | `code` (`<error>`: no response), `host`, `method` |
+//! | `rest_client_request_duration_seconds` (histogram, until the response headers) | `host`, `verb` |
+//! | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`, `process_max_fds`, `process_start_time_seconds` (Linux) | |
 //! | `kubeforge_informer_cached_objects`, `kubeforge_informer_synced` | `resource` |
 //! | `kubeforge_retry_pending` (retries waiting in the controller's retry processor) | `controller`, `shard` |
 //! | `kubeforge_retries_total` | `controller`, `outcome` (`scheduled`, `exhausted`: the retry policy gave up, `dropped`: a new event superseded the retry) |
@@ -41,8 +44,10 @@
 //! assert!(text.contains(r#"controller_runtime_reconcile_total{controller="webapp",result="success"} 1"#));
 //! ```
 
+pub(crate) mod process;
 #[cfg(test)]
 mod reference;
+pub(crate) mod rest;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -454,10 +459,10 @@ impl Metrics {
         }
         let mut out = Vec::new();
         let mut families = self.registry.gather();
-        if !more.is_empty() {
-            families.extend(more);
-            families = crate::runner::merge_families(families);
-        }
+        families.extend(more);
+        families.extend(rest::families());
+        families.extend(process::families());
+        let families = crate::runner::merge_families(families);
         if let Err(error) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!(%error, "encoding metrics failed");
         }

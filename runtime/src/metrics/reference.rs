@@ -103,6 +103,15 @@ mod tests {
         crate::store::MemcachedSeries::reference()
     }
 
+    /// The `rest_client_*` series after one request, and the `process_*` series.
+    fn client_and_process() -> Vec<MetricFamily> {
+        crate::metrics::rest::observe("GET", "_", Some(200), Duration::ZERO);
+        crate::metrics::rest::observe("GET", "_", None, Duration::ZERO);
+        let mut families = crate::metrics::rest::families();
+        families.extend(crate::metrics::process::families());
+        families
+    }
+
     /// The sections of the reference: heading, what registers them, families.
     fn sections() -> Vec<(&'static str, &'static str, Vec<MetricFamily>)> {
         let client = offline_client();
@@ -116,6 +125,12 @@ mod tests {
                 "The manager's `kubeforge::metrics::Metrics`, under controller-runtime's and \
                  client-go's names where they have one, so existing dashboards work.",
                 manager(&client),
+            ),
+            (
+                "Client and process",
+                "Every request of a client `kubeforge::client::connect` built (process-wide, as \
+                 client-go's), and the process itself (Linux), as Prometheus clients export them.",
+                client_and_process(),
             ),
             (
                 "Runners",
