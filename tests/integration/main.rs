@@ -35,6 +35,7 @@ mod retries;
 mod secret_mirror;
 mod selectors;
 mod sharding;
+mod standby;
 mod static_site;
 mod stores;
 mod upgrade;

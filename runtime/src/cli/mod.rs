@@ -11,6 +11,7 @@
 //! | `--leader-election-id NAME` | `LEADER_ELECTION_ID` | the binary's name |
 //! | `--leader-election-namespace NS` | `LEADER_ELECTION_NAMESPACE` | the client's default namespace |
 //! | `--leader-election-lease-duration`, `--leader-election-renew-deadline`, `--leader-election-retry-period` | | `15s`, `10s`, `2s` |
+//! | `--warm-standby BOOL` | `WARM_STANDBY` | `true`: standby replicas keep their caches synced for a fast failover |
 //! | `--shards GROUP` | `SHARDS` | off: split the work between the replicas of shard group `GROUP` ([`crate::shard`]); its Leases live in the leader-election namespace and use its timings; excludes `--leader-elect` |
 //! | `--kube-api-qps N`, `--kube-api-burst N` | `KUBE_API_QPS`, `KUBE_API_BURST` | no client-side limit |
 //! | `--log-format text\|json` | `LOG_FORMAT` | `text` (level from `RUST_LOG`, default `info`) |
@@ -186,6 +187,10 @@ pub struct Options {
     /// How often to try to acquire or renew.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: Duration,
+    /// With --leader-elect, standby replicas keep their caches synced, so a failover starts
+    /// reconciling at once (`--warm-standby=false`: standbys stay idle until they lead).
+    #[arg(long, env = "WARM_STANDBY", value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_standby: bool,
     /// Split the work between the replicas of this shard group (instead of electing a leader);
     /// the Leases live in the leader-election namespace and use its timings.
     #[arg(
@@ -563,7 +568,9 @@ impl Options {
             }
             // Validate now, so a bad flag fails at start-up with one line.
             crate::leader::LeaderElector::new(client.clone(), config.clone())?;
-            manager = manager.leader_election(config);
+            manager = manager
+                .leader_election(config)
+                .warm_up_before_leading(self.warm_standby);
         }
         if let Some(group) = &self.shards {
             let namespace = self

@@ -249,7 +249,7 @@ impl Manager {
             unwired: Mutex::default(),
             shutdown_grace: Duration::from_secs(30),
             leader_election: None,
-            warm_up_before_leading: false,
+            warm_up_before_leading: true,
             leading: None,
             metrics,
             metrics_addr: None,
@@ -457,8 +457,13 @@ impl Manager {
         self
     }
 
-    /// With leader election, start the informers before leadership is won, so a new leader
-    /// reconciles from a warm cache at once (costs a full cache on every standby replica).
+    /// With leader election, start the informers before leadership is won (default `true`): a
+    /// standby replica lists and watches like the leader, its workers idle, so on a failover
+    /// the new leader reconciles from a synced cache at once, with no list of its own. The cost
+    /// is a full cache and one watch per informer on every standby (its
+    /// `kubeforge_informer_*` metrics and RSS show them); `false` keeps a standby idle until it
+    /// leads, which then pays the full list and sync before its first reconcile. The
+    /// `--warm-standby=false` flag turns it off.
     #[must_use]
     pub fn warm_up_before_leading(mut self, warm: bool) -> Self {
         self.warm_up_before_leading = warm;
