@@ -86,7 +86,8 @@ fn replica(ns: &TestNamespace, warm: Option<bool>) -> Replica {
         "standby",
         manager.wiring(),
         ns.api::<ConfigMap>(),
-        InformerConfig::default(),
+        // A small channel: a subscriber that reads nothing puts events in its backlog at once.
+        InformerConfig::default().buffer(8),
     );
     manager = manager.add_controller(controller, Counter(Arc::clone(&counting)));
     let cache = manager.wiring().cache().clone();
@@ -150,8 +151,27 @@ async fn a_warm_standby_should_hold_a_synced_cache_and_take_over_without_a_list(
         async || (lists_and_cached(&standby.cache).1 > OBJECTS).then_some(()),
     )
     .await;
-    // Synced, its workers idle: no reconcile while the other replica leads.
+    // Synced, its workers idle: no reconcile while the other replica leads, and no events
+    // held for a controller that is not running (they piled up in a backlog before: every
+    // event since the standby started, for as long as it waited).
+    for i in 0..50 {
+        ns.api::<ConfigMap>()
+            .patch(
+                &format!("cm-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "data": { "standby": "x" } })),
+            )
+            .await
+            .unwrap();
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let late: u64 = standby
+        .cache
+        .sync_status()
+        .iter()
+        .map(|s| s.late_events)
+        .sum();
+    assert_eq!(late, 0, "events held for the standby's idle controller");
     assert!(!*standby.leading.borrow());
     assert_eq!(standby.counting.runs.load(Ordering::SeqCst), 0);
     assert!(leader.counting.runs.load(Ordering::SeqCst) >= OBJECTS);

@@ -12,12 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
 use crate::health::Check;
-use crate::informer::{Event, Informer, InformerConfig, Subscription};
+use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
 
-use super::handlers::{Origin, OwnEvents, Sink, Source, owner_keys, source, source_async};
+use super::handlers::{
+    Origin, OwnEvents, Sink, Source, Subscribe, owner_keys, source, source_async,
+};
 use super::predicate::MetadataPredicates;
 use super::progress::Progress;
 use super::retries::{Retries, RetryConfig};
@@ -38,7 +40,6 @@ pub struct Controller<K: Resource> {
     name: Arc<str>,
     wiring: Wiring,
     primary: Arc<Informer<K>>,
-    primary_events: Subscription<K>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
     sources: Vec<Source>,
     config: ControllerConfig,
@@ -113,7 +114,6 @@ where
             let informer = Arc::clone(&primary);
             membership.register(&api, &config, move || informer.cached());
         }
-        let primary_events = primary.subscription();
         let mut config = ControllerConfig::default();
         if let Some(metrics) = wiring.metrics() {
             config = config.metrics_hooks(Arc::clone(metrics));
@@ -122,7 +122,6 @@ where
             name,
             wiring: wiring.clone(),
             primary,
-            primary_events,
             predicates: Vec::new(),
             sources: Vec::new(),
             config,
@@ -215,7 +214,8 @@ where
     #[must_use]
     pub fn owns_full<C: super::Kind>(self, api: Api<C>, owns: Owns) -> Self {
         self.owned(owns, |cache, config| {
-            cache.informer(api, config).subscription()
+            let informer = cache.informer(api, config);
+            Box::new(move || informer.subscription())
         })
     }
 
@@ -228,7 +228,8 @@ where
         C::Scope: Scoped,
     {
         self.owned(owns, |cache, config| {
-            cache.informer(metadata_api(api), config).subscription()
+            let informer = cache.informer(metadata_api(api), config);
+            Box::new(move || informer.subscription())
         })
     }
 
@@ -241,9 +242,8 @@ where
         C::Scope: Scoped,
     {
         self.owned(owns, |cache, config| {
-            cache
-                .skeleton_informer(metadata_api(api), config)
-                .subscription()
+            let informer = cache.skeleton_informer(metadata_api(api), config);
+            Box::new(move || informer.subscription())
         })
     }
 
@@ -252,7 +252,7 @@ where
     fn owned<T>(
         mut self,
         owns: Owns,
-        subscribe: impl FnOnce(&crate::cache::Cache, InformerConfig) -> Subscription<T>,
+        informer: impl FnOnce(&crate::cache::Cache, InformerConfig) -> Subscribe<T>,
     ) -> Self
     where
         T: Resource + Send + Sync + 'static,
@@ -261,7 +261,7 @@ where
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        let events = subscribe(self.wiring.cache(), self.wiring.narrow(config));
+        let events = informer(self.wiring.cache(), self.wiring.narrow(config));
         let predicates: MetadataPredicates = owns.predicates.into();
         let map = gated(predicates, owner_keys::<K, T>(!owns.any_owner));
         self.sources.push(source(events, Origin::Owned, map));
@@ -279,7 +279,7 @@ where
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let informer = self.wiring.cache().informer(api, config);
-        let events = informer.subscription();
+        let events = move || informer.subscription();
         let predicates: MetadataPredicates = watches.predicates.into();
         let source = match watches.mapper {
             Mapper::Sync(mapper) => source(
@@ -330,7 +330,6 @@ where
             name,
             wiring,
             primary,
-            primary_events,
             predicates,
             mut sources,
             config,
@@ -339,24 +338,27 @@ where
             progress,
         } = self;
         lifecycle.set(Stage::Starting);
-        sources.push(source(
-            primary_events,
-            Origin::Primary,
-            move |event: &Event<K>| {
-                let pass = match event {
-                    Event::Applied {
-                        old: Some(old),
-                        new,
-                    } => predicate::passes(&predicates, old, new),
-                    _ => true,
-                };
-                if pass {
-                    vec![ObjectKey::of(event.object().as_ref())]
-                } else {
-                    Vec::new()
-                }
-            },
-        ));
+        // Subscribed now, not when the controller was built: a controller that waits to lead
+        // (its informers warm) holds no subscription whose events would pile up meanwhile; it
+        // gets the cache's state as its start-up state when it starts.
+        let events = {
+            let primary = Arc::clone(&primary);
+            move || primary.subscription()
+        };
+        sources.push(source(events, Origin::Primary, move |event: &Event<K>| {
+            let pass = match event {
+                Event::Applied {
+                    old: Some(old),
+                    new,
+                } => predicate::passes(&predicates, old, new),
+                _ => true,
+            };
+            if pass {
+                vec![ObjectKey::of(event.object().as_ref())]
+            } else {
+                Vec::new()
+            }
+        }));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
         let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
 

@@ -163,6 +163,9 @@ impl Sink {
     }
 }
 
+/// Subscribes to a source's informer when the controller starts.
+pub(super) type Subscribe<T> = Box<dyn FnOnce() -> Subscription<T> + Send>;
+
 /// Where a source's events come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Origin {
@@ -231,7 +234,7 @@ pub(super) type Source = Box<dyn FnOnce(Sink, CancellationToken) -> BoxFuture<'s
 /// otherwise an event of another object that concerns the key (an update that did not change
 /// its generation).
 pub(super) fn source<T>(
-    events: Subscription<T>,
+    events: impl FnOnce() -> Subscription<T> + Send + 'static,
     origin: Origin,
     map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
 ) -> Source
@@ -247,7 +250,7 @@ where
 /// Like [`source`], with an asynchronous mapper (a watched kind's mapper that reads the cache);
 /// events are mapped one at a time, in order.
 pub(super) fn source_async<T, F, Fut>(
-    subscription: Subscription<T>,
+    subscribe: impl FnOnce() -> Subscription<T> + Send + 'static,
     origin: Origin,
     map: F,
 ) -> Source
@@ -261,10 +264,10 @@ where
         action: ResourceAction::Update,
         generation_changed: false,
     };
-    let Subscription { mut events, mark } = subscription;
     let kind = T::kind(&T::DynamicType::default()).into_owned();
     let primary = origin == Origin::Primary;
     Box::new(move |sink, shutdown| {
+        let Subscription { mut events, mark } = subscribe();
         Box::pin(async move {
             // Events watched while a write to their object was in flight, until it lands.
             let mut landing = FuturesUnordered::new();
