@@ -40,7 +40,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube::{Api, Client, Resource};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -144,7 +143,9 @@ impl WatchContext {
 pub struct WatcherController<K: Resource> {
     name: Arc<str>,
     wiring: Wiring,
-    events: mpsc::Receiver<Event<K>>,
+    /// Subscribed to when the watcher runs (not before: a watcher waiting to lead would hold
+    /// events nobody reads).
+    informer: Arc<crate::informer::Informer<K>>,
     workers: usize,
     buffer: usize,
     event_timeout: Option<Duration>,
@@ -171,11 +172,11 @@ impl<K: Kind> WatcherController<K> {
         api: Api<K>,
         config: InformerConfig,
     ) -> Self {
-        let events = wiring.cache().informer(api, config).subscribe();
+        let informer = wiring.cache().informer(api, config);
         Self {
             name: name.into().into(),
             wiring: wiring.clone(),
-            events,
+            informer,
             lifecycle: Lifecycle::default(),
             workers: 4,
             buffer: 64,
@@ -275,6 +276,7 @@ impl<K: Kind> WatcherController<K> {
             .dequeue_policy_shared(self.dequeue)
             .metrics(retry_metrics);
         let retries = AbortOnDrop(tokio::spawn(processor.clone().run(shutdown.clone())));
+        let events = self.informer.subscribe();
         let cache = self.wiring.cache().clone();
         cache.start(shutdown.clone());
         let lifecycle = self.lifecycle.clone();
@@ -305,7 +307,7 @@ impl<K: Kind> WatcherController<K> {
         };
         let dispatch = Dispatcher::new(self.workers, self.buffer)
             .retry(processor)
-            .run(self.events, Arc::new(handler), shutdown.clone());
+            .run(events, Arc::new(handler), shutdown.clone());
         lifecycle.set(runner::Stage::Running);
         dispatch.await;
         lifecycle.set(runner::Stage::Stopped);
