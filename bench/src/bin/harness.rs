@@ -74,6 +74,14 @@ struct Args {
     /// largest of `--n`, the first `--concurrency`); empty: skipped.
     #[arg(long, value_delimiter = ',')]
     shard_replicas: Vec<usize>,
+    /// The scenarios to run (`reconcile`: converge, update storm, cost, latency and memory;
+    /// `sharded`; `wave`: restart waves; `sync`: memory and sync).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "reconcile,sharded,wave,sync"
+    )]
+    scenarios: Vec<String>,
     /// Write the results as JSON here too.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -783,12 +791,29 @@ async fn main() {
         .await
         .expect("the Bench CRD installs");
     warm_up(&mut h).await;
-    reconcile_scenarios(&mut h, &mut results).await;
-    sharded(&mut h, &mut results).await;
-    wave::restart_waves(&mut h, &mut results).await;
-    sync_scenarios(&mut h, &mut results).await;
+    let runs = |name: &str| h.args.scenarios.iter().any(|s| s == name);
+    let (reconcile, sharding, waves, sync) = (
+        runs("reconcile"),
+        runs("sharded"),
+        runs("wave"),
+        runs("sync"),
+    );
+    if reconcile {
+        reconcile_scenarios(&mut h, &mut results).await;
+    }
+    if sharding {
+        sharded(&mut h, &mut results).await;
+    }
+    if waves {
+        wave::restart_waves(&mut h, &mut results).await;
+    }
+    if sync {
+        sync_scenarios(&mut h, &mut results).await;
+    }
 
-    cost_curves(&mut results, &h.args.sync_sizes);
+    if sync {
+        cost_curves(&mut results, &h.args.sync_sizes);
+    }
     if h.args.owned_metadata_only {
         results = results
             .into_iter()
