@@ -35,6 +35,7 @@ mod retries;
 mod secret_mirror;
 mod selectors;
 mod sharding;
+mod stalled;
 mod standby;
 mod static_site;
 mod stores;

@@ -391,6 +391,8 @@ where
             config: config.clone(),
             ids: AtomicU64::new(0),
             finalized: std::sync::Mutex::default(),
+            conditions: std::sync::OnceLock::new(),
+            stalled: super::stalled::Stalled::default(),
         });
         progress.started(config.concurrency, queue.clone());
         let mut workers = AbortOnDrop(

@@ -76,6 +76,7 @@ mod progress;
 mod reconciler;
 mod retries;
 mod sources;
+mod stalled;
 mod trigger;
 mod wiring;
 mod worker;

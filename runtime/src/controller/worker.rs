@@ -19,6 +19,7 @@ use crate::store::Reader;
 
 use super::outcome::{self, Next, Outcome};
 use super::retries::{Retries, Scheduled};
+use super::stalled;
 use super::trigger::{self, Trigger};
 use super::{
     Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
@@ -39,6 +40,10 @@ pub(super) struct Worker<K: Resource, R> {
     pub(super) ids: AtomicU64,
     /// Cleanups by object UID: cleanup runs at most once per UID (see `finalizer.rs`).
     pub(super) finalized: std::sync::Mutex<finalizer::Finalized>,
+    /// Whether the kind's status has conditions, for the `Stalled` condition (looked up once).
+    pub(super) conditions: std::sync::OnceLock<bool>,
+    /// The keys this process marked `Stalled`.
+    pub(super) stalled: stalled::Stalled,
 }
 
 impl<K, R> Worker<K, R>
@@ -227,6 +232,13 @@ where
         };
         self.metric(result, took);
         crate::memory::reconciled();
+        // A success clears the `Stalled` this process set, or one found at start-up.
+        if error.is_none()
+            && self.has_conditions()
+            && (self.stalled.take(key) || ctx.triggers().contains(&Trigger::StartUp))
+        {
+            self.mark_stalled(obj, None);
+        }
         let error = error.as_deref();
         if let Scheduled::Exhausted(attempts) = self.retries.next(next, key, error) {
             self.exhausted(obj, attempts, error);
@@ -250,7 +262,26 @@ where
         }
     }
 
-    /// The retry policy gave up on the object: say so in its events.
+    /// Whether the kind's status has conditions (a registered `#[custom_resource]` whose
+    /// schema says so).
+    fn has_conditions(&self) -> bool {
+        *self.conditions.get_or_init(|| {
+            stalled::has_conditions(&K::group(&()), &K::version(&()), &K::kind(&()))
+        })
+    }
+
+    /// Sets (`Some(message)`) or clears the object's `Stalled` condition, in the background.
+    fn mark_stalled(&self, obj: &Arc<K>, message: Option<String>) {
+        let (api, obj) = (self.api_for(obj), Arc::clone(obj));
+        crate::task::spawn(async move {
+            if let Err(error) = stalled::mark(&api, obj.as_ref(), message.as_deref()).await {
+                tracing::debug!(error = %crate::client::readable(&error), "writing the Stalled condition failed; the object changed or is gone");
+            }
+        });
+    }
+
+    /// The retry policy gave up on the object: say so in its events, and in its `Stalled`
+    /// condition if its status has conditions.
     fn exhausted(&self, obj: &Arc<K>, attempts: u32, error: Option<&RetryError>) {
         let reason = error.map_or_else(
             || "it asked to run again".to_owned(),
@@ -268,6 +299,10 @@ where
             "reconcile failed {attempts} times in a row, giving up until the object changes: {}",
             crate::text::truncate(reason, 512)
         );
+        if self.has_conditions() {
+            self.stalled.marked(&ObjectKey::of(obj.as_ref()));
+            self.mark_stalled(&obj, Some(note.clone()));
+        }
         crate::task::spawn(async move {
             let published = recorder
                 .publish(

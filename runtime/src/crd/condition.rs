@@ -81,6 +81,9 @@ pub const READY: &str = "Ready";
 pub const PROGRESSING: &str = "Progressing";
 /// The `Degraded` condition type: something keeps the desired state from being reached.
 pub const DEGRADED: &str = "Degraded";
+/// The `Stalled` condition type (kstatus): the controller gave up on the object until it
+/// changes; set by the runtime when the retry policy gives up, cleared by the next success.
+pub const STALLED: &str = "Stalled";
 
 /// The conditions of a status: a list keyed by `type` (`x-kubernetes-list-type: map`), so that
 /// server-side apply merges conditions of different types from different managers.

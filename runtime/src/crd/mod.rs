@@ -68,7 +68,9 @@ pub use admission::{
     AdmissionVerdict, Operation, PolicyError, PolicyRegistration, Refusal, ValidateAdmission,
     admission_policies, admission_policy,
 };
-pub use condition::{Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY};
+pub use condition::{
+    Condition, ConditionStatus, Conditions, DEGRADED, PROGRESSING, READY, STALLED,
+};
 pub use kind::{KindInfo, PrinterColumnInfo, ScaleInfo, build_crd, kind_schema, raw_schema};
 pub use migrate::{MigrateOptions, Migration, PROGRESS_ANNOTATION, migrate, migrate_storage};
 pub use registry::{MergeError, Registration, crds, merge_crds, registered};
