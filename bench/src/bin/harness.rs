@@ -313,6 +313,21 @@ impl Harness {
         )
     }
 
+    /// The harness's own synced cache of the Benches in `ns` (stopped with the token).
+    async fn watch_benches(
+        &self,
+        ns: &str,
+    ) -> (Reader<Bench>, tokio_util::sync::CancellationToken) {
+        let informer = Arc::new(Informer::new(
+            Api::<Bench>::namespaced(self.admin.clone(), ns),
+            InformerConfig::default(),
+        ));
+        let stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(informer.clone().run(stop.clone()));
+        informer.wait_for_sync().await;
+        (informer.store(), stop)
+    }
+
     async fn create(&self, ns: &str, range: std::ops::Range<usize>, value: i64) {
         let api: Api<Bench> = Api::namespaced(self.admin.clone(), ns);
         futures::stream::iter(range)
@@ -606,18 +621,10 @@ async fn sharded(h: &mut Harness, results: &mut Results) {
             }
             // Every member's Lease up, and the sharder's first pass done.
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let informer = Arc::new(Informer::new(
-                Api::<Bench>::namespaced(h.admin.clone(), &ns),
-                InformerConfig::default(),
-            ));
-            let stop = tokio_util::sync::CancellationToken::new();
-            tokio::spawn(informer.clone().run(stop.clone()));
-            informer.wait_for_sync().await;
+            let (store, stop) = h.watch_benches(&ns).await;
             let start = Instant::now();
             h.create(&ns, 0..n, 1).await;
-            let took = converged(&informer.store(), n, 1, start)
-                .await
-                .as_secs_f64();
+            let took = converged(&store, n, 1, start).await.as_secs_f64();
             record_converge(results, &scenario, &column, n, took);
             for process in &processes {
                 wait_idle(process.child.id()).await;
@@ -886,14 +893,7 @@ async fn reconcile_run(
         .start(driver, path, &ns, Start::reconciling(concurrency))
         .await;
     let pid = process.child.id();
-    let informer = Arc::new(Informer::new(
-        Api::<Bench>::namespaced(h.admin.clone(), &ns),
-        InformerConfig::default(),
-    ));
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(informer.clone().run(stop.clone()));
-    informer.wait_for_sync().await;
-    let store = informer.store();
+    let (store, stop) = h.watch_benches(&ns).await;
 
     let (cpu0, req0) = (cpu_seconds(pid), h.requests_mark());
     let memcached_cpu0 = h.memcached_pid(driver).map(cpu_seconds);

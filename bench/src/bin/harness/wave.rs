@@ -3,12 +3,10 @@
 //! edited every 100 ms. Recorded per driver: the wave's time (start to every status current),
 //! the edit-to-reconcile latency during the wave and, with the same edits, at idle afterwards.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use kubeforge::informer::{Informer, InformerConfig};
 use kubeforge::store::Reader;
 use kubeforge_bench::Bench;
 use serde_json::json;
@@ -46,14 +44,7 @@ async fn restart_wave(
     // As the operator left them, then changed while it was down.
     h.create_converged(&ns, 0..n, 1).await;
     h.set_all(&ns, n, 2).await;
-    let informer = Arc::new(Informer::new(
-        Api::<Bench>::namespaced(h.admin.clone(), &ns),
-        InformerConfig::default(),
-    ));
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(informer.clone().run(stop.clone()));
-    informer.wait_for_sync().await;
-    let store = informer.store();
+    let (store, stop) = h.watch_benches(&ns).await;
     let api: Api<Bench> = Api::namespaced(h.admin.clone(), &ns);
 
     let started = Instant::now();
