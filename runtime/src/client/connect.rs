@@ -448,7 +448,7 @@ where
                 },
                 None => response.await.map_err(Into::into),
             };
-            crate::metrics::rest::observe(
+            super::metrics::observe(
                 method.as_str(),
                 host.as_deref().unwrap_or(""),
                 response.as_ref().ok().map(|r| r.status().as_u16()),

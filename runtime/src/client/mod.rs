@@ -7,6 +7,7 @@
 //!   parent, which is what `owns` in a controller watches and what garbage collection follows.
 
 mod connect;
+pub(crate) mod metrics;
 mod named;
 mod rate_limit;
 

@@ -47,7 +47,6 @@
 pub(crate) mod process;
 #[cfg(test)]
 mod reference;
-pub(crate) mod rest;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -460,7 +459,7 @@ impl Metrics {
         let mut out = Vec::new();
         let mut families = self.registry.gather();
         families.extend(more);
-        families.extend(rest::families());
+        families.extend(crate::client::metrics::families());
         families.extend(process::families());
         let families = crate::runner::merge_families(families);
         if let Err(error) = TextEncoder::new().encode(&families, &mut out) {

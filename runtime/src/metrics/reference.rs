@@ -105,9 +105,9 @@ mod tests {
 
     /// The `rest_client_*` series after one request, and the `process_*` series.
     fn client_and_process() -> Vec<MetricFamily> {
-        crate::metrics::rest::observe("GET", "_", Some(200), Duration::ZERO);
-        crate::metrics::rest::observe("GET", "_", None, Duration::ZERO);
-        let mut families = crate::metrics::rest::families();
+        crate::client::metrics::observe("GET", "_", Some(200), Duration::ZERO);
+        crate::client::metrics::observe("GET", "_", None, Duration::ZERO);
+        let mut families = crate::client::metrics::families();
         families.extend(crate::metrics::process::families());
         families
     }

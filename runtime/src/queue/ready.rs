@@ -46,7 +46,7 @@ impl Priority {
     }
 }
 
-/// The default aging bound (see [`Ready`]): longer than the start-up wave of a large operator
+/// The default aging bound (see [`WorkQueue::set_aging`](super::WorkQueue::set_aging)): longer than the start-up wave of a large operator
 /// (50,000 objects take about two minutes), so that wave stays behind fresh events, and short
 /// enough that nothing is forgotten.
 pub const DEFAULT_AGING: Duration = Duration::from_secs(300);

@@ -1,5 +1,5 @@
 //! client-go's `rest_client_*` series, for every request a client built by
-//! [`client::connect`](crate::client::connect) sends: requests by method, host and status code,
+//! [`connect`](fn@crate::client::connect) sends: requests by method, host and status code,
 //! and their latency (until the response headers) by verb and host. Process-wide, as in
 //! client-go: one registry however many clients and managers a process has.
 
