@@ -54,14 +54,15 @@ impl Stalled {
     }
 }
 
-/// Sets `Stalled` on `obj` (`message`: the reason it gave up) or, with `None`, sets it back to
-/// `False` if it is `True`. The status is patched with the object's resourceVersion: a
-/// conflict means the object changed, and it is reconciled again anyway.
-pub(super) async fn mark<K>(api: &Api<K>, obj: &K, message: Option<&str>) -> kube::Result<()>
+/// The status patch that sets `Stalled` on `obj` (`message`: why it gave up) or, with `None`,
+/// sets it back to `False` if it is `True`; `None` when nothing changes. Computed before any
+/// task is spawned, so a success on an object that is not stalled costs no request. It carries
+/// the object's resourceVersion: a conflict means the object changed, and it runs again anyway.
+pub(super) fn patch<K>(obj: &K, message: Option<&str>) -> Option<(String, serde_json::Value)>
 where
-    K: Resource + serde::Serialize + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource + serde::Serialize,
 {
-    let value = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    let value = serde_json::to_value(obj).ok()?;
     let mut conditions: Conditions = value
         .pointer("/status/conditions")
         .cloned()
@@ -79,14 +80,20 @@ where
         ),
         None => false,
     };
-    let (Some(name), true) = (obj.meta().name.as_deref(), changed) else {
-        return Ok(());
-    };
+    let name = obj.meta().name.clone().filter(|_| changed)?;
     let patch = json!({
         "metadata": { "resourceVersion": obj.meta().resource_version },
         "status": { "conditions": conditions },
     });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+    Some((name, patch))
+}
+
+/// Sends a [`patch`].
+pub(super) async fn send<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> kube::Result<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map(|_| ())
 }

@@ -270,11 +270,15 @@ where
         })
     }
 
-    /// Sets (`Some(message)`) or clears the object's `Stalled` condition, in the background.
+    /// Sets (`Some(message)`) or clears the object's `Stalled` condition, in the background
+    /// (only when that changes it).
     fn mark_stalled(&self, obj: &Arc<K>, message: Option<String>) {
-        let (api, obj) = (self.api_for(obj), Arc::clone(obj));
+        let Some((name, patch)) = stalled::patch(obj.as_ref(), message.as_deref()) else {
+            return;
+        };
+        let api = self.api_for(obj);
         crate::task::spawn(async move {
-            if let Err(error) = stalled::mark(&api, obj.as_ref(), message.as_deref()).await {
+            if let Err(error) = stalled::send(&api, &name, &patch).await {
                 tracing::debug!(error = %crate::client::readable(&error), "writing the Stalled condition failed; the object changed or is gone");
             }
         });
