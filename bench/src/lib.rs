@@ -63,6 +63,44 @@ pub struct DriverArgs {
     /// `--namespace`).
     #[arg(long)]
     pub shards: Option<String>,
+    /// kubeforge only: one replica under leader election on Lease `LEASE` in `--namespace`
+    /// (identity `$POD_NAME`): only the leader reconciles. The driver prints `leading` when it
+    /// becomes the leader (and `synced <seconds>` once its cache is synced, as always: a cold
+    /// standby's only after it leads).
+    #[arg(long, value_name = "LEASE", conflicts_with = "shards")]
+    pub leader_elect: Option<String>,
+    /// kubeforge only: with `--leader-elect`, the lease duration, renew deadline and retry
+    /// period, in seconds (controller-runtime's defaults: 15,10,2).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        value_delimiter = ',',
+        default_values_t = [15.0, 10.0, 2.0]
+    )]
+    pub leader_election_timings: Vec<f64>,
+    /// kubeforge only: with `--leader-elect`, a standby lists, watches and fills its caches
+    /// before it leads (`Manager::warm_up_before_leading`, the default); `false`: a cold
+    /// standby, which lists only once it has won the Lease.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_standby: bool,
+}
+
+impl DriverArgs {
+    /// `--leader-election-timings` as durations (lease duration, renew deadline, retry period).
+    ///
+    /// # Errors
+    ///
+    /// Not three finite, non-negative numbers of seconds.
+    pub fn leader_election_timings(&self) -> Result<[std::time::Duration; 3], String> {
+        let duration = |seconds: f64| {
+            std::time::Duration::try_from_secs_f64(seconds)
+                .map_err(|e| format!("--leader-election-timings: {seconds}: {e}"))
+        };
+        match self.leader_election_timings[..] {
+            [lease, renew, retry] => Ok([duration(lease)?, duration(renew)?, duration(retry)?]),
+            _ => Err("--leader-election-timings takes three numbers of seconds: lease duration, renew deadline, retry period".to_owned()),
+        }
+    }
 }
 
 /// Field manager of the ConfigMaps.

@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "harness/failover.rs"]
+mod failover;
 #[path = "harness/wave.rs"]
 mod wave;
 
@@ -53,6 +55,12 @@ struct Args {
     /// Repeats of the restart-wave scenario (each builds its objects anew: slow at 50,000).
     #[arg(long, default_value_t = 1)]
     wave_repeats: usize,
+    /// Objects in the failover scenario (each size a namespace of its own; empty: skipped).
+    #[arg(long, value_delimiter = ',', default_value = "1000,50000")]
+    failover_sizes: Vec<usize>,
+    /// Failovers per size and standby mode (warm, cold), on the same objects.
+    #[arg(long, default_value_t = 3)]
+    failover_repeats: usize,
     /// Cache sizes for the memory and sync scenario.
     #[arg(long, value_delimiter = ',', default_value = "10000")]
     sync_sizes: Vec<usize>,
@@ -75,11 +83,12 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     shard_replicas: Vec<usize>,
     /// The scenarios to run (`reconcile`: converge, update storm, cost, latency and memory;
-    /// `sharded`; `wave`: restart waves; `sync`: memory and sync).
+    /// `sharded`; `wave`: restart waves; `sync`: memory and sync; `failover`: a leader's SIGKILL
+    /// with a warm and a cold standby).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "reconcile,sharded,wave,sync"
+        default_value = "reconcile,sharded,wave,sync,failover"
     )]
     scenarios: Vec<String>,
     /// Write the results as JSON here too.
@@ -151,9 +160,8 @@ fn uses_memcached(name: &str) -> bool {
     name.ends_with("-memcached")
 }
 
-/// A running driver process.
 /// How a driver is started.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Start {
     concurrency: usize,
     keep_managed_fields: bool,
@@ -161,6 +169,9 @@ struct Start {
     report_heap: bool,
     /// Replica `i` of shard group `bench`.
     shard: Option<usize>,
+    /// A replica under leader election (the kubeforge driver): [`Harness::start`] does not wait
+    /// for `synced` (a cold standby syncs only once it leads).
+    leader: Option<Elected>,
 }
 
 impl Start {
@@ -170,22 +181,76 @@ impl Start {
             keep_managed_fields: false,
             report_heap: false,
             shard: None,
+            leader: None,
         }
     }
 }
 
+/// A replica under leader election: `--leader-elect <lease>` with these timings, identity
+/// `$POD_NAME`, a warm or cold standby.
+#[derive(Clone, Debug)]
+struct Elected {
+    lease: String,
+    identity: String,
+    /// Lease duration, renew deadline, retry period (seconds).
+    timings: [f64; 3],
+    warm: bool,
+}
+
+/// A running driver process.
 struct Driver {
     child: Child,
     sync_seconds: f64,
     /// The last `heap <bytes>` line the driver printed (with `BENCH_REPORT_HEAP`).
     heap: Arc<std::sync::Mutex<Option<u64>>>,
+    /// The driver's stdout lines, each with when the harness read it.
+    lines: tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>,
+    /// The lines read from `lines` so far.
+    seen: Vec<(Instant, String)>,
+}
+
+impl Driver {
+    /// When the driver printed its first line starting with `prefix` (as the harness read it),
+    /// waiting up to `timeout` for it; `None` if it did not print one by then.
+    async fn line(&mut self, prefix: &str, timeout: Duration) -> Option<Instant> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some((at, _)) = self.seen.iter().find(|(_, l)| l.starts_with(prefix)) {
+                return Some(*at);
+            }
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(line)) => self.seen.push(line),
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    }
+
+    /// The lines read so far that start with `prefix`, without waiting.
+    fn printed(&mut self, prefix: &str) -> bool {
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line);
+        }
+        self.seen.iter().any(|(_, l)| l.starts_with(prefix))
+    }
+
+    /// SIGKILLs the driver (no shutdown, its Lease not released); returns when the signal was
+    /// sent.
+    fn kill(&mut self) -> Instant {
+        let at = Instant::now();
+        self.child.kill().expect("SIGKILL the driver");
+        let _ = self.child.wait();
+        at
+    }
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        // A driver killed already is not signalled again (its pid may be another process's).
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
         let _ = self.child.wait();
     }
 }
@@ -387,6 +452,7 @@ impl Harness {
             keep_managed_fields,
             report_heap,
             shard,
+            leader,
         } = how;
         let mut command = Command::new(path);
         command
@@ -415,6 +481,15 @@ impl Harness {
                 .args(["--shards", "bench"])
                 .env("POD_NAME", format!("bench-r{i}"));
         }
+        // A replica under leader election, the Lease in the run's namespace.
+        if let Some(elected) = &leader {
+            let [lease, renew, retry] = elected.timings;
+            command
+                .args(["--leader-elect", &elected.lease])
+                .arg(format!("--leader-election-timings={lease},{renew},{retry}"))
+                .arg(format!("--warm-standby={}", elected.warm))
+                .env("POD_NAME", &elected.identity);
+        }
         // `kubeforge-memcached`: the kubeforge driver with the Bench cache in memcached, which
         // starts empty (a restart: it also gives memcached's memory back, `flush_all` does not).
         if uses_memcached(driver) {
@@ -431,42 +506,51 @@ impl Harness {
         let mut child = command.spawn().expect("driver starts");
         let stdout = child.stdout.take().expect("piped stdout");
         // The driver prints `synced <seconds>` once its cache is synced (give it two minutes),
-        // then, with BENCH_REPORT_HEAP, `heap <bytes>` every second.
-        let (tx, rx) = std::sync::mpsc::channel();
+        // then, with BENCH_REPORT_HEAP, `heap <bytes>` every second; under leader election,
+        // `leading` once it leads. Each line is stamped when it is read.
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
         let heap = Arc::new(std::sync::Mutex::new(None));
         let last_heap = Arc::clone(&heap);
         std::thread::spawn(move || {
-            let mut reader = std::io::BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = std::io::BufRead::read_line(&mut reader, &mut line);
-            let _ = tx.send(line);
+            let reader = std::io::BufReader::new(stdout);
             for line in std::io::BufRead::lines(reader).map_while(Result::ok) {
+                let at = Instant::now();
                 if let Some(bytes) = line
                     .strip_prefix("heap ")
                     .and_then(|b| b.trim().parse().ok())
                 {
                     *last_heap.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes);
+                } else {
+                    let _ = tx.send((at, line));
                 }
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(120))
+        let mut driver = Driver {
+            child,
+            sync_seconds: f64::NAN,
+            heap,
+            lines,
+            seen: Vec::new(),
+        };
+        if leader.is_some() {
+            return driver;
+        }
+        let synced = driver.line("", Duration::from_secs(120)).await;
+        let line = synced
+            .and_then(|_| driver.seen.first())
+            .map(|(_, l)| l.clone())
             .unwrap_or_default();
         assert!(
             line.starts_with("synced "),
             "{} did not report `synced` within 2 minutes (it printed {line:?})",
             path.display()
         );
-        let sync_seconds = line
+        driver.sync_seconds = line
             .trim()
             .strip_prefix("synced ")
             .and_then(|s| s.parse().ok())
             .unwrap_or(f64::NAN);
-        Driver {
-            child,
-            sync_seconds,
-            heap,
-        }
+        driver
     }
 
     /// The process id of the memcached `driver` uses, if it uses one.
@@ -799,11 +883,12 @@ async fn main() {
         .expect("the Bench CRD installs");
     warm_up(&mut h).await;
     let runs = |name: &str| h.args.scenarios.iter().any(|s| s == name);
-    let (reconcile, sharding, waves, sync) = (
+    let (reconcile, sharding, waves, sync, failovers) = (
         runs("reconcile"),
         runs("sharded"),
         runs("wave"),
         runs("sync"),
+        runs("failover"),
     );
     if reconcile {
         reconcile_scenarios(&mut h, &mut results).await;
@@ -816,6 +901,9 @@ async fn main() {
     }
     if sync {
         sync_scenarios(&mut h, &mut results).await;
+    }
+    if failovers {
+        failover::failovers(&mut h, &mut results).await;
     }
 
     if sync {

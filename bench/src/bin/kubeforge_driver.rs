@@ -7,6 +7,7 @@ use clap::Parser;
 use kube::api::Patch;
 use kubeforge::controller::{Action, Context};
 use kubeforge::informer::InformerConfig;
+use kubeforge::leader::LeaderElectionConfig;
 use kubeforge::manager::Manager;
 use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
@@ -151,7 +152,7 @@ async fn main() {
         .init();
     // The client every kubeforge operator gets (`cli::Options::client`): HTTP/2 with pings.
     let config = kubeforge::cli::or_exit(kubeforge_bench::config(&args).await);
-    let client = kubeforge::cli::or_exit(kubeforge::client::connect(config));
+    let client = kubeforge::cli::or_exit(kubeforge::client::connect(config.clone()));
     // The wiring #[controller] generated, with the benchmark's run-time settings on top.
     let manager = Manager::new(client)
         .namespace(Some(args.namespace.clone()))
@@ -161,6 +162,21 @@ async fn main() {
             group.clone(),
             args.namespace.clone(),
         )),
+        None => manager,
+    };
+    // One of several replicas under leader election, as `--leader-elect` of `cli::Options`
+    // sets it up: the Lease renewed over a connection of its own, a warm or cold standby.
+    let manager = match &args.leader_elect {
+        Some(lease) => {
+            let [lease_duration, renew_deadline, retry_period] =
+                kubeforge::cli::or_exit(args.leader_election_timings());
+            let election = LeaderElectionConfig::new(lease.clone(), args.namespace.clone())
+                .timings(lease_duration, renew_deadline, retry_period)
+                .connection(config);
+            manager
+                .leader_election(election)
+                .warm_up_before_leading(args.warm_standby)
+        }
         None => manager,
     };
     let workers = args.concurrency;
@@ -196,6 +212,15 @@ async fn main() {
             wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
         })
     };
+    let mut manager = manager;
+    if args.leader_elect.is_some() {
+        let mut leading = manager.leading();
+        tokio::spawn(async move {
+            if leading.wait_for(|leads| *leads).await.is_ok() {
+                println!("leading");
+            }
+        });
+    }
     let cache = manager.cache().clone();
     let start = Instant::now();
     tokio::spawn(async move {
