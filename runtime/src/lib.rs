@@ -136,6 +136,7 @@ pub mod leader;
 pub mod manager;
 pub mod memory;
 pub mod metrics;
+pub mod otlp;
 pub mod queue;
 pub mod rbac;
 pub mod retry;

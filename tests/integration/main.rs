@@ -27,6 +27,7 @@ mod leader;
 mod manager;
 mod markers;
 mod memcached_backend;
+mod otlp_traces;
 mod own_writes;
 mod printcolumns;
 mod priority;
@@ -39,6 +40,7 @@ mod stalled;
 mod standby;
 mod static_site;
 mod stores;
+
 mod upgrade;
 mod watcher;
 mod webapp;

@@ -1,5 +1,6 @@
 //! Small helpers and fixtures shared by the integration tests.
 
+pub mod jaeger;
 pub mod logs;
 pub mod process;
 pub mod rbac;

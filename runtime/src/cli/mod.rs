@@ -209,6 +209,11 @@ pub struct Options {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Export spans (one per reconcile, the reconciles of one generation in one trace) with
+    /// OTLP over HTTP, configured by the standard OTEL_* variables (default endpoint
+    /// http://localhost:4318).
+    #[arg(long, env = "OTLP_TRACES")]
+    pub otlp_traces: bool,
     /// The webhook server (started when a kind has webhooks; feature `webhooks`).
     #[cfg(feature = "webhooks")]
     #[command(flatten)]
@@ -480,9 +485,27 @@ impl Options {
     }
 
     /// Initializes `tracing` output in the chosen format (level filter from `RUST_LOG`, default
-    /// `info`), on stdout, coloured only when stdout is a terminal and `NO_COLOR` is not set.
-    /// Call once, first.
+    /// `info`), on stdout, coloured only when stdout is a terminal and `NO_COLOR` is not set;
+    /// with `--otlp-traces`, also the span exporter ([`crate::otlp`]). Call once, first.
+    ///
+    /// An `OTEL_*` variable that cannot be used (with `--otlp-traces`) is printed and the
+    /// process exits with status 2, as for a bad flag.
     pub fn init_tracing(&self) {
+        if let Err(error) = self.try_init_tracing() {
+            eprintln!("error: {error}");
+            std::process::exit(2);
+        }
+    }
+
+    /// As [`Options::init_tracing`], returning the exporter's configuration error instead of
+    /// exiting.
+    ///
+    /// # Errors
+    ///
+    /// With `--otlp-traces`: an `OTEL_*` variable that cannot be used, or the exporter's thread
+    /// could not start.
+    pub fn try_init_tracing(&self) -> Result<(), StartError> {
+        use tracing_subscriber::prelude::*;
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         let ansi = colours(
@@ -490,16 +513,32 @@ impl Options {
             std::io::IsTerminal::is_terminal(&std::io::stdout()),
             std::env::var_os("NO_COLOR").as_deref(),
         );
-        let builder = tracing_subscriber::fmt()
+        let otlp = if self.otlp_traces {
+            let config = crate::otlp::OtlpConfig::from_env()
+                .map_err(|e| StartError::Flag(format!("--otlp-traces: {e}")))?;
+            let layer = crate::otlp::layer(&config).map_err(|e| {
+                StartError::Flag(format!("--otlp-traces: starting the exporter: {e}"))
+            })?;
+            Some(layer.with_filter(crate::otlp::filter()))
+        } else {
+            None
+        };
+        let fmt = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stdout)
-            .with_env_filter(filter)
             .with_ansi(ansi);
         let result = match self.log_format {
-            LogFormat::Text => builder.try_init(),
-            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+            LogFormat::Text => tracing_subscriber::registry()
+                .with(otlp)
+                .with(fmt.with_filter(filter))
+                .try_init(),
+            LogFormat::Json => tracing_subscriber::registry()
+                .with(otlp)
+                .with(fmt.json().flatten_event(true).with_filter(filter))
+                .try_init(),
         };
         // Already initialized (tests): keep the existing subscriber.
         let _ = result;
+        Ok(())
     }
 
     /// A client from `--kubeconfig`, else inference (`KUBECONFIG`, `~/.kube/config`, in-cluster),

@@ -53,6 +53,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::client::ConfigExt;
 use kube::client::retry::RetryPolicy;
 use tower::{Layer, Service, ServiceBuilder};
+use tracing::Instrument;
 
 use crate::BoxError;
 
@@ -438,6 +439,8 @@ where
         let limit = self.limits.request;
         let method = request.method().clone();
         let host = request.uri().authority().map(ToString::to_string);
+        let span = request_span(&method, request.uri());
+        let in_span = span.clone();
         let response = self.inner.call(request);
         let sent = std::time::Instant::now();
         async move {
@@ -454,11 +457,110 @@ where
                 response.as_ref().ok().map(|r| r.status().as_u16()),
                 sent.elapsed(),
             );
+            if !span.is_none() {
+                match &response {
+                    Ok(answer) => {
+                        let code = answer.status().as_u16();
+                        span.record("code", code);
+                        if code >= 400 {
+                            span.record("error", answer.status().to_string().as_str());
+                        }
+                    }
+                    Err(error) => {
+                        span.record("error", error.to_string().as_str());
+                    }
+                }
+            }
             let response = response?;
             let idle = idle.idle(response.version());
             Ok(response.map(|body| IdleTimeout::new(body, idle)))
         }
+        .instrument(in_span)
         .boxed()
+    }
+}
+
+/// A client span for a request made inside another span (a reconcile): what an exported trace
+/// shows as the reconcile's writes. `debug`, so the default log filter disables it and a
+/// process that exports nothing pays one callsite check; watches get none (they outlive it).
+fn request_span(method: &http::Method, uri: &http::Uri) -> tracing::Span {
+    if !tracing::enabled!(target: "kubeforge::client", tracing::Level::DEBUG)
+        || tracing::Span::current().is_none()
+        || is_watch(uri)
+    {
+        return tracing::Span::none();
+    }
+    let target = ApiPath::parse(uri.path());
+    let verb = target.verb(method, uri.query().unwrap_or(""));
+    tracing::debug_span!(
+        target: "kubeforge::client",
+        "request",
+        otel.name = %format_args!("{verb} {}", target.resource),
+        otel.kind = "client",
+        verb,
+        resource = target.resource,
+        namespace = target.namespace,
+        name = target.name,
+        subresource = target.subresource,
+        code = tracing::field::Empty,
+        error = tracing::field::Empty,
+    )
+}
+
+/// What a Kubernetes API path names: `/api/v1/namespaces/NS/RESOURCE/NAME/SUBRESOURCE` or
+/// `/apis/GROUP/VERSION/...`; absent parts are empty.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ApiPath<'a> {
+    namespace: &'a str,
+    resource: &'a str,
+    name: &'a str,
+    subresource: &'a str,
+}
+
+impl<'a> ApiPath<'a> {
+    fn parse(path: &'a str) -> Self {
+        let mut parts = path.trim_start_matches('/').split('/');
+        let rest: Vec<&str> = match parts.next() {
+            Some("api") => parts.skip(1).collect(),
+            Some("apis") => parts.skip(2).collect(),
+            _ => return Self::default(),
+        };
+        let (namespace, rest) = match rest.as_slice() {
+            ["namespaces", ns, resource, rest @ ..] => (*ns, {
+                let mut v = vec![*resource];
+                v.extend_from_slice(rest);
+                v
+            }),
+            _ => ("", rest),
+        };
+        Self {
+            namespace,
+            resource: rest.first().copied().unwrap_or(""),
+            name: rest.get(1).copied().unwrap_or(""),
+            subresource: rest.get(2).copied().unwrap_or(""),
+        }
+    }
+
+    /// kubectl's verbs: `get`/`list`, `create`, `update`, `patch`, `delete`/`deletecollection`.
+    fn verb(&self, method: &http::Method, query: &str) -> &'static str {
+        let named = !self.name.is_empty();
+        match *method {
+            http::Method::GET if named => "get",
+            http::Method::GET
+                if query
+                    .split('&')
+                    .any(|p| p == "watch=true" || p == "watch=1") =>
+            {
+                "watch"
+            }
+            http::Method::GET => "list",
+            http::Method::POST => "create",
+            http::Method::PUT => "update",
+            http::Method::PATCH => "patch",
+            http::Method::DELETE if named => "delete",
+            http::Method::DELETE => "deletecollection",
+            _ => "other",
+        }
     }
 }
 
@@ -550,6 +652,45 @@ mod tests {
     use http_body_util::BodyExt;
 
     use super::*;
+
+    #[test]
+    fn api_paths_name_their_resource_and_verb() {
+        let p = ApiPath::parse("/apis/apps/v1/namespaces/shop/deployments/web");
+        assert_eq!(
+            p,
+            ApiPath {
+                namespace: "shop",
+                resource: "deployments",
+                name: "web",
+                subresource: ""
+            }
+        );
+        assert_eq!(p.verb(&http::Method::PATCH, ""), "patch");
+        let p = ApiPath::parse("/apis/apps.kubeforge.dev/v2/namespaces/shop/webapps/web/status");
+        assert_eq!(
+            (p.resource, p.name, p.subresource),
+            ("webapps", "web", "status")
+        );
+        let p = ApiPath::parse("/api/v1/namespaces/shop/configmaps");
+        assert_eq!(
+            (p.namespace, p.resource, p.name),
+            ("shop", "configmaps", "")
+        );
+        assert_eq!(p.verb(&http::Method::GET, "labelSelector=a"), "list");
+        assert_eq!(p.verb(&http::Method::GET, "watch=true&rv=1"), "watch");
+        assert_eq!(p.verb(&http::Method::POST, ""), "create");
+        assert_eq!(p.verb(&http::Method::DELETE, ""), "deletecollection");
+        let p = ApiPath::parse("/api/v1/namespaces/shop");
+        assert_eq!(
+            (p.namespace, p.resource, p.name),
+            ("", "namespaces", "shop")
+        );
+        assert_eq!(p.verb(&http::Method::DELETE, ""), "delete");
+        let p = ApiPath::parse("/apis/rbac.authorization.k8s.io/v1/clusterroles/admin");
+        assert_eq!((p.resource, p.name), ("clusterroles", "admin"));
+        assert_eq!(p.verb(&http::Method::PUT, ""), "update");
+        assert_eq!(ApiPath::parse("/version"), ApiPath::default());
+    }
 
     #[test]
     fn watches_should_be_told_from_other_requests() {

@@ -393,6 +393,7 @@ where
             finalized: std::sync::Mutex::default(),
             conditions: std::sync::OnceLock::new(),
             stalled: super::stalled::Stalled::default(),
+            traces: super::trace_link::GenerationTraces::default(),
         });
         progress.started(config.concurrency, queue.clone());
         let mut workers = AbortOnDrop(

@@ -44,6 +44,8 @@ pub(super) struct Worker<K: Resource, R> {
     pub(super) conditions: std::sync::OnceLock<bool>,
     /// The keys this process marked `Stalled`.
     pub(super) stalled: stalled::Stalled,
+    /// The trace of each object's current generation, while spans are exported.
+    pub(super) traces: super::trace_link::GenerationTraces,
 }
 
 impl<K, R> Worker<K, R>
@@ -75,6 +77,9 @@ where
                 // Deleted: nothing to reconcile (cleanup, if any, ran while the finalizer held
                 // it).
                 self.retries.forget(key);
+                if crate::otlp::ids::exporting() {
+                    self.traces.forget(key);
+                }
                 return;
             }
             Err(error) => {
@@ -98,14 +103,26 @@ where
         }
         let triggers = self.retries.triggers().take(key);
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let span = tracing::info_span!(
-            "reconcile",
-            controller = %self.name,
-            namespace = key.namespace.as_deref().unwrap_or(""),
-            name = %key.name,
-            reconcile_id = %format_args!("{id:x}"),
-            trigger = %trigger::describe(&triggers),
-        );
+        let make_span = || {
+            tracing::info_span!(
+                "reconcile",
+                controller = %self.name,
+                namespace = key.namespace.as_deref().unwrap_or(""),
+                name = %key.name,
+                reconcile_id = %format_args!("{id:x}"),
+                trigger = %trigger::describe(&triggers),
+                generation = obj.meta().generation,
+                outcome = tracing::field::Empty,
+                error = tracing::field::Empty,
+            )
+        };
+        // Exported spans: the reconciles of one generation share a trace (`trace_link.rs`).
+        let span = if crate::otlp::ids::exporting() {
+            let ids = self.traces.ids(key, obj.meta().generation, &triggers);
+            crate::otlp::ids::with_ids(ids, make_span)
+        } else {
+            make_span()
+        };
         self.process_object(key, obj, triggers)
             .instrument(span)
             .await;
@@ -231,6 +248,11 @@ where
             }
         };
         self.metric(result, took);
+        let span = tracing::Span::current();
+        span.record("outcome", result.as_str());
+        if let Some(error) = &error {
+            span.record("error", crate::text::concise(error.as_ref()).as_str());
+        }
         crate::memory::reconciled();
         // A success clears the `Stalled` this process set, or one found at start-up.
         if error.is_none()

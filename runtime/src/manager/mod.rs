@@ -611,6 +611,8 @@ impl Manager {
             .run(token.clone())
             .await;
         token.cancel();
+        // The spans of the last reconciles, when they are exported (a no-op otherwise).
+        crate::otlp::flush(Duration::from_secs(5)).await;
         result.map_err(|error| match error {
             RunnerError::Failed(error) => match error.downcast::<LeaderElectionError>() {
                 Ok(lost) => ManagerError::LeaderElection(*lost),

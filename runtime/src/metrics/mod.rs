@@ -461,6 +461,7 @@ impl Metrics {
         families.extend(more);
         families.extend(crate::client::metrics::families());
         families.extend(process::families());
+        families.extend(crate::otlp::families());
         let families = crate::runner::merge_families(families);
         if let Err(error) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!(%error, "encoding metrics failed");

@@ -116,7 +116,7 @@ mod tests {
     fn sections() -> Vec<(&'static str, &'static str, Vec<MetricFamily>)> {
         let client = offline_client();
         #[cfg_attr(
-            not(any(feature = "webhooks", feature = "memcached")),
+            not(any(feature = "webhooks", feature = "memcached", feature = "otlp")),
             allow(unused_mut, reason = "the optional sections are pushed")
         )]
         let mut sections = vec![
@@ -161,6 +161,12 @@ mod tests {
             "Webhooks",
             "The manager's webhook server (feature `webhooks`; label `webhook`: the path).",
             webhooks(),
+        ));
+        #[cfg(feature = "otlp")]
+        sections.push((
+            "Span export",
+            "The OTLP exporter, while spans are exported (`--otlp-traces`, `kubeforge::otlp`).",
+            crate::otlp::reference_families(),
         ));
         #[cfg(feature = "memcached")]
         sections.push((
