@@ -1,17 +1,18 @@
 //! The failover scenario (issue 35): two replicas of the kubeforge driver under leader election
-//! on N objects, the leader SIGKILLed (its Lease not released) and an object changed right
-//! after; measured from the kill: when the standby won the Lease, when its cache was synced, and
-//! when its first reconcile of the changed object showed in the status. Once with a warm standby
+//! on N objects, the leader SIGKILLed (its Lease not released) and objects changed right after;
+//! measured from the kill: when the standby won the Lease, when its cache was synced, and when
+//! its first reconcile of each changed object showed in the status. Once with a warm standby
 //! (its caches filled before it leads, the default) and once with a cold one
 //! (`--warm-standby=false`: it lists only after winning the Lease), `--failover-repeats` times
 //! each on the same objects; p50 and max over the repeats.
 //!
-//! Two objects are changed right after the kill: the one the standby's list holds first and the
-//! one it holds last (names sort as strings: `b9999` is the last of 50,000), because on
-//! takeover the new leader's controller gets its cache's state (changes made before it led
-//! included) as its start-up state, in list order, at low priority. A third object is changed
-//! once the new leader leads and its cache is synced: a change during its start-up wave, which
-//! goes ahead of that wave.
+//! [`CHANGED`] objects, spread over the names, change right after the kill, and their times are
+//! pooled: on takeover the new leader's controller gets its cache's state (changes made before
+//! it led included) as its start-up state, at low priority, so a change made while the Lease was
+//! running out waits for its turn in the new leader's start-up wave of N reconciles, wherever
+//! that puts it; one object would be one draw of that place. One more object is changed once the
+//! new leader leads and its cache is synced: a change during its start-up wave, which goes ahead
+//! of that wave.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use kubeforge::store::Reader;
 use kubeforge_bench::Bench;
 use serde_json::json;
 
-use super::{Elected, Harness, Results, Start, percentile, record, wait_idle};
+use super::{Driver, Elected, Harness, Results, Start, percentile, record, wait_idle};
 
 /// Lease duration, renew deadline and retry period (seconds): short, so a failover takes
 /// seconds, not the 15 s of controller-runtime's default lease.
@@ -32,7 +33,9 @@ const TIMINGS: [f64; 3] = [4.0, 2.5, 1.0];
 /// How long the standby runs before the kill once it is ready (warm: its cache synced), so it
 /// has watched the leader renew the Lease (two retry periods and more).
 const SETTLE: Duration = Duration::from_secs(3);
-/// How long after the new leader is leading and synced the third object is changed.
+/// Objects changed right after the kill.
+const CHANGED: usize = 5;
+/// How long after the new leader is leading and synced one more object is changed.
 const AFTER_TAKEOVER: Duration = Duration::from_millis(200);
 /// The longest a standby may take to reconcile the changed objects after the kill (its start-up
 /// wave of 50,000 objects included).
@@ -45,21 +48,20 @@ struct Sample {
     lease: f64,
     /// The standby's cache synced (0 for a warm standby: synced before the kill).
     synced: f64,
-    /// The status showed the change of the object listed first.
-    first: f64,
-    /// The status showed the change of the object listed last.
-    last: f64,
+    /// The statuses showed the changes, one per changed object.
+    changes: [f64; CHANGED],
     /// The change made after the takeover: its patch until its status (milliseconds).
     after_takeover_ms: f64,
 }
 
-/// A metric of the table: name, unit, its value in a sample. "kill to first-listed change":
-/// from the kill until the status showed the reconcile of the change to the object listed
-/// first; "change after takeover": from that change's patch until its status.
-type Metric = (&'static str, &'static str, fn(&Sample) -> f64);
+/// A metric of the table: name, unit, its values in a sample. "kill to change reconciled": from
+/// the kill until the status showed the reconcile of a change made right after it (pooled over
+/// the changed objects); "change after takeover": from that change's patch until its status.
+type Metric = (&'static str, &'static str, fn(&Sample) -> Vec<f64>);
 
-/// Every `--failover-sizes` size: a namespace of N objects, `--failover-repeats` failovers with
-/// a warm and a cold standby each (alternating which goes first).
+/// Every `--failover-sizes` size: a namespace of N objects and a chain of 2 × `--failover-repeats`
+/// failovers, standbys warm and cold in turn (warm, cold, cold, warm, …): each new leader, once
+/// its start-up wave is done, is the next one killed, so a failover costs one start-up wave.
 pub(super) async fn failovers(h: &mut Harness, results: &mut Results) {
     let Some((_, path)) = h
         .args
@@ -73,6 +75,11 @@ pub(super) async fn failovers(h: &mut Harness, results: &mut Results) {
     };
     let [lease, renew, retry] = TIMINGS;
     for &n in &h.args.failover_sizes.clone() {
+        assert!(
+            n >= 2 * CHANGED,
+            "--failover-sizes: {n} is fewer than {} objects",
+            2 * CHANGED
+        );
         let scenario = format!("failover (c=4, N={n}, lease {lease}/{renew}/{retry} s)");
         let ns = h.namespace("failover").await;
         let created = Instant::now();
@@ -82,19 +89,24 @@ pub(super) async fn failovers(h: &mut Harness, results: &mut Results) {
             created.elapsed().as_secs_f64()
         );
         let (store, stop) = h.watch_benches(&ns).await;
+        // The first leader: alone, it wins the Lease at once and reconciles the N objects.
+        let mut leader = h
+            .start("kubeforge-failover", &path, &ns, replica(0, true))
+            .await;
+        leader
+            .line("leading", Duration::from_secs(60))
+            .await
+            .expect("the first replica leads within 60 s");
         let mut samples: BTreeMap<bool, Vec<Sample>> = BTreeMap::new();
-        for repeat in 0..h.args.failover_repeats {
-            let order = if repeat % 2 == 0 {
-                [true, false]
-            } else {
-                [false, true]
-            };
-            for warm in order {
-                let sample = failover(h, &path, &ns, &store, n, warm).await;
-                eprintln!("failover N={n} {}: {sample:?}", mode(warm));
-                samples.entry(warm).or_default().push(sample);
-            }
+        for k in 0..2 * h.args.failover_repeats {
+            let warm = matches!(k % 4, 0 | 3);
+            let (sample, standby) =
+                failover(h, &path, &ns, &store, n, leader, replica(k + 1, warm)).await;
+            leader = standby;
+            eprintln!("failover N={n} {}: {sample:?}", mode(warm));
+            samples.entry(warm).or_default().push(sample);
         }
+        drop(leader);
         stop.cancel();
         h.drop_namespace(&ns).await;
         eprintln!(
@@ -103,15 +115,14 @@ pub(super) async fn failovers(h: &mut Harness, results: &mut Results) {
         );
         for (warm, samples) in samples {
             let column = format!("kubeforge {}", mode(warm));
-            let metrics: [Metric; 5] = [
-                ("kill to lease acquired", "s", |s| s.lease),
-                ("kill to cache synced", "s", |s| s.synced),
-                ("kill to first-listed change", "s", |s| s.first),
-                ("kill to last-listed change", "s", |s| s.last),
-                ("change after takeover", "ms", |s| s.after_takeover_ms),
+            let metrics: [Metric; 4] = [
+                ("kill to lease acquired", "s", |s| vec![s.lease]),
+                ("kill to cache synced", "s", |s| vec![s.synced]),
+                ("kill to change reconciled", "s", |s| s.changes.to_vec()),
+                ("change after takeover", "ms", |s| vec![s.after_takeover_ms]),
             ];
-            for (metric, unit, value) in metrics {
-                let mut values: Vec<f64> = samples.iter().map(value).collect();
+            for (metric, unit, values) in metrics {
+                let mut values: Vec<f64> = samples.iter().flat_map(values).collect();
                 for (p, q) in [("p50", 0.5), ("max", 1.0)] {
                     let name = format!("{metric} {p}");
                     record(
@@ -132,108 +143,102 @@ fn mode(warm: bool) -> &'static str {
     if warm { "warm" } else { "cold" }
 }
 
-/// One failover in `ns` (its N objects current): replica A leads and has reconciled them,
-/// replica B stands by (warm: synced); A is SIGKILLed, two objects change, and B's takeover is
-/// timed. B is stopped afterwards (SIGTERM: it releases the Lease).
+/// Replica `k` of the chain (identity `failover-<k>`), a warm or cold standby.
+fn replica(k: usize, warm: bool) -> Start {
+    Start {
+        leader: Some(Elected {
+            lease: "bench-failover".to_owned(),
+            identity: format!("failover-{k}"),
+            timings: TIMINGS,
+            warm,
+        }),
+        ..Start::reconciling(4)
+    }
+}
+
+/// One failover in `ns`: once `leader` has reconciled the N objects (every status current, the
+/// leader idle: its start-up wave done), the standby `how` starts and gets ready (warm: its
+/// cache synced); the leader is SIGKILLed, objects change, and the standby's takeover is
+/// timed. Returns the standby, now the leader.
 async fn failover(
     h: &mut Harness,
     path: &PathBuf,
     ns: &str,
     store: &Reader<Bench>,
     n: usize,
-    warm: bool,
-) -> Sample {
+    mut leader: Driver,
+    how: Start,
+) -> (Sample, Driver) {
+    let warm = how.leader.as_ref().is_some_and(|e| e.warm);
     h.run += 1;
     let run = h.run;
-    let replica = |name: &str| Start {
-        leader: Some(Elected {
-            lease: "bench-failover".to_owned(),
-            identity: format!("failover-{run}-{name}"),
-            timings: TIMINGS,
-            warm,
-        }),
-        ..Start::reconciling(4)
-    };
-    let (label_a, label_b) = (
-        format!("kubeforge-failover-{}-a", mode(warm)),
-        format!("kubeforge-failover-{}-b", mode(warm)),
-    );
-    let mut a = h.start(&label_a, path, ns, replica("a")).await;
-    // A lease left by the last run's standby (released on its SIGTERM) or one of its own.
-    a.line("leading", Duration::from_secs(60))
+    leader
+        .line("synced", Duration::from_secs(300))
         .await
-        .expect("replica A leads within 60 s");
-    a.line("synced", Duration::from_secs(300))
-        .await
-        .expect("replica A's cache syncs within 5 minutes");
-    // Every status current: A reconciled the N objects (the first run) or found them so, and
-    // A idle: its start-up wave is done.
+        .expect("the leader's cache syncs within 5 minutes");
     all_current(store, n).await;
-    wait_idle(a.child.id()).await;
-    let mut b = h.start(&label_b, path, ns, replica("b")).await;
+    wait_idle(leader.child.id()).await;
+    let label = format!("kubeforge-failover-{}", mode(warm));
+    let mut standby = h.start(&label, path, ns, how).await;
     if warm {
-        b.line("synced", Duration::from_secs(300))
+        standby
+            .line("synced", Duration::from_secs(300))
             .await
             .expect("the warm standby's cache syncs within 5 minutes");
     }
     tokio::time::sleep(SETTLE).await;
-    assert!(!b.printed("leading"), "replica B led before the kill");
     assert!(
-        warm || !b.printed("synced"),
+        !standby.printed("leading"),
+        "the standby led before the kill"
+    );
+    assert!(
+        warm || !standby.printed("synced"),
         "the cold standby synced before it led"
     );
 
     let api: Api<Bench> = Api::namespaced(h.admin.clone(), ns);
-    let names = listed(n);
-    let (first, last, middle) = (
-        names.first().cloned().unwrap_or_default(),
-        names.last().cloned().unwrap_or_default(),
-        names.get(n / 2).cloned().unwrap_or_default(),
-    );
+    // `b0`, `b<n/5>`, …: changed right after the kill; `b<n/10>`: after the takeover.
+    let changed: Vec<String> = (0..CHANGED)
+        .map(|i| format!("b{}", i * n / CHANGED))
+        .collect();
+    let later = format!("b{}", n / (2 * CHANGED));
     let value = 1_000 + run as i64;
     let key = |name: &str| ObjectKey::namespaced(ns, name);
 
-    let killed = a.kill();
-    patch(&api, &first, value).await;
-    patch(&api, &last, value).await;
-    let first_seen = tokio::spawn(seen(store.clone(), key(&first), value));
-    let last_seen = tokio::spawn(seen(store.clone(), key(&last), value));
-    let leading = b
+    let killed = leader.kill();
+    futures::future::join_all(changed.iter().map(|name| patch(&api, name, value))).await;
+    let waiters: Vec<_> = changed
+        .iter()
+        .map(|name| tokio::spawn(seen(store.clone(), key(name), value)))
+        .collect();
+    let leading = standby
         .line("leading", Duration::from_secs(120))
         .await
         .expect("the standby leads within 2 minutes of the kill");
-    let synced = b
+    let synced = standby
         .line("synced", Duration::from_secs(600))
         .await
         .expect("the new leader's cache syncs within 10 minutes");
     tokio::time::sleep(AFTER_TAKEOVER).await;
     let edited = Instant::now();
-    patch(&api, &middle, value).await;
-    let after_takeover = seen(store.clone(), key(&middle), value).await;
-    let first_seen = first_seen.await.expect("the first object's waiter");
-    let last_seen = last_seen.await.expect("the last object's waiter");
-    drop(b);
-    drop(a);
-
+    patch(&api, &later, value).await;
+    let after_takeover = seen(store.clone(), key(&later), value).await;
     let since = |at: Instant| at.saturating_duration_since(killed).as_secs_f64();
-    Sample {
+    let mut changes = [0.0; CHANGED];
+    for (change, waiter) in changes.iter_mut().zip(waiters) {
+        *change = since(waiter.await.expect("a changed object's waiter"));
+    }
+    drop(leader);
+    let sample = Sample {
         lease: since(leading),
         synced: since(synced),
-        first: since(first_seen),
-        last: since(last_seen),
+        changes,
         after_takeover_ms: after_takeover
             .saturating_duration_since(edited)
             .as_secs_f64()
             * 1000.0,
-    }
-}
-
-/// The names of the objects `b0`..`b{n-1}` in the order a list returns them (by name, as
-/// strings).
-fn listed(n: usize) -> Vec<String> {
-    let mut names: Vec<String> = (0..n).map(|i| format!("b{i}")).collect();
-    names.sort();
-    names
+    };
+    (sample, standby)
 }
 
 async fn patch(api: &Api<Bench>, name: &str, value: i64) {
