@@ -36,6 +36,7 @@ mod retries;
 mod secret_mirror;
 mod selectors;
 mod sharding;
+mod sources;
 mod stalled;
 mod standby;
 mod static_site;

@@ -16,6 +16,8 @@ mod controller_boxed_error;
 mod controller_complete;
 #[path = "../ui/pass/controller_selectors.rs"]
 mod controller_selectors;
+#[path = "../ui/pass/controller_sources.rs"]
+mod controller_sources;
 #[path = "../ui/pass/controller_store.rs"]
 mod controller_store;
 #[path = "../ui/pass/controller_watcher.rs"]
@@ -68,6 +70,11 @@ fn controller_complete() {
 #[test]
 fn controller_selectors() {
     controller_selectors::main();
+}
+
+#[test]
+fn controller_sources() {
+    controller_sources::main();
 }
 
 #[test]
@@ -157,6 +164,7 @@ fn every_pass_case_should_be_listed() {
             "controller_boxed_error",
             "controller_complete",
             "controller_selectors",
+            "controller_sources",
             "controller_store",
             "controller_watcher",
             "crate_override",

@@ -450,6 +450,10 @@ pub struct ControllerArgs {
     pub rbac: Vec<RbacRule>,
     /// `dependents(..)`: children built by methods of the impl block, applied by the framework.
     pub dependents: Vec<super::dependents::DependentArg>,
+    /// `every = "30s"`: a timer per object.
+    pub every: Option<Keyed<u64>>,
+    /// `reconcile_on = path`: a function of the wiring returning a stream of keys.
+    pub reconcile_on: Option<Path>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
     /// `predicates`), each at its first occurrence, for the watcher mode's errors.
     pub reconciler_keys: Vec<Keyed<&'static str>>,
@@ -490,6 +494,26 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         )
         .syntax("integer")
         .doc("maximum concurrent reconciles, at least 1 (default 4)"),
+        Key::new(
+            "every",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("every", meta);
+                a.every = Some(duration(meta)?);
+                Ok(())
+            }),
+        )
+        .syntax(DURATION_SYNTAX)
+        .doc("a timer per object (kopf's timers): every cached object is reconciled once per period, with up to 10 % jitter, from a period after it is first seen until it is deleted; the reconcile's trigger is `Trigger::Timer`; above 0"),
+        Key::new(
+            "reconcile_on",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("reconcile_on", meta);
+                a.reconcile_on = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("a path")
+        .doc("a function `fn(&Wiring) -> impl Stream<Item = ObjectKey> + Send + 'static`: the keys it yields are reconciled too (changes an external system announces), with the trigger `Trigger::External`"),
         Key::new(
             "finalizer",
             Value::Custom(|a: &mut ControllerArgs, meta, _| {
@@ -609,6 +633,14 @@ impl ControllerArgs {
             && n.value == 0
         {
             errors.at(n.key, "`concurrency` must be a whole number of at least 1");
+        }
+        if let Some(every) = &args.every
+            && every.value == 0
+        {
+            errors.at(
+                every.key,
+                "`every` must be more than 0: it is how often each object is reconciled",
+            );
         }
         if let Some(finalizer) = &args.finalizer
             && !valid_finalizer(&finalizer.value())

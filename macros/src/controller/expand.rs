@@ -360,6 +360,15 @@ impl Expander<'_> {
         let retry = self.exponential_call();
         let dequeue = dequeue_call(kf, self.model.dequeue);
         let primary_informer = informer_config(self.model.store.as_ref());
+        let every = self
+            .model
+            .every_ms
+            .map(|ms| quote!(.every(::core::time::Duration::from_millis(#ms))));
+        let reconcile_on = self.model.reconcile_on.as_ref().map(|path| {
+            // Spanned at the user's path: a function of the wrong type is reported there.
+            let call = quote::quote_spanned!(syn::spanned::Spanned::span(path)=> #path(wiring));
+            quote!(.reconcile_on(#call))
+        });
         quote! {
             fn __controller<__S: #spec, #(#params: #kind_trait),*>(
                 wiring: &#kf::controller::Wiring,
@@ -377,6 +386,8 @@ impl Expander<'_> {
                 #(#owns)*
                 #(#watches)*
                 #(#predicates)*
+                #every
+                #reconcile_on
                 .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer #retry #dequeue)
             }
         }

@@ -44,6 +44,10 @@ pub struct Model {
     pub owns: Vec<Owned>,
     pub watches: Vec<Watch>,
     pub concurrency: Option<u64>,
+    /// `every = ..` in milliseconds.
+    pub every_ms: Option<u64>,
+    /// `reconcile_on = path`.
+    pub reconcile_on: Option<syn::Path>,
     pub finalizer: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     /// `retry = ..`; `None` keeps the runtime's default policy.
@@ -213,6 +217,8 @@ fn check_reconciler(
         owns: args.owns,
         watches: args.watches,
         concurrency: args.concurrency.map(|n| n.value),
+        every_ms: args.every.map(|n| n.value),
+        reconcile_on: args.reconcile_on,
         finalizer: args.finalizer,
         predicates: args.predicates,
         retry: retry.flatten(),

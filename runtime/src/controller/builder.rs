@@ -313,6 +313,59 @@ where
         self
     }
 
+    /// Reconciles the keys `keys` yields, besides those of the watch events: changes an
+    /// external system announces (a message queue, another service's webhook, a poll). Each key
+    /// is queued at high priority, deduplicated with the others, and its reconcile sees
+    /// [`Trigger::External`](super::Trigger::External). The stream is polled once the
+    /// controller runs (after its caches synced, and only while it leads); a key of an object
+    /// that does not exist reconciles nothing.
+    ///
+    /// ```no_run
+    /// # use kubeforge::controller::Controller;
+    /// # use kubeforge::ObjectKey;
+    /// # fn add(controller: Controller<kubeforge::k8s_openapi::api::core::v1::ConfigMap>) {
+    /// let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<ObjectKey>();
+    /// let controller = controller.reconcile_on(tokio_stream_from(rx));
+    /// // Elsewhere, when the outside world changed: tx.send(ObjectKey::namespaced("ns", "name"))
+    /// # let _ = (controller, tx);
+    /// # }
+    /// # fn tokio_stream_from(mut rx: tokio::sync::mpsc::UnboundedReceiver<ObjectKey>)
+    /// #     -> impl futures::Stream<Item = ObjectKey> + Send + 'static {
+    /// #     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn reconcile_on(
+        mut self,
+        keys: impl futures::Stream<Item = ObjectKey> + Send + 'static,
+    ) -> Self {
+        self.sources.push(super::timers::stream_source(keys));
+        self
+    }
+
+    /// Reconciles every object of the primary kind once per `period` (kopf's timers), besides
+    /// its events, with up to 10 % jitter ([`Controller::every_with_jitter`]). An object's
+    /// timer starts when the cache first holds it (the first tick a period later) and stops when
+    /// it is deleted; the reconcile sees [`Trigger::Timer`](super::Trigger::Timer), queued at
+    /// low priority like a resync.
+    #[must_use]
+    pub fn every(self, period: Duration) -> Self {
+        self.every_with_jitter(period, 0.1)
+    }
+
+    /// [`Controller::every`] with each interval `period` plus up to `jitter` × `period`
+    /// (0.0 to 1.0), so objects created together do not fire together.
+    #[must_use]
+    pub fn every_with_jitter(mut self, period: Duration, jitter: f64) -> Self {
+        let informer = Arc::clone(&self.primary);
+        self.sources.push(super::timers::timer_source(
+            move || informer.subscription(),
+            period,
+            jitter,
+        ));
+        self
+    }
+
     /// Runs until `shutdown` is cancelled: starts the cache if needed, waits for every informer
     /// to sync, then reconciles with the configured number of workers. On shutdown, running
     /// reconciles get [`ControllerConfig::shutdown_grace`] to finish.

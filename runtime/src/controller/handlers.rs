@@ -136,7 +136,7 @@ impl OwnEvents {
 }
 
 impl Sink {
-    fn add(&self, key: ObjectKey, event: NewEvent, queued: &Queued) {
+    pub(super) fn add(&self, key: ObjectKey, event: NewEvent, queued: &Queued) {
         if self.retries.on_event(&key, event) {
             self.retries.triggers().record(&key, queued.trigger.clone());
             self.queue.add_with(key, queued.priority);
@@ -178,12 +178,16 @@ pub(super) enum Origin {
 }
 
 /// How an event queues its keys: at which priority, and why.
-struct Queued {
+pub(super) struct Queued {
     priority: Priority,
     trigger: Trigger,
 }
 
 impl Queued {
+    pub(super) fn new(priority: Priority, trigger: Trigger) -> Self {
+        Self { priority, trigger }
+    }
+
     /// For `event` of kind `kind` from `origin`; `start_up`: it is part of the state its
     /// informer started from.
     fn of<T: kube::Resource>(origin: Origin, kind: &str, event: &Event<T>, start_up: bool) -> Self {

@@ -46,6 +46,11 @@ pub enum Trigger {
         /// Failures in a row before this run.
         attempt: u32,
     },
+    /// The object's timer fired ([`Controller::every`](super::Controller::every)).
+    Timer,
+    /// A key from outside the cluster
+    /// ([`Controller::reconcile_on`](super::Controller::reconcile_on)).
+    External,
 }
 
 impl std::fmt::Display for Trigger {
@@ -65,6 +70,8 @@ impl std::fmt::Display for Trigger {
             Self::Watched { kind, name } => write!(f, "watched {kind} {name}"),
             Self::Requeue => f.write_str("requeue"),
             Self::Retry { attempt } => write!(f, "retry after {attempt} failures"),
+            Self::Timer => f.write_str("timer"),
+            Self::External => f.write_str("external"),
         }
     }
 }
