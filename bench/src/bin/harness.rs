@@ -5,7 +5,8 @@
 //! A driver whose name ends in `-watcher` gets `--watcher`; one whose name ends in `-memcached`
 //! gets `--memcached-servers` with a memcached the harness runs (one server, restarted empty
 //! before each start of such a driver), and its scenarios record memcached's own RSS and item
-//! count next to the driver's.
+//! count next to the driver's. One whose name ends in `-traced` exports its spans with OTLP to
+//! a Jaeger the harness runs (the cost of tracing on, next to the plain driver's).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,6 +16,8 @@ use std::time::{Duration, Instant};
 
 #[path = "harness/failover.rs"]
 mod failover;
+#[path = "harness/jaeger.rs"]
+mod jaeger;
 #[path = "harness/wave.rs"]
 mod wave;
 
@@ -149,6 +152,8 @@ struct Harness {
     run: usize,
     /// The memcached of the `-memcached` drivers (started when there is one).
     memcached: Option<MemcachedServer>,
+    /// The Jaeger of the `-traced` drivers (started when there is one).
+    jaeger: Option<jaeger::Jaeger>,
 }
 
 /// Memory for memcached's items: 50,000 Bench objects of ~3 KiB of JSON fit with room to spare
@@ -446,6 +451,28 @@ impl Harness {
             .await;
     }
 
+    /// What the driver variants add: `-memcached`, a memcached restarted empty; `-traced`, the
+    /// span exporter on.
+    async fn configure_variant(&mut self, driver: &str, command: &mut Command) {
+        // `kubeforge-memcached`: the kubeforge driver with the Bench cache in memcached, which
+        // starts empty (a restart: it also gives memcached's memory back, `flush_all` does not).
+        if uses_memcached(driver) {
+            let server = self
+                .memcached
+                .as_mut()
+                .expect("the harness runs memcached when a driver uses it");
+            server.restart().await.expect("memcached restarts");
+            command.arg("--memcached-servers").arg(server.addr());
+        }
+        // `kubeforge-traced`: the exporter on, to the harness's Jaeger.
+        if jaeger::traced(driver) {
+            self.jaeger
+                .as_ref()
+                .expect("the harness runs Jaeger when a driver is traced")
+                .configure(command);
+        }
+    }
+
     async fn start(&mut self, driver: &str, path: &PathBuf, ns: &str, how: Start) -> Driver {
         let Start {
             concurrency,
@@ -490,16 +517,7 @@ impl Harness {
                 .arg(format!("--warm-standby={}", elected.warm))
                 .env("POD_NAME", &elected.identity);
         }
-        // `kubeforge-memcached`: the kubeforge driver with the Bench cache in memcached, which
-        // starts empty (a restart: it also gives memcached's memory back, `flush_all` does not).
-        if uses_memcached(driver) {
-            let server = self
-                .memcached
-                .as_mut()
-                .expect("the harness runs memcached when a driver uses it");
-            server.restart().await.expect("memcached restarts");
-            command.arg("--memcached-servers").arg(server.addr());
-        }
+        self.configure_variant(driver, &mut command).await;
         if report_heap {
             command.env("BENCH_REPORT_HEAP", "1");
         }
@@ -870,12 +888,18 @@ async fn main() {
     } else {
         None
     };
+    let jaeger = args
+        .drivers
+        .iter()
+        .any(|(name, _)| jaeger::traced(name))
+        .then(jaeger::Jaeger::start);
     let mut h = Harness {
         admin,
         payload: "x".repeat(2048),
         args,
         run: 0,
         memcached,
+        jaeger,
     };
     let mut results = Results::new();
     kubeforge::testing::apply_crds(&h.admin, [Bench::crd()], Duration::from_secs(60))

@@ -146,10 +146,24 @@ impl Watcher<Bench> for BenchWatcher {
 #[tokio::main]
 async fn main() {
     let args = DriverArgs::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .init();
+    // `kubeforge-traced` (BENCH_OTLP set): spans exported as `--otlp-traces` exports them, to
+    // the harness's Jaeger (the OTEL_* variables); otherwise no exporter, as by default.
+    let otlp = std::env::var_os("BENCH_OTLP").map(|_| {
+        let config = kubeforge::cli::or_exit(kubeforge::otlp::OtlpConfig::from_env());
+        let layer = kubeforge::cli::or_exit(kubeforge::otlp::layer(&config));
+        tracing_subscriber::Layer::with_filter(layer, kubeforge::otlp::filter())
+    });
+    {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(otlp)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+            )
+            .init();
+    }
     // The client every kubeforge operator gets (`cli::Options::client`): HTTP/2 with pings.
     let config = kubeforge::cli::or_exit(kubeforge_bench::config(&args).await);
     let client = kubeforge::cli::or_exit(kubeforge::client::connect(config.clone()));
