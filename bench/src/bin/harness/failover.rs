@@ -56,7 +56,8 @@ struct Sample {
 
 /// A metric of the table: name, unit, its values in a sample. "kill to change reconciled": from
 /// the kill until the status showed the reconcile of a change made right after it (pooled over
-/// the changed objects); "change after takeover": from that change's patch until its status.
+/// the changed objects); "kill to 1st change reconciled": the first of them in each failover;
+/// "change after takeover": from that change's patch until its status.
 type Metric = (&'static str, &'static str, fn(&Sample) -> Vec<f64>);
 
 /// Every `--failover-sizes` size: a namespace of N objects and a chain of 2 × `--failover-repeats`
@@ -115,9 +116,12 @@ pub(super) async fn failovers(h: &mut Harness, results: &mut Results) {
         );
         for (warm, samples) in samples {
             let column = format!("kubeforge {}", mode(warm));
-            let metrics: [Metric; 4] = [
+            let metrics: [Metric; 5] = [
                 ("kill to lease acquired", "s", |s| vec![s.lease]),
                 ("kill to cache synced", "s", |s| vec![s.synced]),
+                ("kill to 1st change reconciled", "s", |s| {
+                    vec![s.changes.iter().copied().fold(f64::INFINITY, f64::min)]
+                }),
                 ("kill to change reconciled", "s", |s| s.changes.to_vec()),
                 ("change after takeover", "ms", |s| vec![s.after_takeover_ms]),
             ];
