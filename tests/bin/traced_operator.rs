@@ -1,9 +1,15 @@
-//! An operator of `Rollout`s (`kubeforge_tests::rollout`) with the standard flags, for the
-//! tracing test: run with `--otlp-traces` and the `OTEL_*` variables, its reconciles reach the
-//! test's Jaeger.
+//! An operator of `Rollout`s (`tests/rollout.rs`) with the standard flags, for the tracing
+//! test: run with `--otlp-traces` and the `OTEL_*` variables, its reconciles reach the test's
+//! Jaeger.
 
 use kubeforge::cli::or_exit;
-use kubeforge_tests::rollout::RolloutController;
+
+// Not in the package's library: every binary linking it would register the kind, and the
+// webhook operator's `crdgen` prints exactly its own kinds.
+#[path = "../rollout.rs"]
+mod rollout;
+
+use rollout::RolloutController;
 
 #[tokio::main]
 async fn main() {

@@ -33,6 +33,12 @@ mod printcolumns;
 mod priority;
 mod reconcile_errors;
 mod retries;
+#[allow(
+    dead_code,
+    reason = "the kind's controller runs in the traced-operator binary"
+)]
+#[path = "../rollout.rs"]
+mod rollout;
 mod secret_mirror;
 mod selectors;
 mod sharding;

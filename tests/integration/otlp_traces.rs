@@ -7,10 +7,10 @@
 use std::process::Command;
 use std::time::Duration;
 
+use crate::rollout::{Rollout, RolloutSpec};
 use kube::api::{Patch, PatchParams, PostParams};
 use kubeforge::crd::READY;
 use kubeforge::testing::{ControlPlane, TestNamespace, apply_crds};
-use kubeforge_tests::rollout::{Rollout, RolloutSpec};
 use serde_json::{Value, json};
 
 use crate::support::eventually;
