@@ -48,7 +48,26 @@ struct Fields<'a> {
     attributes: &'a mut Vec<(String, Value)>,
 }
 
-impl Fields<'_> {
+impl<'a> Fields<'a> {
+    /// Records a span's fields: `otel.name`, `otel.kind` and `error` set its name, kind and
+    /// status.
+    fn of_span(span: &'a mut FinishedSpan) -> Self {
+        let FinishedSpan {
+            name,
+            kind,
+            error,
+            attributes,
+            ..
+        } = span;
+        Self {
+            name: Some(name),
+            kind: Some(kind),
+            error: Some(error),
+            message: None,
+            attributes,
+        }
+    }
+
     fn put(&mut self, field: &Field, value: Value) {
         let text = |value: &Value| match value {
             Value::Str(s) => s.clone(),
@@ -160,20 +179,7 @@ where
             },
         };
         if sampled {
-            let FinishedSpan {
-                name,
-                kind,
-                error,
-                attributes,
-                ..
-            } = &mut building.span;
-            attrs.record(&mut Fields {
-                name: Some(name),
-                kind: Some(kind),
-                error: Some(error),
-                message: None,
-                attributes,
-            });
+            attrs.record(&mut Fields::of_span(&mut building.span));
         }
         span.extensions_mut().insert(building);
     }
@@ -187,20 +193,7 @@ where
         if !building.sampled {
             return;
         }
-        let FinishedSpan {
-            name,
-            kind,
-            error,
-            attributes,
-            ..
-        } = &mut building.span;
-        values.record(&mut Fields {
-            name: Some(name),
-            kind: Some(kind),
-            error: Some(error),
-            message: None,
-            attributes,
-        });
+        values.record(&mut Fields::of_span(&mut building.span));
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
