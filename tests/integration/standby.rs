@@ -11,7 +11,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use kubeforge::cache::Cache;
-use kubeforge::controller::{Action, Context, Controller, Reconciler};
+use kubeforge::controller::{Action, Context, Controller, ControllerConfig, Reconciler, Trigger};
 use kubeforge::informer::InformerConfig;
 use kubeforge::leader::LeaderElectionConfig;
 use kubeforge::manager::Manager;
@@ -23,11 +23,15 @@ use crate::support::{configmap, eventually};
 
 const OBJECTS: usize = 200;
 
-/// Counts reconciles, and notes when `cm-0` was first reconciled with `data.v = "new"`.
+/// Counts reconciles, and notes when `cm-0` was first reconciled with `data.v = "new"`, and
+/// every run in order (name, `data.v`, why).
 #[derive(Default)]
 struct Counting {
     runs: AtomicUsize,
     new_seen: std::sync::Mutex<Option<Instant>>,
+    order: std::sync::Mutex<Vec<(String, String, Vec<Trigger>)>>,
+    /// How long each reconcile takes.
+    delay: Duration,
 }
 
 struct Counter(Arc<Counting>);
@@ -38,21 +42,31 @@ impl Reconciler<ConfigMap> for Counter {
     async fn reconcile(
         &self,
         cm: Arc<ConfigMap>,
-        _ctx: &Context<ConfigMap>,
+        ctx: &Context<ConfigMap>,
     ) -> Result<Action, Self::Error> {
         self.0.runs.fetch_add(1, Ordering::SeqCst);
-        let new = cm
+        let value = cm
             .data
             .as_ref()
             .and_then(|d| d.get("v"))
-            .map(String::as_str)
-            == Some("new");
+            .cloned()
+            .unwrap_or_default();
+        let new = value == "new";
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        self.0
+            .order
+            .lock()
+            .unwrap()
+            .push((name, value, ctx.triggers().to_vec()));
         if new && cm.metadata.name.as_deref() == Some("cm-0") {
             self.0
                 .new_seen
                 .lock()
                 .unwrap()
                 .get_or_insert_with(Instant::now);
+        }
+        if !self.0.delay.is_zero() {
+            tokio::time::sleep(self.0.delay).await;
         }
         Ok(Action::Done)
     }
@@ -69,6 +83,16 @@ struct Replica {
 
 /// A replica; `warm`: `None` for the default.
 fn replica(ns: &TestNamespace, warm: Option<bool>) -> Replica {
+    replica_with(ns, warm, Counting::default(), ControllerConfig::default())
+}
+
+/// A replica whose reconciler counts into `counting`, its controller configured by `config`.
+fn replica_with(
+    ns: &TestNamespace,
+    warm: Option<bool>,
+    counting: Counting,
+    controller_config: ControllerConfig,
+) -> Replica {
     let client = ns.client();
     let config = LeaderElectionConfig::new("standby", ns.name()).timings(
         Duration::from_secs(6),
@@ -81,14 +105,15 @@ fn replica(ns: &TestNamespace, warm: Option<bool>) -> Replica {
     if let Some(warm) = warm {
         manager = manager.warm_up_before_leading(warm);
     }
-    let counting = Arc::new(Counting::default());
+    let counting = Arc::new(counting);
     let controller = Controller::new(
         "standby",
         manager.wiring(),
         ns.api::<ConfigMap>(),
         // A small channel: a subscriber that reads nothing puts events in its backlog at once.
         InformerConfig::default().buffer(8),
-    );
+    )
+    .config(controller_config);
     manager = manager.add_controller(controller, Counter(Arc::clone(&counting)));
     let cache = manager.wiring().cache().clone();
     let leading = manager.leading();
@@ -204,6 +229,100 @@ async fn a_warm_standby_should_hold_a_synced_cache_and_take_over_without_a_list(
         lists,
         "no list on takeover: the cache was warm"
     );
+    standby.shutdown.cancel();
+    standby.task.await.unwrap();
+}
+
+/// Objects changed while the leader still led but before the standby took over: the old
+/// leader may or may not have reconciled them.
+const CHANGED: [&str; 5] = ["cm-7", "cm-51", "cm-99", "cm-142", "cm-188"];
+
+#[tokio::test]
+async fn changes_a_warm_standby_watched_before_it_led_should_go_ahead_of_its_start_up_wave() {
+    let ns = TestNamespace::new().await.unwrap();
+    objects(&ns).await;
+    // One worker at 20 ms a reconcile: a start-up wave of 4 s, in the order of the replay.
+    let slow = || Counting {
+        delay: Duration::from_millis(20),
+        ..Counting::default()
+    };
+    let one = || ControllerConfig::default().concurrency(1);
+    let mut leader = replica_with(&ns, None, slow(), one());
+    eventually(
+        "the first replica to lead",
+        Duration::from_secs(60),
+        async || (*leader.leading.borrow_and_update()).then_some(()),
+    )
+    .await;
+    let standby = replica_with(&ns, None, slow(), one());
+    let store = standby
+        .cache
+        .informer(ns.api::<ConfigMap>(), InformerConfig::default().buffer(8))
+        .store();
+    eventually(
+        "the standby's cache to sync",
+        Duration::from_secs(60),
+        async || (lists_and_cached(&standby.cache).1 > OBJECTS).then_some(()),
+    )
+    .await;
+    for name in CHANGED {
+        ns.api::<ConfigMap>()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "data": { "v": "new" } })),
+            )
+            .await
+            .unwrap();
+    }
+    // The standby watched the changes before it led.
+    eventually(
+        "the standby's cache to hold the changes",
+        Duration::from_secs(60),
+        async || {
+            for name in CHANGED {
+                let cm = store
+                    .get(&kubeforge::ObjectKey::namespaced(ns.name(), name))
+                    .await
+                    .unwrap()?;
+                cm.data.as_ref()?.get("v").filter(|v| *v == "new")?;
+            }
+            Some(())
+        },
+    )
+    .await;
+    leader.shutdown.cancel();
+    leader.task.await.unwrap();
+
+    eventually(
+        "the standby's start-up wave to end",
+        Duration::from_secs(120),
+        async || (standby.counting.runs.load(Ordering::SeqCst) > OBJECTS).then_some(()),
+    )
+    .await;
+    let order = standby.counting.order.lock().unwrap().clone();
+    let first = |name: &str| {
+        order
+            .iter()
+            .position(|(n, v, _)| n == name && v == "new")
+            .unwrap_or_else(|| panic!("{name} not reconciled with its change: {order:?}"))
+    };
+    // Ahead of the wave: at most the run in flight and the few the informer handed over first.
+    // As start-up state (before) they took their place in the wave, anywhere in it.
+    let places: Vec<usize> = CHANGED.iter().map(|name| first(name)).collect();
+    assert!(
+        places.iter().all(|place| *place < 2 * CHANGED.len()),
+        "the changes were reconciles {places:?} of the standby's wave of {}",
+        order.len()
+    );
+    for place in places {
+        assert_eq!(order[place].2, [Trigger::ChangedBeforeStart]);
+    }
+    let started = order
+        .iter()
+        .filter(|(_, _, t)| *t == [Trigger::StartUp])
+        .count();
+    assert_eq!(started, order.len() - CHANGED.len(), "{:?}", &order[..10]);
     standby.shutdown.cancel();
     standby.task.await.unwrap();
 }

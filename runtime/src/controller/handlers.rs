@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use std::sync::Arc;
 
 use crate::ObjectKey;
-use crate::informer::{Event, Subscription};
+use crate::informer::{Event, Replayed, Subscription};
 use crate::queue::{Priority, WorkQueue};
 use crate::retry::{NewEvent, ResourceAction};
 use crate::scope::Scoped;
@@ -188,12 +188,18 @@ impl Queued {
         Self { priority, trigger }
     }
 
-    /// For `event` of kind `kind` from `origin`; `start_up`: it is part of the state its
-    /// informer started from.
-    fn of<T: kube::Resource>(origin: Origin, kind: &str, event: &Event<T>, start_up: bool) -> Self {
-        let priority = priority(event, start_up);
+    /// For `event` of kind `kind` from `origin`; `replayed`: whether it is part of the state
+    /// its informer started from, a change replayed to a late subscriber, or live.
+    fn of<T: kube::Resource>(
+        origin: Origin,
+        kind: &str,
+        event: &Event<T>,
+        replayed: Replayed,
+    ) -> Self {
+        let priority = priority(event, replayed);
         let trigger = match (origin, event) {
-            _ if start_up => Trigger::StartUp,
+            _ if replayed == Replayed::Initial => Trigger::StartUp,
+            (Origin::Primary, _) if replayed == Replayed::Recent => Trigger::ChangedBeforeStart,
             (_, Event::Resync(_)) => Trigger::Resync,
             (Origin::Primary, Event::Applied { old: None, .. }) => Trigger::Created,
             (
@@ -221,9 +227,10 @@ impl Queued {
 }
 
 /// The priority of the keys an event puts into the queue: the state an informer started from
-/// (its first list, a late subscriber's replay) and resyncs can wait; changes cannot.
-fn priority<T>(event: &Event<T>, start_up: bool) -> Priority {
-    if start_up || matches!(event, Event::Resync(_)) {
+/// (its first list, a late subscriber's replay but for its recent changes) and resyncs can
+/// wait; changes cannot.
+fn priority<T>(event: &Event<T>, replayed: Replayed) -> Priority {
+    if replayed == Replayed::Initial || matches!(event, Event::Resync(_)) {
         Priority::Low
     } else {
         Priority::High
@@ -283,7 +290,7 @@ where
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };
-                let queued = Queued::of(origin, &kind, &event, mark.is_initial(received));
+                let queued = Queued::of(origin, &kind, &event, mark.replayed(received));
                 received += 1;
                 let new_event = if primary {
                     NewEvent::of(&event)

@@ -13,6 +13,11 @@ use crate::ObjectKey;
 pub enum Trigger {
     /// The object as the controller found it when it started (its informer's first list).
     StartUp,
+    /// The object changed shortly before the controller started, while its cache was already
+    /// watching: a warm standby taking over, whose old leader may not have reconciled the
+    /// change (a creation, a deletion, a new generation, in the last minute). Queued ahead of
+    /// the [`StartUp`](Self::StartUp) wave.
+    ChangedBeforeStart,
     /// The object was created.
     Created,
     /// The object changed: its spec (`generation_changed`), or only its status or metadata.
@@ -57,6 +62,7 @@ impl std::fmt::Display for Trigger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::StartUp => f.write_str("start-up"),
+            Self::ChangedBeforeStart => f.write_str("changed before start"),
             Self::Created => f.write_str("created"),
             Self::Changed {
                 generation_changed: true,

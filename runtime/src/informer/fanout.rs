@@ -34,7 +34,9 @@ impl<E> Clone for Subscriber<E> {
 /// Tells a subscriber which of its events came with the informer's first list (or, for a
 /// subscriber that came later, its replay of the cache): the state the informer started from,
 /// not a change. The work queue puts the keys of those at low priority, so an operator's
-/// start-up wave does not hold up the reconcile of an object edited meanwhile.
+/// start-up wave does not hold up the reconcile of an object edited meanwhile. A late
+/// subscriber's replay ends with the objects that changed lately ([`super::recent`]): changes
+/// the subscriber did not see happen (a warm standby's, made before it led), queued as changes.
 #[derive(Debug)]
 pub(crate) struct StartupMark {
     /// Events handed to the subscriber so far (sent or in its backlog), replay included.
@@ -42,14 +44,40 @@ pub(crate) struct StartupMark {
     /// How many of its first events are the start-up state (`u64::MAX` until the first list
     /// is complete).
     initial: AtomicU64,
+    /// How many events after those are a replay's recent changes.
+    recent: AtomicU64,
+}
+
+/// What a subscriber's event is, by its place in what the subscriber received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Replayed {
+    /// Part of the state the informer (or a late subscriber's replay) started from.
+    Initial,
+    /// In a late subscriber's replay, an object that changed lately.
+    Recent,
+    /// A change, as it happened.
+    Live,
 }
 
 impl StartupMark {
-    /// Whether the subscriber's event number `index` (from 0, in the order received) is part
-    /// of the start-up state. Events are received in the order they were handed over, so an
-    /// event received before the mark is set was handed over before the list completed.
+    /// What the subscriber's event number `index` (from 0, in the order received) is. Events
+    /// are received in the order they were handed over, so an event received before the mark
+    /// is set was handed over before the list completed.
+    pub(crate) fn replayed(&self, index: u64) -> Replayed {
+        let initial = self.initial.load(Ordering::Acquire);
+        if index < initial {
+            Replayed::Initial
+        } else if index < initial.saturating_add(self.recent.load(Ordering::Acquire)) {
+            Replayed::Recent
+        } else {
+            Replayed::Live
+        }
+    }
+
+    /// Whether event number `index` is part of the start-up state.
+    #[cfg(test)]
     pub(crate) fn is_initial(&self, index: u64) -> bool {
-        index < self.initial.load(Ordering::Acquire)
+        self.replayed(index) == Replayed::Initial
     }
 }
 
@@ -93,13 +121,15 @@ impl<E: Clone + Send + 'static> Fanout<E> {
 
     /// A new subscriber with a channel of `capacity`, first handed `replay` (in order, before
     /// any event published after this call; the start-up state, if given after
-    /// [`Fanout::mark_initial`]). Must be called within a Tokio runtime.
+    /// [`Fanout::mark_initial`], except its last `recent` events, recent changes). Must be
+    /// called within a Tokio runtime.
     pub(super) fn subscribe(
         &self,
         capacity: usize,
         replay: Vec<E>,
+        recent: usize,
     ) -> (mpsc::Receiver<E>, Arc<StartupMark>) {
-        let (rx, _, mark) = self.add(capacity, replay, false);
+        let (rx, _, mark) = self.add(capacity, replay, recent, false);
         (rx, mark)
     }
 
@@ -109,20 +139,22 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         &self,
         capacity: usize,
     ) -> (mpsc::Receiver<E>, Held<E>, Arc<StartupMark>) {
-        let (rx, backlog, mark) = self.add(capacity, Vec::new(), true);
+        let (rx, backlog, mark) = self.add(capacity, Vec::new(), 0, true);
         (rx, Held(backlog, Arc::clone(&mark)), mark)
     }
 
-    /// Hands a held subscriber `replay` (the state as of now, its start-up state) and then
-    /// what is published next.
-    pub(super) fn release(&self, held: Held<E>, replay: Vec<E>) {
+    /// Hands a held subscriber `replay` (the state as of now, its start-up state but for the
+    /// last `recent` events, recent changes) and then what is published next.
+    pub(super) fn release(&self, held: Held<E>, replay: Vec<E>, recent: usize) {
         let Held(backlog, mark) = held;
         let mut queue = backlog.lock();
         let replayed = replay.len() as u64;
+        let recent = (recent as u64).min(replayed);
         queue.events = replay.into();
         queue.held = false;
         mark.handed.store(replayed, Ordering::Release);
-        mark.initial.store(replayed, Ordering::Release);
+        mark.recent.store(recent, Ordering::Release);
+        mark.initial.store(replayed - recent, Ordering::Release);
         drop(queue);
         backlog.wake.notify_one();
     }
@@ -147,10 +179,12 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         &self,
         capacity: usize,
         replay: Vec<E>,
+        recent: usize,
         held: bool,
     ) -> (mpsc::Receiver<E>, Arc<Backlog<E>>, Arc<StartupMark>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let replayed = replay.len() as u64;
+        let recent = (recent as u64).min(replayed);
         let backlog = Arc::new(Backlog {
             queue: Mutex::new(Queue {
                 events: replay.into(),
@@ -163,14 +197,15 @@ impl<E: Clone + Send + 'static> Fanout<E> {
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
         // Under the lock `mark_initial` takes: a subscriber comes before the mark (and is
         // marked with the others) or after it (and only its replay is start-up state).
-        let initial = if self.marked.load(Ordering::Acquire) {
-            replayed
+        let (initial, recent) = if self.marked.load(Ordering::Acquire) {
+            (replayed - recent, recent)
         } else {
-            u64::MAX
+            (u64::MAX, 0)
         };
         let mark = Arc::new(StartupMark {
             handed: AtomicU64::new(replayed),
             initial: AtomicU64::new(initial),
+            recent: AtomicU64::new(recent),
         });
         Arc::make_mut(&mut subscribers).push(Subscriber {
             tx,
@@ -254,8 +289,8 @@ mod tests {
     #[tokio::test]
     async fn a_slow_subscriber_should_not_hold_up_the_others_or_lose_order() {
         let fanout = Fanout::<u32>::new();
-        let (mut slow, _) = fanout.subscribe(4, vec![]);
-        let (mut fast, _) = fanout.subscribe(4, vec![]);
+        let (mut slow, _) = fanout.subscribe(4, vec![], 0);
+        let (mut fast, _) = fanout.subscribe(4, vec![], 0);
         let reader = tokio::spawn(async move {
             let mut got = Vec::new();
             while got.len() < 100 {
@@ -285,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn replay_should_come_before_later_events_and_closed_subscribers_should_be_dropped() {
         let fanout = Fanout::<u32>::new();
-        let (mut rx, _) = fanout.subscribe(2, vec![1, 2, 3, 4, 5]);
+        let (mut rx, _) = fanout.subscribe(2, vec![1, 2, 3, 4, 5], 0);
         fanout.publish(&6);
         let mut got = Vec::new();
         while got.len() < 6 {
@@ -295,7 +330,7 @@ mod tests {
         drop(rx);
         let (mut held, handle, _) = fanout.subscribe_held(4);
         fanout.publish(&7);
-        fanout.release(handle, vec![10, 11]);
+        fanout.release(handle, vec![10, 11], 0);
         fanout.publish(&12);
         let mut got = Vec::new();
         while got.len() < 3 {
@@ -315,7 +350,7 @@ mod tests {
     #[tokio::test]
     async fn the_start_up_mark_should_cover_what_came_before_the_first_list_completed() {
         let fanout = Fanout::<u32>::new();
-        let (_early, early) = fanout.subscribe(1, vec![]);
+        let (_early, early) = fanout.subscribe(1, vec![], 0);
         for i in 0..3 {
             fanout.publish(&i); // two of them wait in the backlog: counted all the same
         }
@@ -327,12 +362,21 @@ mod tests {
         fanout.publish(&3);
         assert!(early.is_initial(2) && !early.is_initial(3));
         // Later subscribers: only their replay is start-up state.
-        let (_late, late) = fanout.subscribe(4, vec![10, 11]);
+        let (_late, late) = fanout.subscribe(4, vec![10, 11], 0);
         assert!(late.is_initial(1) && !late.is_initial(2));
         let (_held, handle, held) = fanout.subscribe_held(4);
         fanout.publish(&4);
-        fanout.release(handle, vec![20, 21, 22]);
+        fanout.release(handle, vec![20, 21, 22], 0);
         fanout.publish(&5);
         assert!(held.is_initial(2) && !held.is_initial(3));
+        // A replay's recent changes come after its start-up state, before what is live.
+        let (_late, late) = fanout.subscribe(4, vec![30, 31, 32], 2);
+        let (_held, handle, held) = fanout.subscribe_held(4);
+        fanout.release(handle, vec![40, 41, 42], 1);
+        let kinds = |mark: &StartupMark| (0..4).map(|i| mark.replayed(i)).collect::<Vec<_>>();
+        use Replayed::{Initial, Live, Recent};
+        assert_eq!(kinds(&late), [Initial, Recent, Recent, Live]);
+        assert_eq!(kinds(&held), [Initial, Initial, Recent, Live]);
+        assert_eq!(kinds(&early), [Initial, Initial, Initial, Live]);
     }
 }

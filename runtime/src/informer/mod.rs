@@ -53,6 +53,7 @@ mod fanout;
 mod lenient;
 mod managed_fields;
 mod outage;
+mod recent;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -75,6 +76,7 @@ use crate::scope::Scoped;
 use crate::store::{MemoryStore, Reader, Store};
 
 pub use backoff::WatchBackoff;
+pub(crate) use fanout::Replayed;
 
 /// Told about each change an informer applies to its store, after the store has it and before
 /// subscribers hear of it (the read-your-own-writes tracker, [`crate::writes`], listens here).
@@ -420,6 +422,8 @@ pub struct Informer<K: Resource> {
     /// Late subscribers of a store without a snapshot, waiting for `run` to list their replay.
     replays: mpsc::UnboundedSender<fanout::Held<Event<K>>>,
     replays_rx: Mutex<Option<mpsc::UnboundedReceiver<fanout::Held<Event<K>>>>>,
+    /// The objects that changed lately, handed last (as changes) in a late subscriber's replay.
+    recent: recent::Recent,
 }
 
 impl<K: Resource> Debug for Informer<K> {
@@ -466,6 +470,7 @@ where
             publishing: Arc::new(tokio::sync::Semaphore::new(WARNINGS_IN_FLIGHT)),
             replays,
             replays_rx: Mutex::new(Some(replays_rx)),
+            recent: recent::Recent::default(),
         }
     }
 
@@ -535,7 +540,10 @@ where
     pub(crate) fn subscription(&self) -> Subscription<K> {
         let (events, mark) = if *self.synced.borrow() {
             match self.store.snapshot() {
-                Some(objects) => self.fanout.subscribe(self.config.buffer, replay(objects)),
+                Some(objects) => {
+                    let (replay, recent) = self.replay(objects);
+                    self.fanout.subscribe(self.config.buffer, replay, recent)
+                }
                 None => {
                     let (rx, held, mark) = self.fanout.subscribe_held(self.config.buffer);
                     let _ = self.replays.send(held);
@@ -543,7 +551,7 @@ where
                 }
             }
         } else {
-            self.fanout.subscribe(self.config.buffer, Vec::new())
+            self.fanout.subscribe(self.config.buffer, Vec::new(), 0)
         };
         Subscription { events, mark }
     }
@@ -566,7 +574,23 @@ where
     }
 
     fn publish(&self, event: Event<K>) {
+        if *self.synced.borrow() {
+            self.recent.note(&event, std::time::Instant::now());
+        }
         self.fanout.publish(&event);
+    }
+
+    /// A late subscriber's replay of `objects` (every cached object, each as created): those
+    /// that changed lately come last; how many they are.
+    fn replay(&self, objects: Vec<Arc<K>>) -> (Vec<Event<K>>, usize) {
+        let (old, recent) = self.recent.split(objects, std::time::Instant::now());
+        let changed = recent.len();
+        let events = old
+            .into_iter()
+            .chain(recent)
+            .map(|new| Event::Applied { old: None, new })
+            .collect();
+        (events, changed)
     }
 
     fn prepare(&self, mut obj: K) -> Arc<K> {
@@ -715,7 +739,8 @@ where
             return;
         };
         for held in waiting.drain(..) {
-            self.fanout.release(held, replay(objects.clone()));
+            let (replay, recent) = self.replay(objects.clone());
+            self.fanout.release(held, replay, recent);
         }
     }
 
@@ -1114,14 +1139,6 @@ fn answering(
         }
     });
     kube::Client::new(service, default_namespace)
-}
-
-/// A late subscriber's replay: every cached object as created.
-fn replay<K: Resource>(objects: Vec<Arc<K>>) -> Vec<Event<K>> {
-    objects
-        .into_iter()
-        .map(|new| Event::Applied { old: None, new })
-        .collect()
 }
 
 /// The key of an object that did not decode (from its metadata).
