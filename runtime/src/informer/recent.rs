@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use kube::Resource;
 
 use super::Event;
-use crate::ObjectKey;
 
 /// How far back a change counts as recent: longer than a Lease duration (15 s by default) and
 /// the retries of a leader that stalls before it dies.
@@ -58,7 +57,7 @@ impl Recent {
         if !counts {
             return;
         }
-        let hash = self.hash(&ObjectKey::of(event.object().as_ref()));
+        let hash = self.hash(event.object().meta());
         let mut changes = self.lock();
         if changes.len() == CAPACITY {
             changes.pop_front();
@@ -90,7 +89,7 @@ impl Recent {
         let mut recent = Vec::new();
         let mut old = Vec::with_capacity(objects.len());
         for obj in objects {
-            match last.get(&self.hash(&ObjectKey::of(obj.as_ref()))) {
+            match last.get(&self.hash(obj.meta())) {
                 Some(place) => recent.push((*place, obj)),
                 None => old.push(obj),
             }
@@ -105,9 +104,10 @@ impl Recent {
         self.lock().len()
     }
 
-    fn hash(&self, key: &ObjectKey) -> u64 {
+    /// The hash of an object's key (no allocation: an event's key is hashed on every event).
+    fn hash(&self, meta: &kube::api::ObjectMeta) -> u64 {
         let mut hasher = self.hasher.build_hasher();
-        key.hash(&mut hasher);
+        (meta.namespace.as_deref(), meta.name.as_deref()).hash(&mut hasher);
         std::hash::Hasher::finish(&hasher)
     }
 
