@@ -277,32 +277,15 @@ fn log_file(driver: &str, ns: &str) -> Stdio {
 
 /// memcached's `stats` (name → value), or nothing if it does not answer within five seconds.
 async fn memcached_stats(addr: &str) -> BTreeMap<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let ask = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(b"stats\r\n").await?;
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !answer.ends_with(b"END\r\n") {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            answer.extend_from_slice(buf.get(..n).unwrap_or_default());
-        }
-        Ok::<Vec<u8>, std::io::Error>(answer)
+        // A DSN with `tcp://` takes an IP literal as the host.
+        let mut client = async_memcached::Client::new(format!("tcp://{addr}")).await?;
+        client.stats().await
     };
-    let answer = match tokio::time::timeout(Duration::from_secs(5), ask).await {
-        Ok(Ok(answer)) => answer,
-        _ => return BTreeMap::new(),
-    };
-    String::from_utf8_lossy(&answer)
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.strip_prefix("STAT ")?.split_whitespace();
-            Some((words.next()?.to_owned(), words.next()?.to_owned()))
-        })
-        .collect()
+    match tokio::time::timeout(Duration::from_secs(5), ask).await {
+        Ok(Ok(stats)) => stats.into_iter().collect(),
+        _ => BTreeMap::new(),
+    }
 }
 
 fn cpu_seconds(pid: u32) -> f64 {

@@ -6,9 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
 use super::TestingError;
 
 /// How long a server may take to accept connections.
@@ -293,22 +290,13 @@ fn free_port(binary: &Path) -> Result<u16, TestingError> {
 /// Whether memcached on `port` answers `version` (within a second).
 async fn answers(port: u16) -> bool {
     let ask = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port)).await?;
-        stream.write_all(b"version\r\n").await?;
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 64];
-        while !answer.ends_with(b"\r\n") {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            answer.extend_from_slice(buf.get(..n).unwrap_or_default());
-        }
-        Ok::<bool, std::io::Error>(answer.starts_with(b"VERSION "))
+        // A DSN with `tcp://` takes an IP literal as the host.
+        let mut client = async_memcached::Client::new(format!("tcp://127.0.0.1:{port}")).await?;
+        client.version().await
     };
     matches!(
         tokio::time::timeout(Duration::from_secs(1), ask).await,
-        Ok(Ok(true))
+        Ok(Ok(_))
     )
 }
 
@@ -361,7 +349,7 @@ mod tests {
         assert!(answers(port).await);
         assert!(server.rss_bytes().is_some_and(|rss| rss > 0));
         server.stop();
-        assert!(TcpStream::connect(server.addr()).await.is_err());
+        assert!(tokio::net::TcpStream::connect(server.addr()).await.is_err());
         assert_eq!(server.rss_bytes(), None);
         server.start_again().await.unwrap();
         assert_eq!(server.port(), port);
