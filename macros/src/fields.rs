@@ -123,7 +123,7 @@ pub fn value_shape(ty: &Type) -> Shape {
 }
 
 /// The element type of a known list type (through `Option` / `Box`).
-fn element_type(ty: &Type) -> Option<Type> {
+pub fn element_type(ty: &Type) -> Option<Type> {
     let inner = inner_type(ty);
     let seg = last_segment(&inner)?;
     matches!(
@@ -135,7 +135,7 @@ fn element_type(ty: &Type) -> Option<Type> {
 }
 
 /// The value type of a known map type (through `Option` / `Box`).
-fn value_type(ty: &Type) -> Option<Type> {
+pub fn value_type(ty: &Type) -> Option<Type> {
     let inner = inner_type(ty);
     let seg = last_segment(&inner)?;
     if !matches!(seg.ident.to_string().as_str(), "BTreeMap" | "HashMap") {
@@ -357,9 +357,20 @@ pub fn container_rename_all(attrs: &[syn::Attribute]) -> Option<String> {
     out
 }
 
+/// Which schema node a [`Field`] stands for: the field's own, or (for the checks of `items(..)`
+/// and `values(..)`) each element of a list field or each value of a map field.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Node {
+    Field,
+    Items,
+    Values,
+}
+
 /// One named field of a struct, with its markers.
 pub struct Field {
     pub ident: Ident,
+    /// The node the markers are on (always [`Node::Field`] for a struct's fields).
+    pub node: Node,
     /// The field's type without `Option`/`Box`.
     pub inner_ty: Type,
     /// The JSON name (after serde rename / rename_all).
@@ -377,6 +388,18 @@ pub struct Field {
     pub markers: Markers,
     /// Whether the field had any `#[validate]` attribute.
     pub has_markers: bool,
+}
+
+impl Field {
+    /// What the node is, for messages: "field `f` is a string", "each item of `f` is a string".
+    pub fn described(&self) -> String {
+        let what = self.shape.describe();
+        match self.node {
+            Node::Field => format!("field `{}` is {what}", self.ident),
+            Node::Items => format!("each item of `{}` is {what}", self.ident),
+            Node::Values => format!("each value of `{}` is {what}", self.ident),
+        }
+    }
 }
 
 /// Reads the fields of a struct and takes their `#[validate(...)]` attributes out of `fields`
@@ -404,6 +427,7 @@ pub fn fields(fields: &mut Fields, rename_all: Option<&str>, errors: &mut Errors
         // `type = ".."` says what the JSON is, whatever the Rust type.
         let declared = markers.type_.as_ref().map(|t| shape_of_type(&t.value()));
         out.push(Field {
+            node: Node::Field,
             shape: declared.unwrap_or_else(|| shape(&field.ty)),
             element_shape: element_shape(&field.ty),
             value_shape: value_shape(&field.ty),

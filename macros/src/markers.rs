@@ -102,7 +102,8 @@ const CHECKED: &str = "✓";
 /// What `validate()` checks of a marker it leaves to the apiserver.
 const SERVER_ONLY: &str = "—";
 
-/// Every marker. The first thirteen, the value constraints, are also those of `items(...)`.
+/// Every marker. The first [`ELEMENT_KEYS`] (the value constraints, counts, rules and the
+/// `x-kubernetes-*` flags of one node) are also those of `items(...)` and `values(...)`.
 const MARKER_KEYS: &[Key<Markers>] = &[
     Key::new("minimum", Value::Number(|m: &mut Markers, v| m.minimum = Some(v)))
         .doc("`minimum`")
@@ -175,23 +176,16 @@ const MARKER_KEYS: &[Key<Markers>] = &[
     .client(CHECKED),
     Key::repeatable("rule", Value::Custom(rule))
         .syntax("`(..)`")
-        .doc("`x-kubernetes-validations` (`self` is the field's value): see `rule(..)`")
+        .doc("`x-kubernetes-validations` (`self` is the field's value; inside `items(..)` / `values(..)`, each element or value, kubebuilder's `XValidation` on an element type): see `rule(..)`")
         .client("✓ evaluated with `kube-cel` (the Kubernetes CEL libraries; `cel` feature) on the kind's schema; transition rules (`oldSelf`) by `validate_update(&old)`"),
-    Key::new("default", Value::Json(|m: &mut Markers, v| m.default = Some(v)))
-        .doc("`default`: the apiserver stores it in every object that omits the field (`#[serde(default)]` alone gives no schema default)")
-        .client(SERVER_ONLY),
-    Key::new("default_json", Value::Custom(default_json))
-        .syntax("`\"{..}\"` (JSON text)")
-        .doc("`default`, written as JSON (for objects)")
-        .client(SERVER_ONLY),
     Key::new("nullable", Value::Flag(|m: &mut Markers, v| m.nullable = Some(v)))
-        .doc("`nullable: true`")
+        .doc("`nullable: true`: the apiserver keeps `null` instead of pruning it; the field or element must be an `Option` (or a `serde_json::Value`), which reads `null`")
         .client(SERVER_ONLY),
     Key::new(
         "preserve_unknown_fields",
         Value::Flag(|m: &mut Markers, v| m.preserve_unknown_fields = Some(v)),
     )
-    .doc("`x-kubernetes-preserve-unknown-fields: true`")
+    .doc("`x-kubernetes-preserve-unknown-fields: true`: the apiserver keeps the fields the schema does not list; on an object (a struct, a map, `serde_json::Value`)")
     .client(SERVER_ONLY),
     Key::new(
         "embedded_resource",
@@ -199,6 +193,13 @@ const MARKER_KEYS: &[Key<Markers>] = &[
     )
     .doc("`x-kubernetes-embedded-resource: true`; fits `RawExtension`, `serde_json::Value`, `serde_json::Map` and structs: the node becomes `type: object` and keeps unknown fields unless the struct lists properties")
     .client(SERVER_ONLY),
+    Key::new("default", Value::Json(|m: &mut Markers, v| m.default = Some(v)))
+        .doc("`default`: the apiserver stores it in every object that omits the field (`#[serde(default)]` alone gives no schema default)")
+        .client(SERVER_ONLY),
+    Key::new("default_json", Value::Custom(default_json))
+        .syntax("`\"{..}\"` (JSON text)")
+        .doc("`default`, written as JSON (for objects)")
+        .client(SERVER_ONLY),
     Key::new("schemaless", Value::Flag(|m: &mut Markers, v| m.schemaless = Some(v)))
         .doc("no schema of the field's type (kubebuilder's `Schemaless`)")
         .client(SERVER_ONLY),
@@ -278,10 +279,11 @@ pub const MARKERS: Table<Markers> = Table {
 };
 
 /// How many of the first [`MARKER_KEYS`] are allowed in `items(...)` and `values(...)`.
-const ELEMENT_KEYS: usize = 13;
+const ELEMENT_KEYS: usize = 22;
 
 /// Markers allowed inside `items(...)`: the value constraints of each list element, its map
-/// type, int-or-string and type.
+/// type, int-or-string and type, its counts (an element that is a list or a map), its rules and
+/// its `nullable` / `preserve_unknown_fields` / `embedded_resource` flags.
 pub const ITEMS: Table<Markers> = Table {
     what: "`items`",
     doc: "The constraints of each element of a list (`Vec`, `BTreeSet`, ...), checked by \
@@ -474,7 +476,16 @@ mod tests {
                 "format",
                 "int_or_string",
                 "map_type",
-                "type"
+                "type",
+                "min_items",
+                "max_items",
+                "unique_items",
+                "min_properties",
+                "max_properties",
+                "rule",
+                "nullable",
+                "preserve_unknown_fields",
+                "embedded_resource"
             ]
         );
     }

@@ -6,7 +6,7 @@ use proc_macro2::Span;
 use syn::LitStr;
 
 use crate::errors::Errors;
-use crate::fields::{Field, SerdeField, Shape};
+use crate::fields::{Field, Node, SerdeField, Shape};
 use crate::markers::Markers;
 use crate::model::{
     ColumnStep, JsonPath, Kind, OneOf, Operand, PrintColumn, Rule, Scale, parse_column_path,
@@ -348,11 +348,7 @@ fn scale(scale: &Scale, kind: &Kind, errors: &mut Errors) {
 fn wrong_shape(errors: &mut Errors, key: Span, marker: &str, applies: &str, field: &Field) {
     errors.at(
         key,
-        format!(
-            "`{marker}` applies to {applies}, but field `{}` is {}",
-            field.ident,
-            field.shape.describe()
-        ),
+        format!("`{marker}` applies to {applies}, but {}", field.described()),
     );
 }
 
@@ -367,9 +363,8 @@ fn wrong_shape_hint(
     errors.at(
         key,
         format!(
-            "`{marker}` applies to {applies}, but field `{}` is {}{}",
-            field.ident,
-            field.shape.describe(),
+            "`{marker}` applies to {applies}, but {}{}",
+            field.described(),
             hint.unwrap_or_default()
         ),
     );
@@ -423,6 +418,8 @@ pub fn field(field: &Field, errors: &mut Errors) {
     items(field, accepts.array, errors);
     values(field, accepts.map, errors);
     embedded_resource(field, errors);
+    nullable(field, errors);
+    preserve_unknown_fields(field, errors);
     openapi_type(field, errors);
     presence(field, errors);
     external_docs(field, errors);
@@ -494,6 +491,10 @@ fn external_docs(field: &Field, errors: &mut Errors) {
 
 /// k8s-openapi's `ByteString` has no JSON schema: point at the string with `format = "byte"`.
 fn byte_string(field: &Field, errors: &mut Errors) {
+    if field.node != Node::Field {
+        // Reported once, at the field's type (which holds the element's).
+        return;
+    }
     let Some(ty) = crate::fields::byte_string(&field.ty) else {
         return;
     };
@@ -528,12 +529,52 @@ fn embedded_resource(field: &Field, errors: &mut Errors) {
         errors.at(
             flag.key,
             format!(
-                "`embedded_resource` needs an object, but `{}` is {}; use `k8s_openapi::apimachinery::pkg::runtime::RawExtension`, `serde_json::Value`, a `serde_json::Map` or a struct with `apiVersion`, `kind` and `metadata`",
-                field.ident,
-                field.shape.describe()
+                "`embedded_resource` needs an object, but {}; use `k8s_openapi::apimachinery::pkg::runtime::RawExtension`, `serde_json::Value`, a `serde_json::Map` or a struct with `apiVersion`, `kind` and `metadata`",
+                field.described()
             ),
         );
     }
+}
+
+/// `nullable`: the apiserver then stores `null`, which serde reads only into an `Option` (or a
+/// type it cannot see, such as `serde_json::Value`).
+fn nullable(field: &Field, errors: &mut Errors) {
+    let Some(flag) = field.markers.nullable.as_ref().filter(|f| f.value) else {
+        return;
+    };
+    if field.is_option || matches!(field.shape, Shape::Other) {
+        return;
+    }
+    let what = match field.node {
+        Node::Field => "the field's type",
+        Node::Items => "the element type",
+        Node::Values => "the value type",
+    };
+    errors.at(
+        flag.key,
+        format!(
+            "`nullable` lets the apiserver store `null`, which serde reads only into an `Option`, but {}: make {what} an `Option<..>`",
+            field.described()
+        ),
+    );
+}
+
+/// `preserve_unknown_fields` keeps the fields an object's schema does not list: a scalar or a
+/// list has none.
+fn preserve_unknown_fields(field: &Field, errors: &mut Errors) {
+    let Some(flag) = field.markers.preserve_unknown_fields.as_ref() else {
+        return;
+    };
+    if matches!(field.shape, Shape::Map | Shape::Other) {
+        return;
+    }
+    wrong_shape(
+        errors,
+        flag.key,
+        "preserve_unknown_fields",
+        "objects (a struct, a map, `serde_json::Value`)",
+        field,
+    );
 }
 
 /// `minimum`, `maximum`, `multiple_of` and the exclusive flags.
@@ -712,13 +753,7 @@ fn map_type(field: &Field, map: bool, errors: &mut Errors) {
 fn defaults_and_enum(field: &Field, errors: &mut Errors) {
     let m = &field.markers;
     let shape = field.shape;
-    let describe = |kind: &str, what: &str| {
-        format!(
-            "{what} is {kind}, but field `{}` is {}",
-            field.ident,
-            shape.describe()
-        )
-    };
+    let describe = |kind: &str, what: &str| format!("{what} is {kind}, but {}", field.described());
     if let Some(d) = &m.default
         && let Some(kind) = json_mismatch(&d.value, shape)
     {
@@ -750,7 +785,7 @@ fn items(field: &Field, array: bool, errors: &mut Errors) {
     if !array {
         wrong_shape(errors, items.key, "items", "list fields", field);
     }
-    self::field(&element(field, &items.value, field.element_shape), errors);
+    self::field(&element(field, &items.value, Node::Items), errors);
 }
 
 /// `values(..)`: the markers of each value of a map, checked against the value type.
@@ -761,25 +796,33 @@ fn values(field: &Field, map: bool, errors: &mut Errors) {
     if !map {
         wrong_shape(errors, values.key, "values", "map fields", field);
     }
-    self::field(&element(field, &values.value, field.value_shape), errors);
+    self::field(&element(field, &values.value, Node::Values), errors);
 }
 
-/// A list element or map value of `field`, as a field of its own for the checks.
-fn element(field: &Field, markers: &Markers, shape: Shape) -> Field {
+/// A list element or map value of `field` (`node`), as a field of its own for the checks: the
+/// element's type when the field's type names it (`Vec<T>`, `BTreeMap<String, T>`), else `()`
+/// (checked as another type).
+fn element(field: &Field, markers: &Markers, node: Node) -> Field {
     let declared = markers
         .type_
         .as_ref()
         .map(|t| crate::fields::shape_of_type(&t.value()));
-    let ty: syn::Type = syn::parse_quote!(());
+    let (ty, shape) = match node {
+        Node::Items => (crate::fields::element_type(&field.ty), field.element_shape),
+        _ => (crate::fields::value_type(&field.ty), field.value_shape),
+    };
+    let ty: syn::Type = ty.unwrap_or_else(|| syn::parse_quote!(()));
     Field {
         ident: field.ident.clone(),
-        inner_ty: field.inner_ty.clone(),
+        node,
+        inner_ty: crate::fields::inner_type(&ty),
         json_name: field.json_name.clone(),
         serde: SerdeField::default(),
         shape: declared.unwrap_or(shape),
+        // Markers reach one level down only: `items(..)` takes no `items(..)`.
         element_shape: Shape::Other,
         value_shape: Shape::Other,
-        is_option: false,
+        is_option: crate::fields::is_option(&ty),
         ty,
         markers: markers.clone(),
         has_markers: true,
@@ -822,6 +865,7 @@ pub fn type_markers(ident: &syn::Ident, kind: &TypeKind, markers: &Markers, erro
     let object = matches!(kind, TypeKind::Struct | TypeKind::DataEnum);
     let pseudo = Field {
         ident: ident.clone(),
+        node: Node::Field,
         inner_ty: syn::parse_quote!(()),
         json_name: ident.to_string(),
         serde: SerdeField::default(),
@@ -855,6 +899,7 @@ fn newtype_markers(ident: &syn::Ident, inner: &syn::Type, markers: &Markers, err
         .map(|t| crate::fields::shape_of_type(&t.value()));
     let pseudo = Field {
         ident: ident.clone(),
+        node: Node::Field,
         inner_ty: crate::fields::inner_type(inner),
         json_name: ident.to_string(),
         serde: SerdeField::default(),
@@ -1109,6 +1154,68 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn items_and_values_should_take_the_markers_of_lists_maps_and_objects() {
+        for (ty, marker) in [
+            (
+                syn::parse_quote!(Vec<Vec<String>>),
+                syn::parse_quote!(#[validate(items(min_items = 1, max_items = 2, unique_items))]),
+            ),
+            (
+                syn::parse_quote!(Vec<BTreeMap<String, String>>),
+                syn::parse_quote!(#[validate(items(min_properties = 1, max_properties = 3))]),
+            ),
+            (
+                syn::parse_quote!(BTreeMap<String, Option<String>>),
+                syn::parse_quote!(#[validate(values(nullable, rule(cel = "self.size() > 1")))]),
+            ),
+            (
+                syn::parse_quote!(Vec<serde_json::Value>),
+                syn::parse_quote!(#[validate(items(embedded_resource, preserve_unknown_fields))]),
+            ),
+            (
+                syn::parse_quote!(Option<Vec<Inner>>),
+                syn::parse_quote!(#[validate(items(preserve_unknown_fields, rule(cel = "has(self.a)")))]),
+            ),
+        ] {
+            let ty: syn::Type = ty;
+            let errors = field_errors(ty.clone(), marker);
+            assert!(errors.is_empty(), "{}: {errors:?}", quote::quote!(#ty));
+        }
+    }
+
+    #[test]
+    fn items_and_values_should_reject_what_does_not_fit_the_element() {
+        assert_eq!(
+            field_errors(
+                syn::parse_quote!(Vec<String>),
+                syn::parse_quote!(#[validate(items(max_items = 1, unique_items, min_properties = 1))])
+            ),
+            [
+                "`max_items` applies to list fields, but each item of `f` is a string",
+                "`min_properties` applies to map and object fields, but each item of `f` is a string",
+                "`unique_items` applies to list fields, but each item of `f` is a string",
+            ]
+        );
+        assert_eq!(
+            field_errors(
+                syn::parse_quote!(BTreeMap<String, i32>),
+                syn::parse_quote!(#[validate(values(nullable, preserve_unknown_fields, embedded_resource))])
+            ),
+            [
+                "`embedded_resource` needs an object, but each value of `f` is an integer; use `k8s_openapi::apimachinery::pkg::runtime::RawExtension`, `serde_json::Value`, a `serde_json::Map` or a struct with `apiVersion`, `kind` and `metadata`",
+                "`nullable` lets the apiserver store `null`, which serde reads only into an `Option`, but each value of `f` is an integer: make the value type an `Option<..>`",
+                "`preserve_unknown_fields` applies to objects (a struct, a map, `serde_json::Value`), but each value of `f` is an integer",
+            ]
+        );
+        let e = field_errors(
+            syn::parse_quote!(Vec<String>),
+            syn::parse_quote!(#[validate(items(rule(cel = "self > 1")))]),
+        );
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].contains("string") && e[0].contains("int"), "{e:?}");
     }
 
     #[test]

@@ -74,6 +74,16 @@ pub struct ChoiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(items(map_type = "atomic"))]
     pub selectors: Option<Vec<BTreeMap<String, String>>>,
+    /// Counts, rules and flags of each element or value (`items(..)` / `values(..)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(items(min_items = 1, max_items = 2))]
+    pub groups: Option<Vec<Vec<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(items(rule(cel = "self.size() <= 2", message = "at most two keys")))]
+    pub rows: Option<Vec<BTreeMap<String, String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(values(nullable))]
+    pub tags: Option<BTreeMap<String, Option<String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contact: Option<Contact>,
     /// Markers on types: the type's alone, narrowed by the field's, and a looser field bound
@@ -463,6 +473,24 @@ fn cases() -> Vec<Case> {
             "should be at least 1 chars long",
             ServerOnly,
         ),
+        ok(json!({"git": "g", "groups": [["a"], ["b", "c"]]})),
+        err(
+            json!({"git": "g", "groups": [["a"], []]}),
+            "should have at least 1 items",
+            Same,
+        ),
+        err(
+            json!({"git": "g", "groups": [["a", "b", "c"]]}),
+            "must have at most 2 items",
+            Same,
+        ),
+        ok(json!({"git": "g", "rows": [{"a": "1", "b": "2"}]})),
+        err(
+            json!({"git": "g", "rows": [{"a": "1"}, {"a": "1", "b": "2", "c": "3"}]}),
+            "at most two keys",
+            Same,
+        ),
+        ok(json!({"git": "g", "tags": {"a": "x", "b": null}})),
         ok(json!({"git": "g", "contact": {"email": "a@b"}})),
         err(
             json!({"git": "g", "contact": {"phone": "1"}}),
@@ -524,6 +552,34 @@ async fn values_and_items_errors_should_name_the_element() {
         assert!(server.contains(path), "{server}");
         assert!(client.contains(path), "{client}");
     }
+}
+
+/// `values(nullable)` keeps a map value's `null` (without it the apiserver prunes it), and the
+/// element markers land on the element's schema.
+#[tokio::test]
+async fn nullable_values_should_keep_null() {
+    let (_ns, api) = choice_namespace().await;
+    let spec = json!({"git": "g", "tags": {"a": "x", "b": null}});
+    let created = api
+        .create(
+            &PostParams::default(),
+            &object("Choice", "nullable", Some(spec)),
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        created.data["spec"]["tags"],
+        json!({"a": "x", "b": null}),
+        "the stored object"
+    );
+    let read: Choice = serde_json::from_value(serde_json::to_value(&created).unwrap()).unwrap();
+    assert_eq!(
+        read.spec.tags,
+        Some(BTreeMap::from([
+            ("a".to_owned(), Some("x".to_owned())),
+            ("b".to_owned(), None)
+        ]))
+    );
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use syn::Type;
 
-use crate::fields::Field;
+use crate::fields::{Field, Node};
 use crate::markers::Markers;
 
 /// The largest request the apiserver accepts: `MaxRequestSizeBytes` of
@@ -203,7 +203,6 @@ impl Place {
     }
 
     fn hint(&self, marker: &str) -> Rc<Hint> {
-        // `items(..)` and `values(..)` take the markers of scalars (`max_length`), not counts.
         let newtype = |what: &str| {
             Fix::Newtype(format!(
                 "a newtype with `#[validate({marker} = …)]` for {what}"
@@ -215,10 +214,8 @@ impl Place {
         };
         let fix = match self {
             Place::Field(f) => on(format!("`{marker} = …`"), f),
-            Place::Items(f) if marker == "max_length" => on(format!("`items({marker} = …)`"), f),
-            Place::Values(f) if marker == "max_length" => on(format!("`values({marker} = …)`"), f),
-            Place::Items(f) => newtype(&format!("the items of `{f}`")),
-            Place::Values(f) => newtype(&format!("the values of `{f}`")),
+            Place::Items(f) => on(format!("`items({marker} = …)`"), f),
+            Place::Values(f) => on(format!("`values({marker} = …)`"), f),
             Place::Nested(f) => newtype(&format!("the values nested in `{f}`")),
         };
         Rc::new(Hint {
@@ -253,19 +250,30 @@ impl Built {
     }
 }
 
-/// The type of `self` in a rule on `field` (the field's own schema node).
+/// The type of `self` in a rule on `field` (the field's own schema node, or each element or
+/// value for the checks of `items(..)` / `values(..)`).
 pub fn of_field(field: &Field) -> Ty {
+    of_field_sized(field).0
+}
+
+/// [`of_field`], with the smallest serialized size of the node's values (`None`: unknown).
+pub fn of_field_sized(field: &Field) -> (Ty, Option<u64>) {
     if field.serde.flatten {
-        return Ty::dynamic();
+        return (Ty::dynamic(), None);
     }
     let name = field.ident.to_string().trim_start_matches("r#").to_owned();
-    build(
+    let place = match field.node {
+        Node::Field => Place::Field(name),
+        Node::Items => Place::Items(name),
+        Node::Values => Place::Values(name),
+    };
+    let built = build(
         Some(&field.ty),
         &field.markers,
-        &Place::Field(name),
+        &place,
         field.serde.serialize_with,
-    )
-    .ty
+    );
+    (built.ty, built.min_size)
 }
 
 /// The type of `self` in a rule on a struct with these fields (`dyn` for a transparent struct).
