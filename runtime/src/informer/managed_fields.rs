@@ -496,3 +496,245 @@ mod tests {
         );
     }
 }
+
+/// Property tests: random Kubernetes-like responses (objects, lists, watch streams; strings with
+/// escapes, quotes, brackets and non-ASCII text; `managedFields` and `metadata` keys in places
+/// where they must stay), cut into chunks at random bytes.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+    use serde_json::{Map, Value, json};
+
+    use super::*;
+
+    /// Short strings, often with what a scanner must not take for structure.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => "[a-z]{0,6}",
+            3 => "[a-zA-Z0-9 \"\\\\{}\\[\\]:,./\\x00-\\x1f\\x7fé☃😀]{0,10}",
+            1 => Just("managedFields".to_owned()),
+            1 => Just("metadata".to_owned()),
+            1 => Just("\\\"}],{[".to_owned()),
+        ]
+    }
+
+    /// Object keys: the ones that matter to the scanner, and anything else.
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => Just("metadata".to_owned()),
+            1 => Just("managedFields".to_owned()),
+            1 => Just("items".to_owned()),
+            1 => Just("object".to_owned()),
+            4 => text(),
+        ]
+    }
+
+    fn object(members: Vec<(String, Value)>) -> Value {
+        Value::Object(members.into_iter().collect())
+    }
+
+    /// Any JSON value, nested a few levels.
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            prop::num::f64::NORMAL.prop_map(Value::from),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec((key(), inner), 0..4).prop_map(object),
+            ]
+        })
+    }
+
+    /// A `managedFields` value: usually the apiserver's entries, sometimes anything.
+    fn managed_fields() -> impl Strategy<Value = Value> {
+        let entry = (text(), any_json()).prop_map(|(manager, fields)| {
+            json!({ "manager": manager, "operation": "Update", "apiVersion": "v1",
+                    "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": fields })
+        });
+        prop_oneof![
+            3 => prop::collection::vec(entry, 0..3).prop_map(Value::Array),
+            1 => any_json(),
+        ]
+    }
+
+    /// An object's metadata, with or without managedFields (among other members, anywhere).
+    fn metadata() -> impl Strategy<Value = Value> {
+        (
+            "[a-z0-9-]{1,8}",
+            prop::collection::vec((key(), any_json()), 0..3),
+            prop::option::weighted(0.8, managed_fields()),
+        )
+            .prop_map(|(name, extra, managed)| {
+                let mut meta = Map::new();
+                meta.insert("name".into(), Value::String(name));
+                meta.extend(extra);
+                if let Some(managed) = managed {
+                    meta.insert("managedFields".into(), managed);
+                }
+                Value::Object(meta)
+            })
+    }
+
+    /// An object of the API; its extra members may replace its metadata with anything.
+    fn resource() -> impl Strategy<Value = Value> {
+        (
+            metadata(),
+            any_json(),
+            any_json(),
+            prop::collection::vec((key(), any_json()), 0..3),
+        )
+            .prop_map(|(metadata, spec, status, extra)| {
+                let mut members = vec![
+                    ("apiVersion".to_owned(), json!("example.dev/v1")),
+                    ("kind".to_owned(), json!("Thing")),
+                    ("metadata".to_owned(), metadata),
+                    ("spec".to_owned(), spec),
+                    ("status".to_owned(), status),
+                ];
+                members.extend(extra);
+                object(members)
+            })
+    }
+
+    /// One response document: an object, a list, a watch event or any JSON.
+    fn document() -> impl Strategy<Value = Value> {
+        let item = prop_oneof![4 => resource(), 1 => any_json()];
+        let event = prop_oneof![
+            Just("ADDED"),
+            Just("MODIFIED"),
+            Just("DELETED"),
+            Just("BOOKMARK")
+        ];
+        prop_oneof![
+            2 => resource(),
+            2 => (metadata(), prop::collection::vec(item, 0..4)).prop_map(|(metadata, items)| {
+                json!({ "kind": "ThingList", "apiVersion": "example.dev/v1", "metadata": metadata, "items": items })
+            }),
+            2 => (event, prop_oneof![4 => resource(), 1 => any_json()])
+                .prop_map(|(kind, object)| json!({ "type": kind, "object": object })),
+            1 => any_json(),
+        ]
+    }
+
+    /// A response body: one document, or a watch stream of several, one a line (or pretty
+    /// printed, for whitespace outside strings).
+    fn body() -> impl Strategy<Value = Vec<u8>> {
+        (
+            prop::collection::vec(document(), 1..4),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(documents, pretty, trailing_newline)| {
+                let mut body = Vec::new();
+                for (i, document) in documents.iter().enumerate() {
+                    if i > 0 {
+                        body.push(b'\n');
+                    }
+                    let text = if pretty {
+                        serde_json::to_vec_pretty(document)
+                    } else {
+                        serde_json::to_vec(document)
+                    };
+                    body.extend(text.expect("a Value serializes"));
+                }
+                if trailing_newline {
+                    body.push(b'\n');
+                }
+                body
+            })
+    }
+
+    /// Where the body is cut into chunks.
+    #[derive(Clone, Debug)]
+    enum Cuts {
+        /// Chunks of this many bytes.
+        Every(usize),
+        /// At these places.
+        At(Vec<Index>),
+    }
+
+    fn cuts() -> impl Strategy<Value = Cuts> {
+        prop_oneof![
+            1 => (1_usize..4).prop_map(Cuts::Every),
+            3 => prop::collection::vec(any::<Index>(), 0..24).prop_map(Cuts::At),
+        ]
+    }
+
+    fn chunks(body: &[u8], cuts: &Cuts) -> Vec<Vec<u8>> {
+        match cuts {
+            Cuts::Every(n) => body.chunks(*n).map(<[u8]>::to_vec).collect(),
+            Cuts::At(at) => {
+                let mut at: Vec<usize> = at.iter().map(|i| i.index(body.len() + 1)).collect();
+                at.extend([0, body.len()]);
+                at.sort_unstable();
+                at.dedup();
+                at.windows(2).map(|w| body[w[0]..w[1]].to_vec()).collect()
+            }
+        }
+    }
+
+    fn filter(chunks: &[Vec<u8>]) -> Vec<u8> {
+        let mut scanner = Scanner::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            scanner.feed(chunk, &mut out);
+        }
+        out
+    }
+
+    fn documents(bytes: &[u8]) -> Result<Vec<Value>, serde_json::Error> {
+        serde_json::Deserializer::from_slice(bytes)
+            .into_iter::<Value>()
+            .collect()
+    }
+
+    /// What serde sees without managedFields at the documented places: `metadata`,
+    /// `items[*].metadata` and `object.metadata` of a document that is an object.
+    fn without_managed_fields(mut document: Value) -> Value {
+        fn strip(resource: &mut Value) {
+            if let Some(metadata) = resource.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("managedFields");
+            }
+        }
+        strip(&mut document);
+        if let Some(items) = document.get_mut("items").and_then(Value::as_array_mut) {
+            items.iter_mut().for_each(strip);
+        }
+        if let Some(object) = document.get_mut("object") {
+            strip(object);
+        }
+        document
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Cut anywhere, a body filters to the same bytes as whole, and those bytes decode to
+        /// what serde decodes from the body with managedFields removed where documented (a
+        /// `managedFields` anywhere else stays).
+        #[test]
+        fn filtered_chunks_should_decode_as_serde_without_managed_fields(body in body(), cuts in cuts()) {
+            let whole = filter(std::slice::from_ref(&body));
+            let cut = filter(&chunks(&body, &cuts));
+            prop_assert_eq!(
+                String::from_utf8_lossy(&cut),
+                String::from_utf8_lossy(&whole),
+                "the chunks' output differs from the whole body's"
+            );
+            let want: Vec<Value> = documents(&body)
+                .expect("the body is JSON")
+                .into_iter()
+                .map(without_managed_fields)
+                .collect();
+            let got = documents(&cut);
+            prop_assert!(got.is_ok(), "not JSON ({:?}): {}", got, String::from_utf8_lossy(&cut));
+            prop_assert_eq!(got.expect("checked"), want);
+        }
+    }
+}
