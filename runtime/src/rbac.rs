@@ -9,6 +9,7 @@
 //! | `watches(W, ..)` | `get list watch` on W |
 //! | always | `create patch` on `events.k8s.io` events; `get list create update delete` on `coordination.k8s.io` leases (leader election; `list`, `delete`: the sharder finds the shard members' Leases and deletes those of departed members) |
 //! | `rbac(group = .., resources = [..], verbs = [..], resource_names = [..])` | those verbs on those resources (only on the named objects with `resource_names`) |
+//! | `rbac(non_resource_urls = [..], verbs = [..])` | those verbs on those paths (`nonResourceURLs`; always in the ClusterRole: a Role cannot grant them) |
 //!
 //! [`cluster_role`] merges the rules of every registered controller and of the webhook server
 //! ([`webhook_rules`]: its managed configurations, the conversion of the CRDs whose versions
@@ -41,6 +42,8 @@ pub struct Rules {
     named: BTreeMap<(String, String, Vec<String>), BTreeSet<&'static str>>,
     /// The cluster-scoped resources among them (their subresources follow them).
     cluster_scoped: BTreeSet<(String, String)>,
+    /// Paths that are not resources (`/metrics`): path → verbs (HTTP methods).
+    non_resource: BTreeMap<String, BTreeSet<&'static str>>,
 }
 
 /// A controller's RBAC registration, collected by `crdgen --rbac` (emitted by `#[controller]`).
@@ -98,6 +101,18 @@ impl Rules {
         names.dedup();
         self.named
             .entry((group.to_owned(), resource.to_owned(), names))
+            .or_default()
+            .extend(verbs);
+        self
+    }
+
+    /// Adds `verbs` (HTTP methods in lower case: `get`, `post`, ...) on `url`, a path of the
+    /// apiserver that is not a resource (`/metrics`, `/healthz/*`): a `nonResourceURLs` rule,
+    /// which only a ClusterRole grants.
+    #[must_use]
+    pub fn allow_non_resource(mut self, url: &str, verbs: &[&'static str]) -> Self {
+        self.non_resource
+            .entry(url.to_owned())
             .or_default()
             .extend(verbs);
         self
@@ -179,6 +194,23 @@ impl Rules {
                 namespaced.rules.insert(key, verbs.clone());
             }
         }
+        for ((group, resource, names), verbs) in &self.named {
+            let base = resource.split('/').next().unwrap_or(resource);
+            let key = (group.clone(), resource.clone(), names.clone());
+            if self
+                .cluster_scoped
+                .contains(&(group.clone(), base.to_owned()))
+            {
+                cluster.named.insert(key, verbs.clone());
+                cluster
+                    .cluster_scoped
+                    .insert((group.clone(), base.to_owned()));
+            } else {
+                namespaced.named.insert(key, verbs.clone());
+            }
+        }
+        // Only a ClusterRole grants non-resource URLs.
+        cluster.non_resource.clone_from(&self.non_resource);
         (cluster, namespaced)
     }
 
@@ -191,7 +223,7 @@ impl Rules {
 
     /// Whether there are no rules, neither for every object of a resource nor for named ones.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty() && self.named.is_empty()
+        self.rules.is_empty() && self.named.is_empty() && self.non_resource.is_empty()
     }
 
     /// Publishing events (the [`Recorder`](crate::events::Recorder)).
@@ -221,6 +253,9 @@ impl Rules {
             self.named.entry(key).or_default().extend(verbs);
         }
         self.cluster_scoped.extend(other.cluster_scoped);
+        for (url, verbs) in other.non_resource {
+            self.non_resource.entry(url).or_default().extend(verbs);
+        }
         self
     }
 
@@ -243,6 +278,17 @@ impl Rules {
                 verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
                 ..PolicyRule::default()
             });
+        let mut urls: BTreeMap<Vec<&str>, Vec<String>> = BTreeMap::new();
+        for (url, verbs) in &self.non_resource {
+            urls.entry(verbs.iter().copied().collect())
+                .or_default()
+                .push(url.clone());
+        }
+        let non_resource = urls.into_iter().map(|(verbs, urls)| PolicyRule {
+            non_resource_urls: Some(urls),
+            verbs: verbs.into_iter().map(str::to_owned).collect(),
+            ..PolicyRule::default()
+        });
         grouped
             .into_iter()
             .map(|((group, verbs), resources)| PolicyRule {
@@ -252,6 +298,7 @@ impl Rules {
                 ..PolicyRule::default()
             })
             .chain(named)
+            .chain(non_resource)
             .collect()
     }
 }
@@ -422,6 +469,78 @@ mod tests {
         assert!(!named.is_empty());
         assert_eq!(named.policy_rules().len(), 1);
         assert!(Rules::new().is_empty());
+    }
+
+    #[test]
+    fn non_resource_urls_should_be_one_rule_per_verb_set_and_go_to_the_cluster_role() {
+        let rules = Rules::new()
+            .allow_non_resource("/metrics", &["get"])
+            .allow_non_resource("/healthz/*", &["get"])
+            .allow_non_resource("/debug", &["get", "post"])
+            .owned::<ConfigMap>();
+        let policy = rules.policy_rules();
+        let urls: Vec<(Vec<String>, Vec<String>)> = policy
+            .iter()
+            .filter_map(|r| Some((r.non_resource_urls.clone()?, r.verbs.clone())))
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                (
+                    vec!["/healthz/*".into(), "/metrics".into()],
+                    vec!["get".into()]
+                ),
+                (vec!["/debug".into()], vec!["get".into(), "post".into()]),
+            ]
+        );
+        assert!(
+            policy
+                .iter()
+                .all(|r| r.non_resource_urls.is_none() || r.api_groups.is_none())
+        );
+        let (cluster, namespaced) = rules.split_by_scope();
+        assert_eq!(cluster.non_resource, rules.non_resource);
+        assert!(namespaced.non_resource.is_empty());
+        assert!(
+            !Rules::new()
+                .allow_non_resource("/metrics", &["get"])
+                .is_empty()
+        );
+        let merged = Rules::new()
+            .allow_non_resource("/metrics", &["get"])
+            .merge(Rules::new().allow_non_resource("/metrics", &["head"]));
+        assert_eq!(
+            merged.non_resource["/metrics"],
+            BTreeSet::from(["get", "head"])
+        );
+    }
+
+    /// `rbac(.., resource_names = [..])` with one watched namespace: the Role keeps the rule
+    /// (it was dropped by the split of `crdgen --deploy --watch-namespace`).
+    #[test]
+    fn split_by_scope_should_keep_rules_on_named_objects() {
+        use k8s_openapi::api::core::v1::Namespace;
+        let rules = Rules::new()
+            .allow_named("", "configmaps", &["get"], &["lock"])
+            .watched::<Namespace>()
+            .allow_named("", "namespaces", &["update"], &["prod"]);
+        let (cluster, namespaced) = rules.split_by_scope();
+        assert_eq!(
+            namespaced.named.keys().collect::<Vec<_>>(),
+            [&(
+                String::new(),
+                "configmaps".to_owned(),
+                vec!["lock".to_owned()]
+            )]
+        );
+        assert_eq!(
+            cluster.named.keys().collect::<Vec<_>>(),
+            [&(
+                String::new(),
+                "namespaces".to_owned(),
+                vec!["prod".to_owned()]
+            )]
+        );
     }
 
     #[test]

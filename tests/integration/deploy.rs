@@ -14,6 +14,37 @@ use kubeforge_examples::webapp::WebApp;
 
 use crate::support::{eventually, status_code};
 
+/// A controller that reads the apiserver's `/metrics` (a path that is not a resource): its
+/// `rbac(non_resource_urls = ..)` rule reaches the ClusterRole of `crdgen --deploy`.
+pub struct ScrapesApiserver;
+
+#[kubeforge::controller(
+    for = k8s_openapi::api::core::v1::ConfigMap,
+    name = "scrapes-apiserver",
+    rbac(non_resource_urls = ["/metrics"], verbs = ["get"]),
+)]
+impl ScrapesApiserver {
+    async fn reconcile(
+        &self,
+        _: std::sync::Arc<k8s_openapi::api::core::v1::ConfigMap>,
+        _: &kubeforge::controller::Context<k8s_openapi::api::core::v1::ConfigMap>,
+    ) -> Result<kubeforge::controller::Action, kube::Error> {
+        Ok(kubeforge::controller::Action::Done)
+    }
+}
+
+/// `GET /metrics` on the apiserver as `client`: the status code.
+async fn get_metrics(client: &kube::Client) -> u16 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    match client.request_text(request).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(e) => panic!("GET /metrics: {e}"),
+    }
+}
+
 /// The documents of a multi-document YAML stream.
 fn documents(yaml: &str) -> Vec<serde_json::Value> {
     yaml.split("\n---\n")
@@ -121,6 +152,10 @@ async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
         .service_account_client(ns.name(), &name)
         .await
         .unwrap();
+    assert!(
+        out.contains("nonResourceURLs:\n  - /metrics\n"),
+        "the non-resource rule of `rbac(..)` in the ClusterRole: {out}"
+    );
     eventually(
         "the bindings to take effect",
         Duration::from_secs(30),
@@ -138,6 +173,12 @@ async fn deploy_manifests_should_apply_and_grant_what_the_wiring_needs() {
         }))
         .unwrap()
     };
+    // `rbac(non_resource_urls = ["/metrics"], verbs = ["get"])`: without it, 403.
+    assert_eq!(
+        get_metrics(&operator).await,
+        200,
+        "GET /metrics as the operator"
+    );
     Api::<Lease>::namespaced(operator.clone(), ns.name())
         .create(&PostParams::default(), &lease(ns.name()))
         .await

@@ -339,31 +339,30 @@ pub struct WatcherKey {
 }
 
 /// `rbac(group = "", resources = ["configmaps"], verbs = ["create"], resource_names = [..])`:
-/// a rule the wiring cannot see (objects the reconciler writes but does not own or watch).
+/// a rule the wiring cannot see (objects the reconciler writes but does not own or watch); or
+/// `rbac(non_resource_urls = ["/metrics"], verbs = ["get"])`: paths of the apiserver that are
+/// not resources.
 #[derive(Default)]
 pub struct RbacRule {
     pub group: Option<LitStr>,
     pub resources: Vec<LitStr>,
     pub verbs: Vec<LitStr>,
     pub resource_names: Vec<LitStr>,
+    pub non_resource_urls: Vec<LitStr>,
 }
 
 pub const RBAC_RULE: Table<RbacRule> = Table {
     what: "`rbac(..)`",
     doc: "An RBAC rule the wiring cannot see (objects the reconciler writes without owning or \
-          watching them), added to the rules `crdgen --rbac` / `--deploy` print. Repeatable, \
-          also in the watcher mode.",
+          watching them, or paths of the apiserver that are not resources, such as `/metrics`), \
+          added to the rules `crdgen --rbac` / `--deploy` print. Either `group` and `resources` \
+          or `non_resource_urls`, with `verbs`. Repeatable, also in the watcher mode.",
     keys: &[
-        Key::required(
-            "group",
-            Value::Str(|r: &mut RbacRule, v| r.group = Some(v)),
-            "`rbac(..)` needs `group = \"..\"` (`\"\"` for the core group)",
-        )
-        .doc("the API group, `\"\"` for the core group"),
-        Key::required(
+        Key::new("group", Value::Str(|r: &mut RbacRule, v| r.group = Some(v)))
+            .doc("the API group, `\"\"` for the core group (with `resources`)"),
+        Key::new(
             "resources",
             Value::StrList(|r: &mut RbacRule, v| r.resources = v),
-            "`rbac(..)` needs `resources = [\"..\"]`",
         )
         .doc("lower-case plural resources, with their subresources (`\"deployments/scale\"`); others are compile errors"),
         Key::required(
@@ -371,14 +370,24 @@ pub const RBAC_RULE: Table<RbacRule> = Table {
             Value::StrList(|r: &mut RbacRule, v| r.verbs = v),
             "`rbac(..)` needs `verbs = [\"..\"]`",
         )
-        .doc("the verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`, `*`, ...); unknown verbs are compile errors"),
+        .doc("the verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`, `*`, ...; on non-resource URLs the HTTP methods in lower case: `get`, `post`, `put`, `patch`, `delete`, `head`, `*`); unknown verbs are compile errors"),
         Key::new(
             "resource_names",
             Value::StrList(|r: &mut RbacRule, v| r.resource_names = v),
         )
         .doc("limits the rule to the objects of these names"),
+        Key::new(
+            "non_resource_urls",
+            Value::StrList(|r: &mut RbacRule, v| r.non_resource_urls = v),
+        )
+        .doc("paths that are not resources (`\"/metrics\"`, `\"/healthz/*\"`: a `*` only as the last character), instead of `group` and `resources`; granted by the ClusterRole whatever the namespaces watched (a Role cannot grant them)"),
     ],
 };
+
+/// The verbs of rules on non-resource URLs: the HTTP methods, in lower case.
+const NON_RESOURCE_VERBS: &[&str] = &[
+    "get", "post", "put", "patch", "delete", "head", "options", "*",
+];
 
 /// The verbs Kubernetes RBAC knows.
 const RBAC_VERBS: &[&str] = &[
@@ -402,7 +411,23 @@ const RBAC_VERBS: &[&str] = &[
 impl RbacRule {
     /// Reports what the apiserver would refuse or ignore: unknown verbs, empty or upper-case
     /// resources.
-    fn check(&self, errors: &mut Errors) {
+    fn check(&self, key: Span, errors: &mut Errors) {
+        if !self.non_resource_urls.is_empty() {
+            self.check_non_resource(errors);
+            return;
+        }
+        if self.group.is_none() {
+            errors.at(
+                key,
+                "`rbac(..)` needs `group = \"..\"` (`\"\"` for the core group), or `non_resource_urls = [\"..\"]`",
+            );
+        }
+        if self.resources.is_empty() {
+            errors.at(
+                key,
+                "`rbac(..)` needs `resources = [\"..\"]`, or `non_resource_urls = [\"..\"]`",
+            );
+        }
         for verb in &self.verbs {
             if !RBAC_VERBS.contains(&verb.value().as_str()) {
                 let hint = did_you_mean(&verb.value(), RBAC_VERBS);
@@ -416,6 +441,50 @@ impl RbacRule {
                 errors.spanned(
                     resource,
                     "a resource is the lower-case plural name (`configmaps`, `deployments/scale`)",
+                );
+            }
+        }
+    }
+
+    /// A non-resource rule: no group, resources or names with it, the paths absolute with `*`
+    /// only at the end, the verbs HTTP methods.
+    fn check_non_resource(&self, errors: &mut Errors) {
+        if let Some(group) = &self.group {
+            errors.spanned(
+                group,
+                "`non_resource_urls` and `group` cannot be in one `rbac(..)`: a rule is on resources or on non-resource URLs",
+            );
+        }
+        if let Some(resource) = self.resources.first() {
+            errors.spanned(
+                resource,
+                "`non_resource_urls` and `resources` cannot be in one `rbac(..)`: a rule is on resources or on non-resource URLs",
+            );
+        }
+        if let Some(name) = self.resource_names.first() {
+            errors.spanned(
+                name,
+                "`resource_names` limits a rule on resources; non-resource URLs have no names",
+            );
+        }
+        for url in &self.non_resource_urls {
+            let value = url.value();
+            let star = value.find('*');
+            if !value.starts_with('/') || star.is_some_and(|at| at + 1 != value.len()) {
+                errors.spanned(
+                    url,
+                    format!("`{value}` is not a non-resource URL: a path starting with `/`, with `*` only as its last character (`/metrics`, `/healthz/*`)"),
+                );
+            }
+        }
+        for verb in &self.verbs {
+            if !NON_RESOURCE_VERBS.contains(&verb.value().as_str()) {
+                errors.spanned(
+                    verb,
+                    format!(
+                        "`{}` is not a verb of non-resource URLs (the HTTP methods in lower case: get, post, put, patch, delete, head, options, *)",
+                        verb.value()
+                    ),
                 );
             }
         }
@@ -583,9 +652,9 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         Key::repeatable(
             "rbac",
             Value::Custom(|a: &mut ControllerArgs, meta, e| {
-                let rule = keys::nested(meta, &RBAC_RULE, e)?.value;
-                rule.check(e);
-                a.rbac.push(rule);
+                let rule = keys::nested(meta, &RBAC_RULE, e)?;
+                rule.value.check(rule.key, e);
+                a.rbac.push(rule.value);
                 Ok(())
             }),
         )

@@ -890,6 +890,15 @@ pub fn watcher_dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenSt
 /// The `.allow(..)` / `.allow_named(..)` calls of `rbac(..)` rules.
 fn extra_rules(kf: &Path, rules: &[super::attrs::RbacRule]) -> TokenStream {
     let _ = kf;
+    let non_resource = rules
+        .iter()
+        .filter(|rule| !rule.non_resource_urls.is_empty())
+        .flat_map(|rule| {
+            let verbs = &rule.verbs;
+            rule.non_resource_urls
+                .iter()
+                .map(move |url| quote!(.allow_non_resource(#url, &[#(#verbs),*])))
+        });
     let calls = rules.iter().flat_map(|rule| {
         let group = rule
             .group
@@ -905,5 +914,5 @@ fn extra_rules(kf: &Path, rules: &[super::attrs::RbacRule]) -> TokenStream {
             }
         })
     });
-    quote!(#(#calls)*)
+    quote!(#(#calls)* #(#non_resource)*)
 }
