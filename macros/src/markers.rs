@@ -24,6 +24,7 @@ pub struct Markers {
     pub pattern: Option<LitStr>,
     pub enum_values: Option<Keyed<Vec<serde_json::Value>>>,
     pub format: Option<LitStr>,
+    pub no_format: Option<Keyed<bool>>,
     pub min_items: Option<Keyed<u64>>,
     pub max_items: Option<Keyed<u64>>,
     pub unique_items: Option<Keyed<bool>>,
@@ -141,6 +142,9 @@ const MARKER_KEYS: &[Key<Markers>] = &[
     Key::new("format", Value::Str(|m: &mut Markers, v| m.format = Some(v)))
         .doc("`format`, such as `date-time`, `byte` (base64: the field for binary data, instead of `k8s_openapi::ByteString`, which has no schema), `uuid`, `hostname`")
         .client("✓ for `date-time`, `date`, `uuid`, `ipv4`, `ipv6`, `cidr` and `byte` (standard base64 with padding); other formats only by the apiserver"),
+    Key::new("no_format", Value::Flag(|m: &mut Markers, v| m.no_format = Some(v)))
+        .doc("no `format` in the schema, not even the one the type implies (`int64` for `i64`, `int32` for `i32`, `double` for `f64`, `float` for `f32`, `date-time` for a timestamp): for a schema that must match another generator's output (controller-gen writes no `format` for Go's `int` or `float64`)")
+        .client(SERVER_ONLY),
     Key::new(
         "int_or_string",
         Value::Flag(|m: &mut Markers, v| m.int_or_string = Some(v)),
@@ -279,7 +283,7 @@ pub const MARKERS: Table<Markers> = Table {
 };
 
 /// How many of the first [`MARKER_KEYS`] are allowed in `items(...)` and `values(...)`.
-const ELEMENT_KEYS: usize = 22;
+const ELEMENT_KEYS: usize = 23;
 
 /// Markers allowed inside `items(...)`: the value constraints of each list element, its map
 /// type, int-or-string and type, its counts (an element that is a list or a map), its rules and
@@ -474,6 +478,7 @@ mod tests {
                 "pattern",
                 "enum",
                 "format",
+                "no_format",
                 "int_or_string",
                 "map_type",
                 "type",

@@ -408,6 +408,11 @@ pub fn field(field: &Field, errors: &mut Errors) {
     pattern(field, accepts.string, errors);
     list_type(field, accepts.array, errors);
     map_type(field, accepts.map, errors);
+    if let (Some(_), Some(no)) = (&m.format, &m.no_format)
+        && no.value
+    {
+        errors.at(no.key, "`no_format` and `format` exclude each other");
+    }
     if let (Some(ios), Some(s)) = (&m.int_or_string, &m.schemaless)
         && ios.value
         && s.value

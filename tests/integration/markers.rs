@@ -74,6 +74,15 @@ pub struct ChoiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(items(map_type = "atomic"))]
     pub selectors: Option<Vec<BTreeMap<String, String>>>,
+    // Numbers without the `format` their type implies (`no_format`), and one with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(no_format, minimum = 0)]
+    pub plain_count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[validate(items(no_format))]
+    pub samples: Option<Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
     /// Counts, rules and flags of each element or value (`items(..)` / `values(..)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(items(min_items = 1, max_items = 2))]
@@ -491,6 +500,12 @@ fn cases() -> Vec<Case> {
             Same,
         ),
         ok(json!({"git": "g", "tags": {"a": "x", "b": null}})),
+        ok(json!({"git": "g", "plainCount": 3, "samples": [1.5, 2.0], "count": 4})),
+        err(
+            json!({"git": "g", "plainCount": -1}),
+            "should be greater than or equal to 0",
+            Same,
+        ),
         ok(json!({"git": "g", "contact": {"email": "a@b"}})),
         err(
             json!({"git": "g", "contact": {"phone": "1"}}),
@@ -650,6 +665,14 @@ async fn documentation_markers_should_be_kept_in_the_stored_crd() {
         "atomic"
     );
     assert_eq!(spec["properties"]["contact"]["required"], json!(["email"]));
+    let plain = &spec["properties"]["plainCount"];
+    assert!(
+        plain.get("format").is_none() && plain["minimum"] == 0.0,
+        "{plain}"
+    );
+    let samples = &spec["properties"]["samples"]["items"];
+    assert_eq!(samples, &json!({"type": "number"}));
+    assert_eq!(spec["properties"]["count"]["format"], "int64");
     assert!(
         spec.get("title").is_none(),
         "no title from schemars: {spec}"

@@ -118,6 +118,7 @@ fn structure_keys(m: &Markers, s: &mut Map<String, Value>) {
         ("x-kubernetes-embedded-resource", &m.embedded_resource),
         ("x-kubeforge-int-or-string", &m.int_or_string),
         ("x-kubeforge-schemaless", &m.schemaless),
+        ("x-kubeforge-no-format", &m.no_format),
     ] {
         if Markers::is_set(f) {
             put(k, json!(true));

@@ -21,6 +21,8 @@ use serde_json::{Map, Value, json};
 pub(crate) const INT_OR_STRING: &str = "x-kubeforge-int-or-string";
 /// Marker key: drop the generated schema, keep unknown fields.
 pub(crate) const SCHEMALESS: &str = "x-kubeforge-schemaless";
+/// `no_format`: the node keeps no `format` (the one its type implies goes too).
+pub(crate) const NO_FORMAT: &str = "x-kubeforge-no-format";
 /// Marker key: constraints merged into the node's `items` schema.
 pub(crate) const ITEMS: &str = "x-kubeforge-items";
 /// Marker key: the node's `default` (the `default` / `default_json` markers).
@@ -137,6 +139,9 @@ fn rewrite_map(map: &mut Map<String, Value>) {
     apply_markers(map);
     unique_items(map);
     fix_format(map);
+    if map.remove(NO_FORMAT) == Some(Value::Bool(true)) {
+        map.remove("format");
+    }
     infer_type(map);
     open_objects(map);
     all_of(map, both);
@@ -1174,6 +1179,34 @@ mod tests {
             {"type": "null"}
         ]}));
         assert_eq!(s["properties"]["a"]["default"], 3, "{s}");
+    }
+
+    #[test]
+    fn no_format_should_drop_the_format_the_type_implies() {
+        assert_eq!(
+            structural_schema(
+                json!({"type": "integer", "format": "int64", NO_FORMAT: true, "minimum": 0})
+            ),
+            json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(
+            structural_schema(
+                json!({"type": ["number", "null"], "format": "double", NO_FORMAT: true})
+            ),
+            json!({"type": "number"})
+        );
+        assert_eq!(
+            structural_schema(
+                json!({"type": "array", "items": {"type": "integer", "format": "uint32"},
+                ITEMS: {NO_FORMAT: true}})
+            ),
+            json!({"type": "array", "items": {"type": "integer"}})
+        );
+        assert_eq!(
+            structural_schema(json!({"type": "integer", "format": "int32"})),
+            json!({"type": "integer", "format": "int32"}),
+            "kept without the marker"
+        );
     }
 
     #[test]
