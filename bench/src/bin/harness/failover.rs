@@ -7,12 +7,13 @@
 //! each on the same objects; p50 and max over the repeats.
 //!
 //! [`CHANGED`] objects, spread over the names, change right after the kill, and their times are
-//! pooled: on takeover the new leader's controller gets its cache's state (changes made before
-//! it led included) as its start-up state, at low priority, so a change made while the Lease was
-//! running out waits for its turn in the new leader's start-up wave of N reconciles, wherever
-//! that puts it; one object would be one draw of that place. One more object is changed once the
-//! new leader leads and its cache is synced: a change during its start-up wave, which goes ahead
-//! of that wave.
+//! pooled. On takeover the new leader's controller gets its cache's state as its start-up state,
+//! at low priority; a warm standby's informer has watched those changes happen, so they come
+//! last in its replay and go to the queue at high priority (`Trigger::ChangedBeforeStart`),
+//! ahead of the start-up wave of N reconciles; a cold standby cannot tell them from the rest,
+//! and each waits for its place in that wave (one object would be one draw of that place). One
+//! more object is changed once the new leader leads and its cache is synced: a change during its
+//! start-up wave, which goes ahead of that wave, warm or cold.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
