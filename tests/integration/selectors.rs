@@ -1,5 +1,6 @@
 //! Selectors and per-kind predicates of watched kinds in `#[controller]`: only labelled
-//! ConfigMaps are watched (and cached), and of those only label changes count.
+//! ConfigMaps are watched (and cached), and of those only label changes count. And the primary
+//! kind's selector and the reconcile timeout (`labels = ..`, `reconcile_timeout = ..`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -161,6 +162,80 @@ async fn watches_should_follow_only_selected_objects_and_their_predicates() {
     )
     .await;
 
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// Counts the reconciles of each ConfigMap labelled `tier=web`; the one named `slow` takes 30 s,
+/// far past its 300 ms reconcile timeout.
+#[derive(Clone, Default)]
+struct WebTier(Counter);
+
+#[kubeforge::controller(for = ConfigMap, name = "web-tier", concurrency = 1,
+    labels = "tier=web", reconcile_timeout = "300ms")]
+impl WebTier {
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, kube::Error> {
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        *self.0.0.lock().unwrap().entry(name.clone()).or_default() += 1;
+        if name == "slow" {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test]
+async fn the_primary_selector_and_the_reconcile_timeout_should_hold() {
+    let ns = TestNamespace::new().await.unwrap();
+    let web = WebTier::default();
+    let manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .controller(web.clone());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let cms = ns.api::<ConfigMap>();
+    for cm in [
+        labelled("other", &[("tier", "db")]),
+        labelled("slow", &[("tier", "web")]),
+        labelled("web", &[("tier", "web")]),
+    ] {
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    // The slow reconcile is cancelled at 300 ms and retried (with the default 5 min timeout it
+    // would still be running), and the one worker gets to `web` in between.
+    eventually(
+        "slow's reconcile cancelled and retried, and web's reconcile",
+        Duration::from_secs(60),
+        async || (web.0.get("slow") >= 3 && web.0.get("web") >= 1).then_some(()),
+    )
+    .await;
+    // Changed after the others: an unselected ConfigMap is neither cached nor reconciled.
+    cms.patch(
+        "other",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "v": "2" } })),
+    )
+    .await
+    .unwrap();
+    cms.create(
+        &PostParams::default(),
+        &labelled("web2", &[("tier", "web")]),
+    )
+    .await
+    .unwrap();
+    eventually("web2's reconcile", Duration::from_secs(60), async || {
+        (web.0.get("web2") >= 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        web.0.get("other"),
+        0,
+        "a ConfigMap without tier=web was reconciled"
+    );
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }

@@ -521,6 +521,10 @@ pub struct ControllerArgs {
     pub dependents: Vec<super::dependents::DependentArg>,
     /// `every = "30s"`: a timer per object.
     pub every: Option<Keyed<u64>>,
+    /// `reconcile_timeout = "30s"`: a reconcile running longer is cancelled and retried.
+    pub reconcile_timeout: Option<Keyed<u64>>,
+    /// `labels = ".."` / `fields = ".."`: the primary kind's selectors.
+    pub primary: Select,
     /// `reconcile_on = path`: a function of the wiring returning a stream of keys.
     pub reconcile_on: Option<Path>,
     /// The keys only a reconciler takes (`owns`, `watches`, `concurrency`, `finalizer`,
@@ -532,8 +536,8 @@ pub struct ControllerArgs {
 pub const CONTROLLER: Table<ControllerArgs> = Table {
     what: "#[controller]",
     doc: "On an inherent impl block. The keys marked *(watcher)* are for the watcher mode \
-          (`watcher`); `owns`, `dependents`, `watches`, `concurrency`, `finalizer` and \
-          `predicates` are for reconcilers only.",
+          (`watcher`); `owns`, `dependents`, `watches`, `concurrency`, `reconcile_timeout`, \
+          `labels`, `fields`, `finalizer` and `predicates` are for reconcilers only.",
     keys: &[
         Key::new("for", Value::Type(|a: &mut ControllerArgs, ty| a.for_kind = Some(ty)))
             .required_later()
@@ -563,6 +567,36 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         )
         .syntax("integer")
         .doc("maximum concurrent reconciles, at least 1 (default 4)"),
+        Key::new(
+            "reconcile_timeout",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("reconcile_timeout", meta);
+                a.reconcile_timeout = Some(duration(meta)?);
+                Ok(())
+            }),
+        )
+        .syntax(DURATION_SYNTAX)
+        .doc("a reconcile running longer is cancelled (its future dropped) and retried with backoff (`ControllerConfig::reconcile_timeout`; default 5 min); above 0"),
+        Key::new(
+            "labels",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("labels", meta);
+                a.primary.labels = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("`\"..\"`")
+        .doc("a label selector on the primary kind (`\"app=web,tier!=cache\"`): its informer lists and watches only the matching objects, so the others are neither cached nor reconciled"),
+        Key::new(
+            "fields",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("fields", meta);
+                a.primary.fields = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("`\"..\"`")
+        .doc("a field selector on the primary kind (`\"metadata.name!=skip\"`; the fields the apiserver can select on for that kind)"),
         Key::new(
             "every",
             Value::Custom(|a: &mut ControllerArgs, meta, _| {
@@ -702,6 +736,14 @@ impl ControllerArgs {
             && n.value == 0
         {
             errors.at(n.key, "`concurrency` must be a whole number of at least 1");
+        }
+        if let Some(timeout) = &args.reconcile_timeout
+            && timeout.value == 0
+        {
+            errors.at(
+                timeout.key,
+                "`reconcile_timeout` must be more than 0 (leave it out for no limit)",
+            );
         }
         if let Some(every) = &args.every
             && every.value == 0
@@ -1250,6 +1292,25 @@ mod tests {
         let mut errors = Errors::default();
         let args = ControllerArgs::parse(tokens, &mut errors);
         (args, errors.messages())
+    }
+
+    #[test]
+    fn reconcile_timeout_should_be_above_zero_and_reconcilers_only() {
+        let (_, errors) = parse(quote!(for = Db, reconcile_timeout = "0s"));
+        assert_eq!(
+            errors,
+            ["`reconcile_timeout` must be more than 0 (leave it out for no limit)"]
+        );
+        let (args, errors) = parse(quote!(for = Db, labels = "a=b", reconcile_timeout = "2s"));
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(args.reconcile_timeout.map(|t| t.value), Some(2000));
+        assert_eq!(
+            args.reconciler_keys
+                .iter()
+                .map(|k| k.value)
+                .collect::<Vec<_>>(),
+            ["labels", "reconcile_timeout"]
+        );
     }
 
     #[test]

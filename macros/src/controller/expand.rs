@@ -359,7 +359,26 @@ impl Expander<'_> {
             .map(|f| quote!(.finalizer(#f)));
         let retry = self.exponential_call();
         let dequeue = dequeue_call(kf, self.model.dequeue);
-        let primary_informer = informer_config(self.model.store.as_ref());
+        let primary_informer = {
+            let config = informer_config(self.model.store.as_ref());
+            let labels = self
+                .model
+                .primary
+                .labels
+                .as_ref()
+                .map(|l| quote!(.labels(#l)));
+            let fields = self
+                .model
+                .primary
+                .fields
+                .as_ref()
+                .map(|f| quote!(.fields(#f)));
+            quote!(#config #labels #fields)
+        };
+        let reconcile_timeout = self
+            .model
+            .reconcile_timeout_ms
+            .map(|ms| quote!(.reconcile_timeout(::core::time::Duration::from_millis(#ms))));
         let every = self
             .model
             .every_ms
@@ -388,7 +407,7 @@ impl Expander<'_> {
                 #(#predicates)*
                 #every
                 #reconcile_on
-                .config(#kf::controller::ControllerConfig::default() #concurrency #finalizer #retry #dequeue)
+                .config(#kf::controller::ControllerConfig::default() #concurrency #reconcile_timeout #finalizer #retry #dequeue)
             }
         }
     }

@@ -46,6 +46,10 @@ pub struct Model {
     pub concurrency: Option<u64>,
     /// `every = ..` in milliseconds.
     pub every_ms: Option<u64>,
+    /// `reconcile_timeout = ..` in milliseconds.
+    pub reconcile_timeout_ms: Option<u64>,
+    /// `labels = ..` / `fields = ..` of the primary kind (its predicates stay in `predicates`).
+    pub primary: attrs::Select,
     /// `reconcile_on = path`.
     pub reconcile_on: Option<syn::Path>,
     pub finalizer: Option<LitStr>,
@@ -218,6 +222,8 @@ fn check_reconciler(
         watches: args.watches,
         concurrency: args.concurrency.map(|n| n.value),
         every_ms: args.every.map(|n| n.value),
+        reconcile_timeout_ms: args.reconcile_timeout.map(|n| n.value),
+        primary: args.primary,
         reconcile_on: args.reconcile_on,
         finalizer: args.finalizer,
         predicates: args.predicates,
@@ -792,6 +798,24 @@ mod tests {
             out.contains(".dequeue(::kubeforge::retry::DequeueNone)"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn controller_should_select_its_primary_kind_and_bound_its_reconciles() {
+        let out = controller(
+            quote!(for = Db, labels = "tier=db", fields = "metadata.name!=skip", reconcile_timeout = "1m30s"),
+            quote!(impl DbController {
+                async fn reconcile(&self, db: Arc<Db>, ctx: &Context<Db>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        let compact: String = out.split_whitespace().collect();
+        for expected in [
+            "(client.clone(),namespace),wiring.informer_defaults.clone().labels(\"tier=db\").fields(\"metadata.name!=skip\"),)",
+            ".reconcile_timeout(::core::time::Duration::from_millis(90000u64))",
+        ] {
+            assert!(compact.contains(expected), "{expected} in {out}");
+        }
     }
 
     #[test]
