@@ -291,8 +291,8 @@ fn controller() -> String {
     doc.hand("option", controller::DEPENDENT_OPTIONS);
     doc.section(
         "Built-in predicates",
-        "What `predicates(..)` names without a path, and all that the options of owned and \
-         watched kinds take.",
+        "What `predicates(..)` names without a path, on the primary kind and in the options of \
+         owned and watched kinds.",
     );
     doc.hand("predicate", controller::BUILTIN_PREDICATES);
     doc.section("`retry = exponential(..)`", controller::EXPONENTIAL.doc);

@@ -239,3 +239,93 @@ async fn the_primary_selector_and_the_reconcile_timeout_should_hold() {
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }
+
+/// Counts the reconciles of each Secret; a ConfigMap of the same name counts only when its
+/// `rev` annotation changed (a custom predicate on a watched kind).
+#[derive(Clone, Default)]
+struct Revisions(Counter);
+
+#[kubeforge::controller(for = Secret, name = "revisions", concurrency = 1,
+    watches(ConfigMap, map = Self::same_name, predicates(Self::rev_changed)))]
+impl Revisions {
+    async fn reconcile(
+        &self,
+        secret: Arc<Secret>,
+        _ctx: &Context<Secret>,
+    ) -> Result<Action, kube::Error> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        *self.0.0.lock().unwrap().entry(name).or_default() += 1;
+        Ok(Action::Done)
+    }
+
+    fn same_name(cm: &ConfigMap, _cache: &Cache) -> Vec<ObjectKey> {
+        vec![ObjectKey::of(cm)]
+    }
+
+    fn rev_changed(old: &kube::api::ObjectMeta, new: &kube::api::ObjectMeta) -> bool {
+        let rev = |m: &kube::api::ObjectMeta| m.annotations.as_ref()?.get("rev").cloned();
+        rev(old) != rev(new)
+    }
+}
+
+#[tokio::test]
+async fn a_custom_predicate_should_filter_a_watched_kind() {
+    let ns = TestNamespace::new().await.unwrap();
+    let revisions = Revisions::default();
+    let manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .controller(revisions.clone());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let (secrets, cms) = (ns.api::<Secret>(), ns.api::<ConfigMap>());
+    for name in ["s", "barrier"] {
+        secrets
+            .create(&PostParams::default(), &secret(name))
+            .await
+            .unwrap();
+        cms.create(&PostParams::default(), &configmap(name, &[("v", "1")]))
+            .await
+            .unwrap();
+    }
+    let count = |name: &str| revisions.0.get(name);
+    eventually(
+        "the first reconciles",
+        Duration::from_secs(60),
+        async || (count("s") >= 1 && count("barrier") >= 1).then_some(()),
+    )
+    .await;
+    let annotate = async |name: &str, rev: &str| {
+        let patch = json!({ "metadata": { "annotations": { "rev": rev } } });
+        cms.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    };
+    // The barrier's reconcile follows everything its watch delivered before.
+    let barrier = async |rev: &str| {
+        let before = count("barrier");
+        annotate("barrier", rev).await;
+        eventually(
+            "the barrier's reconcile",
+            Duration::from_secs(60),
+            async || (count("barrier") > before).then_some(()),
+        )
+        .await;
+    };
+    barrier("0").await;
+    let s = count("s");
+    let data = json!({ "data": { "v": "2" } });
+    cms.patch("s", &PatchParams::default(), &Patch::Merge(data))
+        .await
+        .unwrap();
+    barrier("1").await;
+    assert_eq!(count("s"), s, "a data-only change passed `rev_changed`");
+    annotate("s", "1").await;
+    eventually(
+        "s's reconcile after its rev changed",
+        Duration::from_secs(60),
+        async || (count("s") > s).then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -31,8 +31,10 @@ pub struct Select {
     pub labels: Option<LitStr>,
     /// `fields = "metadata.name=x"`: a field selector.
     pub fields: Option<LitStr>,
-    /// `predicates(generation_changed, ..)`: built-ins only.
+    /// `predicates(generation_changed, ..)`: the built-ins named.
     pub predicates: Vec<Ident>,
+    /// `predicates(Self::f, ..)`: functions `fn(&ObjectMeta, &ObjectMeta) -> bool`.
+    pub custom: Vec<Path>,
 }
 
 /// The keys a `watches(Kind, map = path, ..)` entry takes after its mapper.
@@ -80,16 +82,13 @@ pub const WATCH_OPTIONS: Table<WatchOptions> = Table {
             Value::Custom(|w: &mut WatchOptions, meta, e| {
                 let content;
                 syn::parenthesized!(content in meta.input);
-                let idents = Punctuated::<Ident, Token![,]>::parse_terminated_with(
-                    &content,
-                    Ident::parse_any,
-                )?;
-                w.select.predicates = builtin_predicates(idents, e);
+                let paths = Punctuated::<Path, Token![,]>::parse_terminated(&content)?;
+                select_predicates(&mut w.select, paths, e);
                 Ok(())
             }),
         )
         .syntax("`(p, ..)`")
-        .doc("of the watched objects' updates, only those a built-in predicate accepts count"),
+        .doc("of the watched objects' updates, only those a predicate accepts count: built-ins (see *Built-in predicates*) or `fn(&ObjectMeta, &ObjectMeta) -> bool` paths such as `Self::f` (they see the metadata, as the watch may cache no more)"),
     ],
 };
 
@@ -119,26 +118,32 @@ fn selector(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<LitS
     Ok(lit)
 }
 
-/// The built-in predicates among `idents` (owned and watched kinds take no custom ones).
-fn builtin_predicates(idents: impl IntoIterator<Item = Ident>, errors: &mut Errors) -> Vec<Ident> {
-    idents
-        .into_iter()
-        .filter(|ident| {
-            let builtins = keys::hand_names(BUILTIN_PREDICATES);
-            let known = builtins.contains(&ident.to_string().as_str());
-            if !known {
-                errors.at(
-                    ident.span(),
-                    format!(
-                        "unknown predicate `{ident}`; owned and watched kinds take the built-ins: {}{}",
-                        builtins.join(", "),
-                        did_you_mean(&ident.to_string(), &builtins)
-                    ),
-                );
-            }
-            known
-        })
-        .collect()
+/// The predicates of an owned or watched kind: the built-ins by name, the others paths of
+/// `fn(&ObjectMeta, &ObjectMeta) -> bool` functions (`Self::f`).
+fn select_predicates(
+    select: &mut Select,
+    paths: impl IntoIterator<Item = Path>,
+    errors: &mut Errors,
+) {
+    let builtins = keys::hand_names(BUILTIN_PREDICATES);
+    for path in paths {
+        let Some(ident) = path.get_ident() else {
+            select.custom.push(path);
+            continue;
+        };
+        if builtins.contains(&ident.to_string().as_str()) {
+            select.predicates.push(ident.clone());
+        } else {
+            errors.at(
+                ident.span(),
+                format!(
+                    "unknown predicate `{ident}`; the built-ins are {}{} (or name a function `Self::f` of `fn(&ObjectMeta, &ObjectMeta) -> bool`)",
+                    builtins.join(", "),
+                    did_you_mean(&ident.to_string(), &builtins)
+                ),
+            );
+        }
+    }
 }
 
 /// What the cache keeps of an owned kind: `owns(A, B(metadata), C(uncached))`.
@@ -201,7 +206,7 @@ pub const OWNS_OPTIONS: &[HandKey] = &[
     HandKey {
         name: "predicates",
         syntax: "`(p, ..)`",
-        doc: "of the children's updates, only those a built-in predicate accepts count",
+        doc: "of the children's updates, only those a predicate accepts count: built-ins or `fn(&ObjectMeta, &ObjectMeta) -> bool` paths such as `Self::f`",
     },
 ];
 
@@ -210,7 +215,7 @@ pub const OWNS_OPTIONS: &[HandKey] = &[
 struct OwnedOption {
     name: Ident,
     value: Option<Expr>,
-    list: Option<Vec<Ident>>,
+    list: Option<Vec<Path>>,
 }
 
 /// A predicate named in `predicates(...)`.
@@ -703,8 +708,7 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
     ],
 };
 
-/// The predicates `predicates(..)` names without a path (and the only ones of owned and watched
-/// kinds).
+/// The predicates `predicates(..)` names without a path.
 pub const BUILTIN_PREDICATES: &[HandKey] = &[
     HandKey {
         name: "generation_changed",
@@ -856,11 +860,8 @@ impl OwnedOption {
             if input.peek(syn::token::Paren) {
                 let content;
                 syn::parenthesized!(content in input);
-                let idents = Punctuated::<Ident, Token![,]>::parse_terminated_with(
-                    &content,
-                    Ident::parse_any,
-                )?;
-                list = Some(idents.into_iter().collect());
+                let paths = Punctuated::<Path, Token![,]>::parse_terminated(&content)?;
+                list = Some(paths.into_iter().collect());
             }
             None
         };
@@ -967,13 +968,13 @@ fn select_option(
     select: &mut Select,
     option: &Ident,
     value: Option<&Expr>,
-    list: Option<&[Ident]>,
+    list: Option<&[Path]>,
     errors: &mut Errors,
 ) -> bool {
     let name = option.to_string();
     if name == "predicates" {
         match list {
-            Some(idents) => select.predicates = builtin_predicates(idents.iter().cloned(), errors),
+            Some(paths) => select_predicates(select, paths.iter().cloned(), errors),
             None => errors.at(
                 option.span(),
                 "write the predicates in parentheses: `predicates(generation_changed)`",
@@ -982,7 +983,7 @@ fn select_option(
         return true;
     }
     if let Some(first) = list.and_then(|l| l.first()) {
-        errors.at(first.span(), format!("`{name}` takes no list"));
+        errors.spanned(first, format!("`{name}` takes no list"));
         return true;
     }
     if name != "labels" && name != "fields" {

@@ -67,7 +67,11 @@ struct Expander<'a> {
     kinds: Kinds<'a>,
     /// The argument names of the mappers and custom predicates the wiring takes, in order.
     mapper_args: Vec<Ident>,
+    /// The primary's custom predicates, then those of the owned and watched kinds.
     predicate_args: Vec<Ident>,
+    /// The custom predicates' argument names of each owned kind, then of each watched kind.
+    owned_predicate_args: Vec<Vec<Ident>>,
+    watched_predicate_args: Vec<Vec<Ident>>,
     /// The dependents through the generic wiring (see `dependents::Expansion`).
     dependents: super::dependents::Expansion,
 }
@@ -87,6 +91,29 @@ pub fn expand(model: &Model) -> TokenStream {
         &model.dependents,
         &|ty| kinds.of(ty),
     );
+    let mut next = 0;
+    let mut args = |n: usize| -> Vec<Ident> {
+        let out = (next..next + n)
+            .map(|i| format_ident!("meta_predicate{i}"))
+            .collect();
+        next += n;
+        out
+    };
+    let owned_predicate_args: Vec<Vec<Ident>> = model
+        .owns
+        .iter()
+        .map(|o| args(o.select.custom.len()))
+        .collect();
+    let watched_predicate_args: Vec<Vec<Ident>> = model
+        .watches
+        .iter()
+        .map(|w| args(w.select.custom.len()))
+        .collect();
+    let predicate_args = (0..custom)
+        .map(|i| format_ident!("predicate{i}"))
+        .chain(owned_predicate_args.iter().flatten().cloned())
+        .chain(watched_predicate_args.iter().flatten().cloned())
+        .collect();
     let ex = Expander {
         model,
         kf: &model.krate,
@@ -94,7 +121,9 @@ pub fn expand(model: &Model) -> TokenStream {
         mapper_args: (0..model.watches.len())
             .map(|i| format_ident!("map{i}"))
             .collect(),
-        predicate_args: (0..custom).map(|i| format_ident!("predicate{i}")).collect(),
+        predicate_args,
+        owned_predicate_args,
+        watched_predicate_args,
         dependents,
     };
     let reconciler = ex.reconciler_impl();
@@ -264,8 +293,15 @@ impl Expander<'_> {
                 }
             })
             .collect();
-        let predicate = quote!(fn(&__S::Kind, &__S::Kind) -> bool);
-        (mappers, vec![predicate; self.predicate_args.len()])
+        let primary = quote!(fn(&__S::Kind, &__S::Kind) -> bool);
+        let meta = quote!(fn(&#kf::kube::api::ObjectMeta, &#kf::kube::api::ObjectMeta) -> bool);
+        let metas = self.owned_predicate_args.iter().flatten().count()
+            + self.watched_predicate_args.iter().flatten().count();
+        let customs = self.predicate_args.len() - metas;
+        let predicates = std::iter::repeat_n(primary, customs)
+            .chain(std::iter::repeat_n(meta, metas))
+            .collect();
+        (mappers, predicates)
     }
 
     /// Everything inside the `const _: () = { .. }` block: the kind check, the generic wiring,
@@ -439,7 +475,8 @@ impl Expander<'_> {
         self.model
             .owns
             .iter()
-            .map(|owned| {
+            .zip(&self.owned_predicate_args)
+            .map(|(owned, custom)| {
                 let t = self.kinds.of(&owned.kind);
                 // The form of the weight: compiles one kind of informer for the child, where
                 // `owns` (which chooses at run time) would compile three.
@@ -449,7 +486,7 @@ impl Expander<'_> {
                     Weight::Uncached => (quote!(uncached), quote!(owns_uncached)),
                 };
                 let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
-                let informer = select_calls(kf, owned.store.as_ref(), &owned.select);
+                let informer = select_calls(kf, owned.store.as_ref(), &owned.select, custom);
                 quote! {
                     .#owns(
                         #kf::controller::api_for::<#t>(client.clone(), namespace),
@@ -469,9 +506,10 @@ impl Expander<'_> {
             .watches
             .iter()
             .zip(&self.mapper_args)
-            .map(|(w, map)| {
+            .zip(&self.watched_predicate_args)
+            .map(|((w, map), custom)| {
                 let t = self.kinds.of(&w.kind);
-                let informer = select_calls(kf, w.store.as_ref(), &w.select);
+                let informer = select_calls(kf, w.store.as_ref(), &w.select, custom);
                 let watches = if w.is_async {
                     quote! {
                         #kf::controller::Watches::map_async({
@@ -568,10 +606,16 @@ impl Expander<'_> {
                 quote!(#map)
             }
         });
-        let predicates = self.model.predicates.iter().filter_map(|p| match p {
-            PredicateArg::Custom(path) => Some(path),
-            PredicateArg::Builtin(_) => None,
-        });
+        let predicates = self
+            .model
+            .predicates
+            .iter()
+            .filter_map(|p| match p {
+                PredicateArg::Custom(path) => Some(path),
+                PredicateArg::Builtin(_) => None,
+            })
+            .chain(self.model.owns.iter().flat_map(|o| &o.select.custom))
+            .chain(self.model.watches.iter().flat_map(|w| &w.select.custom));
         let retry = self.retry_expr_call();
         quote! {
             #[automatically_derived]
@@ -635,7 +679,12 @@ fn informer_config(store: Option<&Keyed<String>>) -> TokenStream {
 /// `.informer(..)` and `.predicate(..)` of an owned or watched kind: its store backend,
 /// selectors and built-in predicates; nothing when none is set (the runtime then takes the
 /// wiring's defaults).
-fn select_calls(kf: &Path, store: Option<&Keyed<String>>, select: &Select) -> TokenStream {
+fn select_calls(
+    kf: &Path,
+    store: Option<&Keyed<String>>,
+    select: &Select,
+    custom: &[Ident],
+) -> TokenStream {
     let informer = if store.is_none() && select.labels.is_none() && select.fields.is_none() {
         None
     } else {
@@ -644,10 +693,14 @@ fn select_calls(kf: &Path, store: Option<&Keyed<String>>, select: &Select) -> To
         let fields = select.fields.as_ref().map(|f| quote!(.fields(#f)));
         Some(quote!(.informer(#config #labels #fields)))
     };
-    let predicates = select.predicates.iter().map(|ident| {
-        let ty = format_ident!("{}", camel_case(&ident.to_string()), span = ident.span());
-        quote!(.predicate(#kf::controller::#ty))
-    });
+    let predicates = select
+        .predicates
+        .iter()
+        .map(|ident| {
+            let ty = format_ident!("{}", camel_case(&ident.to_string()), span = ident.span());
+            quote!(.predicate(#kf::controller::#ty))
+        })
+        .chain(custom.iter().map(|arg| quote!(.predicate(#arg))));
     quote!(#informer #(#predicates)*)
 }
 

@@ -819,6 +819,30 @@ mod tests {
     }
 
     #[test]
+    fn custom_predicates_of_owned_and_watched_kinds_should_be_passed_as_metadata_fn_pointers() {
+        let out = controller(
+            quote!(for = Db, predicates(Self::p), owns(Secret(predicates(labels_changed, Self::o))),
+                watches(ConfigMap, map = Self::by_config, predicates(Self::w))),
+            quote!(impl DbController {
+                async fn reconcile(&self, db: Arc<Db>, ctx: &Context<Db>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let compact: String = crate::pipeline::tests::pretty(out)
+            .split_whitespace()
+            .collect();
+        let meta =
+            "fn(&::kubeforge::kube::api::ObjectMeta,&::kubeforge::kube::api::ObjectMeta,)->bool";
+        for expected in [
+            format!("predicate0:fn(&__S::Kind,&__S::Kind)->bool,meta_predicate0:{meta},meta_predicate1:{meta},"),
+            "::kubeforge::controller::Owns::full().predicate(::kubeforge::controller::LabelsChanged).predicate(meta_predicate0),".to_owned(),
+            ".predicate(meta_predicate1),".to_owned(),
+            "(wiring,Self::by_config,Self::p,Self::o,Self::w)".to_owned(),
+        ] {
+            assert!(compact.contains(&expected), "{expected} in {compact}");
+        }
+    }
+
+    #[test]
     fn controller_should_put_each_chosen_store_in_its_informer_config() {
         let out = controller(
             quote!(for = Db, store = memcached,

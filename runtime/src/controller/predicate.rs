@@ -73,6 +73,16 @@ pub trait MetadataPredicate: Send + Sync + 'static {
     fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool;
 }
 
+/// A metadata predicate from a closure or function (`#[controller(owns(C, predicates(Self::f)))]`).
+impl<F> MetadataPredicate for F
+where
+    F: Fn(&ObjectMeta, &ObjectMeta) -> bool + Send + Sync + 'static,
+{
+    fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
+        self(old, new)
+    }
+}
+
 impl MetadataPredicate for GenerationChanged {
     fn accepts_meta(&self, old: &ObjectMeta, new: &ObjectMeta) -> bool {
         old.generation != new.generation
