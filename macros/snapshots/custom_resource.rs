@@ -323,6 +323,7 @@ impl ::kubeforge::crd::CustomResource for WebApp {
         ::kubeforge::crd::kind_schema(
             ::kubeforge::crd::raw_schema::<WebAppSpec>(),
             ::core::option::Option::Some(::kubeforge::crd::raw_schema::<WebAppStatus>()),
+            ::std::vec![],
         )
     }
 }

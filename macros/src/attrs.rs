@@ -27,8 +27,8 @@ pub struct RuleAttrs {
 pub const RULE: Table<RuleAttrs> = Table {
     what: "rule",
     doc: "A CEL validation rule (`x-kubernetes-validations`): on the spec in \
-          `#[custom_resource(..)]`, on the struct in `#[kubeforge::schema(..)]`, on the field's \
-          value in `#[validate(..)]`. The rule and its message expression are parsed, \
+          `#[custom_resource(..)]` (`rule(..)`), on the whole object there (`root_rule(..)`), on \
+          the struct in `#[kubeforge::schema(..)]`, on the field's value in `#[validate(..)]`. The rule and its message expression are parsed, \
           type-checked against `self` and cost-estimated at compile time (see *Compile-time CEL \
           checks* in the `#[custom_resource]` documentation); on the spec, every `self.x` / `oldSelf.x` must be a JSON field of the spec. \
           `validate()` evaluates the rules client-side with `kube-cel` (with the `cel` feature), \
@@ -412,6 +412,8 @@ pub struct KindAttrs {
     pub printcolumns: Vec<PrintColumnAttrs>,
     pub scale: Option<Keyed<ScaleAttrs>>,
     pub rules: Vec<RuleAttrs>,
+    /// `root_rule(..)`: rules on the root of the schema (`self` is the whole object).
+    pub root_rules: Vec<RuleAttrs>,
     pub admission_rules: Vec<AdmissionRuleAttrs>,
     pub admission_policy: Option<Keyed<AdmissionPolicyAttrs>>,
     pub selectable_fields: Vec<SelectableFieldAttrs>,
@@ -489,6 +491,14 @@ pub const KIND: Table<KindAttrs> = Table {
         )
         .syntax("`(..)`")
         .doc("a CEL rule on the spec (`self` is the spec): see `rule(..)`"),
+        Key::repeatable(
+            "root_rule",
+            Value::Custom(|k: &mut KindAttrs, meta, e| {
+                keys::push_nested(&mut k.root_rules, meta, &RULE, e)
+            }),
+        )
+        .syntax("`(..)`")
+        .doc("a CEL rule on the root of the CRD's schema, with the keys of `rule(..)`: `self` is the whole object — `apiVersion`, `kind`, `metadata` (only `name` and `generateName`: the apiserver exposes no other field of it to CRD rules), `spec` and `status` (the kind's status type; reading it is an error on a kind without one) — so one rule can span spec and status (`!has(self.status) || self.status.replicas <= self.spec.replicas`) or check the name. Type-checked and cost-estimated at compile time, every field read from `self`, `self.metadata` and `self.spec` must exist; checked by the apiserver on every write, the status subresource's included, and by `validate()` / `validate_update(&old)`"),
         Key::repeatable(
             "admission_rule",
             Value::Custom(|k: &mut KindAttrs, meta, e| {

@@ -62,8 +62,9 @@ use proc_macro::TokenStream;
 ///
 /// # Compile-time CEL checks
 ///
-/// Rules and message expressions are type-checked against `self` (the spec or struct, or the
-/// field's value) and fail at the rule, naming the CEL types: unknown functions or variables, no
+/// Rules and message expressions are type-checked against `self` (the spec or struct, the
+/// field's value, or for `root_rule(..)` the whole object with only `name` and `generateName` of
+/// its `metadata`) and fail at the rule, naming the CEL types: unknown functions or variables, no
 /// overload for the operands (`self.name == 1`, `int + double`, `size(self.replicas)`), fields
 /// of scalars or lists, a rule that is not a bool. Types the macro cannot see (other structs,
 /// k8s-openapi types, int-or-string) are `dyn`: anything goes. The cost is estimated as the

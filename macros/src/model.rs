@@ -39,6 +39,8 @@ pub struct Kind {
     pub printcolumns: Vec<PrintColumn>,
     pub scale: Option<Scale>,
     pub rules: Vec<Rule>,
+    /// `root_rule(..)`: rules on the root of the CRD's schema (`self` is the whole object).
+    pub root_rules: Vec<Rule>,
     /// `admission_rule(..)`: the rules of the kind's ValidatingAdmissionPolicy.
     pub admission_rules: Vec<AdmissionRule>,
     /// `admission_policy(..)`, defaults applied.
@@ -531,6 +533,7 @@ pub fn kind(attrs: KindAttrs, errors: &mut Errors) -> Option<Kind> {
             .collect(),
         scale: attrs.scale.and_then(Scale::from_attrs),
         rules: rules(attrs.rules),
+        root_rules: rules(attrs.root_rules),
         admission_rules: attrs
             .admission_rules
             .into_iter()

@@ -111,6 +111,7 @@ pub fn custom_resource(args: TokenStream, input: TokenStream) -> TokenStream {
         validate::kind(kind, &mut errors);
         validate::root_name(kind, &spec.ident, &mut errors);
         validate::admission(kind, &fields, &spec.ident, &mut errors);
+        validate::root_rules(kind, &fields, &spec.ident, &mut errors);
     }
     let user_rules = kind.as_ref().map_or(&[][..], |k| &k.rules);
     validate::rule_fields(user_rules, &fields, &spec.ident, &mut errors);

@@ -220,6 +220,19 @@ pub fn kind(kind: &Kind, errors: &mut Errors) {
         }
     }
     rules(&kind.rules, errors);
+    rules(&kind.root_rules, errors);
+}
+
+/// The `root_rule(..)`s of a kind whose spec struct `spec` has `fields`, typed against the whole
+/// object (see `cel::check_root`); their syntax, reasons and field paths are checked by [`kind`].
+pub fn root_rules(kind: &Kind, fields: &[Field], spec: &syn::Ident, errors: &mut Errors) {
+    crate::cel::check_root(
+        &kind.root_rules,
+        &kind.kind.value(),
+        (spec, fields),
+        kind.status.as_ref(),
+        errors,
+    );
 }
 
 /// Group, version, kind, short names and categories.

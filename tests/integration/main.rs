@@ -39,6 +39,7 @@ mod retries;
 )]
 #[path = "../rollout.rs"]
 mod rollout;
+mod root_rules;
 mod secret_mirror;
 mod selectors;
 mod sharding;

@@ -18,6 +18,7 @@ fn object(name: &str, fields: Vec<(&str, Ty)>) -> Ty {
             .map(|(k, v)| (k.to_owned(), v))
             .collect::<BTreeMap<_, _>>(),
         open: false,
+        absent: Vec::new(),
     })))
 }
 

@@ -580,15 +580,31 @@ impl Checker {
         let field = unescape(field);
         let names: Vec<&str> = o.fields.keys().map(String::as_str).collect();
         let hint = crate::errors::did_you_mean(&field, &names);
+        let why = |name: &str| {
+            o.absent
+                .iter()
+                .find(|(absent, _)| absent == name)
+                .map(|(_, why)| why.clone())
+        };
+        let subject = self.subject();
+        let shown = show(e);
+        // Why the field is missing, unless it is a near miss of one that is there: said once
+        // for `x.f` and `has(x.f)`.
+        if let Some(why) = why(&field).or_else(|| why("*").filter(|_| hint.is_empty())) {
+            let read = match &e.expr {
+                Expr::Select(s) => format!("{}.{}", show(&s.operand), s.field),
+                _ => shown,
+            };
+            self.error(format!("{subject} reads `{read}`, but {why}"));
+            return;
+        }
         let hint = if hint.is_empty() {
             format!(" (its fields: {})", names.join(", "))
         } else {
             hint
         };
-        let subject = self.subject();
         self.error(format!(
-            "{subject} reads `{}`, but `{}` has no field `{field}`{hint}",
-            show(e),
+            "{subject} reads `{shown}`, but `{}` has no field `{field}`{hint}",
             o.name
         ));
     }

@@ -863,6 +863,10 @@ mod expansions {
                 "markers.rs",
                 include_str!("../../../tests/integration/markers.rs"),
             ),
+            (
+                "root_rules.rs",
+                include_str!("../../../tests/integration/root_rules.rs"),
+            ),
             ("webapp.rs", include_str!("../../../examples/src/webapp.rs")),
         ] {
             assert_eq!(expansion_errors(source), Vec::<String>::new(), "{name}");

@@ -13,6 +13,7 @@ mod check;
 #[cfg(test)]
 mod check_tests;
 mod functions;
+mod root;
 mod show;
 mod types;
 
@@ -160,10 +161,12 @@ pub fn check_untyped(rules: &[Rule], errors: &mut Errors) {
     }
 }
 
-/// Checks rules with `self` of type `self_ty`, reporting what [`check_untyped`] did not.
-fn check_typed(rules: &[Rule], self_ty: &Ty, errors: &mut Errors) {
+/// Checks rules with `self` of type `self_ty`, reporting what [`check_untyped`] did not;
+/// `strict`: a field read from a known struct must exist (see [`Env::strict_fields`]).
+fn check_typed(rules: &[Rule], self_ty: &Ty, strict: bool, errors: &mut Errors) {
     for rule in rules {
-        let env = Env::new(self_ty.clone(), rule.optional_old_self == Some(true));
+        let mut env = Env::new(self_ty.clone(), rule.optional_old_self == Some(true));
+        env.strict_fields = strict;
         for (lit, what) in expressions(rule) {
             let source = lit.value();
             let untyped = diagnose(&source, &untyped_env(rule), what);
@@ -185,8 +188,31 @@ pub fn check_struct(rules: &[Rule], fields: &[Field], type_name: &syn::Ident, er
     check_typed(
         rules,
         &types::of_struct(&type_name.to_string(), fields),
+        false,
         errors,
     );
+}
+
+/// Checks the `root_rule(..)`s of the kind `kind` (`self` is the whole object: see
+/// [`root::self_type`]) whose spec struct `spec` has `fields` and whose status type is `status`:
+/// types and cost as for other rules, and every field read from `self`, `self.metadata` and
+/// `self.spec` must exist.
+pub fn check_root(
+    rules: &[Rule],
+    kind: &str,
+    (spec, fields): (&syn::Ident, &[Field]),
+    status: Option<&syn::Type>,
+    errors: &mut Errors,
+) {
+    if rules.is_empty() {
+        return;
+    }
+    let self_ty = root::self_type(
+        kind,
+        types::of_struct(&spec.to_string(), fields),
+        status.map(types::of_type),
+    );
+    check_typed(rules, &self_ty, true, errors);
 }
 
 /// Checks the rules of a field (`self` is the field's value: the list for a list field).
@@ -194,7 +220,7 @@ pub fn check_field(field: &Field, errors: &mut Errors) {
     if field.markers.rules.is_empty() {
         return;
     }
-    check_typed(&field.markers.rules, &types::of_field(field), errors);
+    check_typed(&field.markers.rules, &types::of_field(field), false, errors);
 }
 
 /// Checks the `admission_rule(..)`s of the kind `kind` whose spec struct has `fields`: every

@@ -96,6 +96,10 @@ pub struct Object {
     pub fields: BTreeMap<String, Ty>,
     /// Fields of other types are flattened in: unknown names are not errors.
     pub open: bool,
+    /// Why a field the object lacks cannot be read, said in its error instead of the list of
+    /// the fields: `(name, "the kind has no status: ..")`; the name `*` stands for any field
+    /// without an entry of its own and no near miss among the fields.
+    pub absent: Vec<(String, String)>,
 }
 
 impl Size {
@@ -149,6 +153,7 @@ impl Ty {
                     .map(|(k, v)| (k.clone(), v.strip()))
                     .collect(),
                 open: o.open,
+                absent: o.absent.clone(),
             })),
             other => other.clone(),
         };
@@ -289,8 +294,21 @@ pub fn of_struct(name: &str, fields: &[Field]) -> Ty {
             .map(|f| (f.json_name.clone(), of_field(f)))
             .collect(),
         open: fields.iter().any(|f| f.serde.flatten),
+        absent: Vec::new(),
     };
     Ty::new(Kind::Object(Rc::new(object)))
+}
+
+/// The type of a value of the Rust type `ty` with no markers (a kind's status: `dyn` unless it
+/// is a type this macro knows, such as a map or a list of strings).
+pub fn of_type(ty: &Type) -> Ty {
+    build(
+        Some(ty),
+        &Markers::default(),
+        &Place::Nested("status".to_owned()),
+        false,
+    )
+    .ty
 }
 
 fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {

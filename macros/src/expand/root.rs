@@ -384,6 +384,10 @@ impl<'a> Root<'a> {
             }
             None => quote!(::core::option::Option::None),
         };
+        let root_rules = self.kind.root_rules.iter().map(|rule| {
+            let json = super::json_tokens(&super::markers::rule_json(rule));
+            quote!(#private::serde_json::json!(#json))
+        });
         quote! {
             impl #krate::crd::CustomResource for #root {
                 type Spec = #spec_ty;
@@ -391,7 +395,11 @@ impl<'a> Root<'a> {
                 const INFO: #krate::crd::KindInfo = #info;
 
                 fn schema() -> #private::serde_json::Value {
-                    #krate::crd::kind_schema(#krate::crd::raw_schema::<#spec_ty>(), #status_schema)
+                    #krate::crd::kind_schema(
+                        #krate::crd::raw_schema::<#spec_ty>(),
+                        #status_schema,
+                        ::std::vec![#(#root_rules),*],
+                    )
                 }
             }
         }

@@ -11,6 +11,8 @@
 //! - the object is admitted as the apiserver admits it first: `null`s of non-nullable fields
 //!   dropped, schema `default`s applied, numbers of `type: number` fields made doubles;
 //! - rules are not evaluated on `null` values;
+//! - the rules on the root of the schema (`root_rule(..)`, `self` is the whole object) see only
+//!   `name` and `generateName` of `metadata`;
 //! - `oldSelf` is the old value at the same place: by field name in objects and maps, by key in
 //!   list-maps (`x-kubernetes-list-type: map`), none in other lists; transition rules are skipped
 //!   where there is no old value; with `optionalOldSelf`, `oldSelf` is an optional
@@ -65,8 +67,12 @@ impl KindRules {
     /// Compiles the rules of the structural `openAPIV3Schema` `schema`.
     #[must_use]
     pub fn new(schema: &Value) -> Self {
+        let mut root = Node::build(schema);
+        if let Some(root) = &mut root {
+            root.resource_root = is_resource_root(schema);
+        }
         Self {
-            root: Node::build(schema),
+            root,
             schema: schema.clone(),
         }
     }
@@ -187,6 +193,31 @@ struct Node {
     items: Option<Box<Node>>,
     /// `x-kubernetes-list-map-keys` of a list-map: its items correlate with old items by key.
     map_keys: Option<Vec<String>>,
+    /// The root of a kind's schema: its rules (`root_rule(..)`) see only `name` and
+    /// `generateName` of `metadata`.
+    resource_root: bool,
+}
+
+/// Whether `schema` is the root of a kind's schema (`apiVersion`, `kind`, `metadata`).
+fn is_resource_root(schema: &Value) -> bool {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| {
+            ["apiVersion", "kind", "metadata"]
+                .iter()
+                .all(|k| p.contains_key(*k))
+        })
+}
+
+/// The object as the rules on its root see it: `metadata` cut to `name` and `generateName`, the
+/// only fields of it the apiserver exposes to a CRD's rules.
+fn as_root_rules_see_it(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        metadata.retain(|key, _| key == "name" || key == "generateName");
+    }
+    object
 }
 
 impl Node {
@@ -225,6 +256,7 @@ impl Node {
             additional,
             items,
             map_keys,
+            resource_root: false,
         })
     }
 
@@ -241,7 +273,15 @@ impl Node {
         }
         let old = old.filter(|old| !old.is_null());
         if let Some(rules) = &self.rules {
-            rules.evaluate(value, old, path, errors);
+            // Compared whole: an update of the labels alone changes the object.
+            let unchanged = old == Some(value);
+            if self.resource_root {
+                let old = old.map(as_root_rules_see_it);
+                let value = as_root_rules_see_it(value);
+                rules.evaluate(&value, old.as_ref(), unchanged, path, errors);
+            } else {
+                rules.evaluate(value, old, unchanged, path, errors);
+            }
         }
         if let Some(object) = value.as_object() {
             for (name, child) in &self.properties {
@@ -372,11 +412,13 @@ impl NodeRules {
         })
     }
 
-    /// Evaluates the rules on `value` (its old value: `old`) at `path`; the errors go to `errors`.
+    /// Evaluates the rules on `value` (its old value: `old`, `unchanged` when the update left it
+    /// as it was) at `path`; the errors go to `errors`.
     fn evaluate(
         &self,
         value: &Value,
         old: Option<&Value>,
+        unchanged: bool,
         path: &[Segment],
         errors: &mut Vec<(Vec<Segment>, String)>,
     ) {
@@ -392,8 +434,7 @@ impl NodeRules {
             return;
         };
         // Ratcheting: an update that leaves the value as it was keeps rules without `oldSelf`
-        // from failing it.
-        let unchanged = old == Some(value);
+        // from failing it (`unchanged`).
         // The apiserver shows scalar values, not objects and lists.
         let shown = |kind: &str| match go_value(value) {
             Some(value) => format!("{kind}: {value}"),
@@ -953,5 +994,53 @@ mod tests {
         let rules =
             KindRules::new(&json!({"type": "object", "properties": {"spec": {"type": "object"}}}));
         assert!(rules.is_empty());
+    }
+
+    /// A kind's schema with rules on its root (`root_rule(..)`).
+    fn root_rules() -> KindRules {
+        let replicas = json!({"type": "object", "properties": {"replicas": {"type": "integer"}}});
+        KindRules::new(&crate::crd::kind_schema(
+            replicas.clone(),
+            Some(replicas),
+            vec![
+                json!({"rule": "self.metadata.name.startsWith('web-')", "message": "bad name"}),
+                json!({"rule": "!has(self.status) || self.status.replicas <= self.spec.replicas",
+                       "message": "status exceeds spec"}),
+                // The apiserver refuses to compile it; here it shows what the rules see.
+                json!({"rule": "!has(self.metadata.labels) && !has(self.metadata.namespace)",
+                       "message": "metadata not cut"}),
+            ],
+        ))
+    }
+
+    #[test]
+    fn root_rules_should_see_the_object_with_only_the_name_of_its_metadata() {
+        let rules = root_rules();
+        let object = |name: &str, status: u32| {
+            json!({"apiVersion": "g.dev/v1", "kind": "Web",
+                   "metadata": {"name": name, "namespace": "ns", "labels": {"a": "b"}},
+                   "spec": {"replicas": 2}, "status": {"replicas": status}})
+        };
+        assert!(run(&rules, object("web-a", 2), None).is_empty());
+        assert_eq!(
+            run(&rules, object("a", 3), None),
+            [
+                ": Invalid value: bad name",
+                ": Invalid value: status exceeds spec"
+            ]
+        );
+        // A status update that breaks the rule; one that changes only the labels is not
+        // ratcheted (the object changed), one that changes nothing is.
+        assert_eq!(
+            run(&rules, object("web-a", 3), Some(object("web-a", 2))),
+            [": Invalid value: status exceeds spec"]
+        );
+        let mut relabelled = object("web-a", 3);
+        relabelled["metadata"]["labels"] = json!({"a": "c"});
+        assert_eq!(
+            run(&rules, relabelled, Some(object("web-a", 3))),
+            [": Invalid value: status exceeds spec"]
+        );
+        assert!(run(&rules, object("web-a", 3), Some(object("web-a", 3))).is_empty());
     }
 }

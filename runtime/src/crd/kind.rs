@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use super::structural::structural_schema;
+use super::structural::{FIELD_VALIDATIONS, structural_schema};
 
 /// Everything `#[custom_resource(...)]` says about one version of a kind, as static data.
 ///
@@ -112,9 +112,11 @@ pub fn raw_schema<T: JsonSchema + ?Sized>() -> Value {
     generator.root_schema_for::<T>().to_value()
 }
 
-/// The structural `openAPIV3Schema` of a kind with spec `S` and (if any) status `T`.
+/// The structural `openAPIV3Schema` of a kind with the raw schemas (see [`raw_schema`]) of its
+/// spec and (if any) status, and the CEL rules on its root (`root_rule(..)`: entries of
+/// `x-kubernetes-validations`, whose `self` is the whole object).
 #[must_use]
-pub fn kind_schema(spec: Value, status: Option<Value>) -> Value {
+pub fn kind_schema(spec: Value, status: Option<Value>, root_rules: Vec<Value>) -> Value {
     let mut properties = Map::new();
     properties.insert("apiVersion".to_owned(), json!({"type": "string"}));
     properties.insert("kind".to_owned(), json!({"type": "string"}));
@@ -122,11 +124,19 @@ pub fn kind_schema(spec: Value, status: Option<Value>) -> Value {
     if let Some(status) = status {
         properties.insert("status".to_owned(), status);
     }
-    let mut schema = structural_schema(json!({
+    let mut root = json!({
         "type": "object",
         "required": ["spec"],
         "properties": properties,
-    }));
+    });
+    if !root_rules.is_empty()
+        && let Some(root) = root.as_object_mut()
+    {
+        // As a field's rules travel: the structural pass makes them the node's
+        // `x-kubernetes-validations`.
+        root.insert(FIELD_VALIDATIONS.to_owned(), Value::Array(root_rules));
+    }
+    let mut schema = structural_schema(root);
     // After the rewrite, which would open an object without properties: the apiserver fixes
     // the root `metadata` and refuses anything but `type: object` there.
     if let Some(Value::Object(properties)) = schema.get_mut("properties") {
@@ -269,8 +279,22 @@ mod tests {
     }
 
     #[test]
+    fn kind_schema_should_put_root_rules_on_the_root() {
+        let rule = json!({"rule": "self.metadata.name.size() <= 10", "message": "short names"});
+        let schema = kind_schema(json!({"type": "object"}), None, vec![rule.clone()]);
+        assert_eq!(schema["x-kubernetes-validations"], json!([rule]));
+        assert!(schema.get(FIELD_VALIDATIONS).is_none());
+        assert_eq!(schema["properties"]["metadata"], json!({"type": "object"}));
+        let without = kind_schema(json!({"type": "object"}), None, Vec::new());
+        assert!(without.get("x-kubernetes-validations").is_none());
+    }
+
+    #[test]
     fn build_crd_should_carry_every_kind_option() {
-        let crd = build_crd(&INFO, kind_schema(json!({"type": "object"}), None));
+        let crd = build_crd(
+            &INFO,
+            kind_schema(json!({"type": "object"}), None, Vec::new()),
+        );
         assert_eq!(crd.metadata.name.as_deref(), Some("boxes.t.kubeforge.dev"));
         assert_eq!(
             crd.metadata.labels.unwrap()["app.kubernetes.io/part-of"],
