@@ -801,3 +801,419 @@ mod tests {
         assert_eq!(split_comparison("@.a"), None);
     }
 }
+
+/// Property tests: printer-column paths generated together with the steps they must parse to
+/// (escaped field names, `['key']`, indexes and slices, filters with every operator and kind of
+/// literal, the forms kubeforge leaves opaque), simple paths that both parsers must read alike,
+/// and arbitrary text (token soup, valid paths with random edits), which parses or is refused but
+/// never panics.
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+    use proptest::sample::{Index, select};
+
+    use super::*;
+    use crate::model::parse_path;
+
+    /// A piece of a generated path: its text and the steps it parses to.
+    #[derive(Clone, Debug)]
+    struct Piece {
+        text: String,
+        steps: Vec<ColumnStep>,
+    }
+
+    impl Piece {
+        fn new(text: impl Into<String>, steps: Vec<ColumnStep>) -> Self {
+            Self {
+                text: text.into(),
+                steps,
+            }
+        }
+
+        fn join(pieces: Vec<Piece>) -> Piece {
+            pieces
+                .into_iter()
+                .fold(Piece::new("", Vec::new()), |mut all, p| {
+                    all.text.push_str(&p.text);
+                    all.steps.extend(p.steps);
+                    all
+                })
+        }
+    }
+
+    /// What ends a field name unless escaped (`is_terminator`).
+    const TERMINATORS: &str = " \t\r\n.,[]$@{}";
+
+    fn chars(set: &str) -> impl Strategy<Value = char> + use<> {
+        select(set.chars().collect::<Vec<_>>())
+    }
+
+    /// A name for the `['name']` and filter forms: letters, digits, `_`, `-`, `/`.
+    fn plain_name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9_/-]{1,6}"
+    }
+
+    /// `.name`: any character but a backslash, each escaped by chance and terminators always
+    /// (a lone `*` too: unescaped it is the wildcard).
+    fn dotted_field() -> impl Strategy<Value = Piece> {
+        let c = prop_oneof![
+            6 => prop::char::range('a', 'z'),
+            2 => chars(TERMINATORS),
+            2 => chars("-_/*'\"()?!=<>:~+0129"),
+            1 => chars("éß☃😀Ω"),
+        ];
+        prop::collection::vec((c, prop::bool::weighted(0.1)), 1..8).prop_map(|name| {
+            let lone_star = name.len() == 1 && name[0].0 == '*';
+            let mut text = String::from(".");
+            for &(c, escape) in &name {
+                if escape || lone_star || TERMINATORS.contains(c) {
+                    text.push('\\');
+                }
+                text.push(c);
+            }
+            let name: String = name.into_iter().map(|(c, _)| c).collect();
+            Piece::new(text, vec![ColumnStep::Field(name)])
+        })
+    }
+
+    /// `['a.b']`: a field per dotted part.
+    fn bracket_field() -> impl Strategy<Value = Piece> {
+        prop::collection::vec(plain_name(), 1..3).prop_map(|parts| {
+            let text = format!("['{}']", parts.join("."));
+            Piece::new(text, parts.into_iter().map(ColumnStep::Field).collect())
+        })
+    }
+
+    fn bound() -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => Just(String::new()),
+            3 => any::<i64>().prop_map(|n| n.to_string()),
+            2 => (-5_i64..5).prop_map(|n| n.to_string()),
+        ]
+    }
+
+    /// What a `[...]` of elements holds: an index, a slice, `*`, nothing.
+    fn index() -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => Just("*".to_owned()),
+            1 => Just(String::new()),
+            3 => any::<i64>().prop_map(|n| n.to_string()),
+            2 => (bound(), bound()).prop_map(|(a, b)| format!("{a}:{b}")),
+            2 => (bound(), bound(), bound()).prop_map(|(a, b, c)| format!("{a}:{b}:{c}")),
+        ]
+    }
+
+    fn elements() -> impl Strategy<Value = Piece> {
+        index().prop_map(|i| Piece::new(format!("[{i}]"), vec![ColumnStep::Elements]))
+    }
+
+    /// `[a,b]`: indexes, slices and quoted names, with spaces around the commas.
+    fn union() -> impl Strategy<Value = Piece> {
+        let part = prop_oneof![index(), plain_name().prop_map(|n| format!("'{n}'"))];
+        let spaced = (" {0,2}", part, " {0,2}").prop_map(|(a, p, b)| format!("{a}{p}{b}"));
+        prop::collection::vec(spaced, 2..4).prop_map(|parts| {
+            Piece::new(
+                format!("[{}]", parts.join(",")),
+                vec![ColumnStep::Opaque("a union `[a,b]`".into())],
+            )
+        })
+    }
+
+    fn wildcard() -> impl Strategy<Value = Piece> {
+        Just(Piece::new(
+            ".*",
+            vec![ColumnStep::Opaque("the wildcard `.*`".into())],
+        ))
+    }
+
+    /// `..name`
+    fn recursive() -> impl Strategy<Value = Piece> {
+        "[a-zA-Z0-9_][a-zA-Z0-9_-]{0,5}".prop_map(|name| {
+            Piece::new(
+                format!("..{name}"),
+                vec![
+                    ColumnStep::Opaque("the recursive descent `..`".into()),
+                    ColumnStep::Field(name),
+                ],
+            )
+        })
+    }
+
+    /// One piece of a quoted string: its source and the characters it stands for.
+    fn string_atom(quote: char) -> impl Strategy<Value = (String, String)> {
+        let other = if quote == '"' { '\'' } else { '"' };
+        let same = (format!("\\{quote}"), quote.to_string());
+        let escapes = vec![
+            ("\\n", "\n"),
+            ("\\t", "\t"),
+            ("\\a", "\u{7}"),
+            ("\\\\", "\\"),
+            ("\\x41", "A"),
+            ("\\101", "A"),
+            ("\\u00e9", "é"),
+            ("\\U0001F600", "😀"),
+        ];
+        let escapes: Vec<(String, String)> = escapes
+            .into_iter()
+            .map(|(a, b)| (a.to_owned(), b.to_owned()))
+            .collect();
+        prop_oneof![
+            6 => chars("abcXYZ019 ()[]{}@.=!<>,:*?$%é☃").prop_map(|c| (c.to_string(), c.to_string())),
+            // What ends a filter outside of a string.
+            2 => Just((")]".to_owned(), ")]".to_owned())),
+            1 => Just((other.to_string(), other.to_string())),
+            2 => Just(same),
+            2 => select(escapes),
+        ]
+    }
+
+    /// `'...'` or `"..."` and its value. client-go takes a quote after an escaped backslash for
+    /// an escaped quote, so such a string never ends with `\\`.
+    fn string() -> impl Strategy<Value = (String, String)> {
+        select(vec!['\'', '"']).prop_flat_map(|quote| {
+            prop::collection::vec(string_atom(quote), 0..8).prop_map(move |mut atoms| {
+                if atoms.last().is_some_and(|(source, _)| source == "\\\\") {
+                    atoms.push(("z".into(), "z".into()));
+                }
+                let (source, value): (String, String) = atoms.into_iter().unzip();
+                (format!("{quote}{source}{quote}"), value)
+            })
+        })
+    }
+
+    /// The right side of a comparison, as text, and its operand.
+    fn right() -> impl Strategy<Value = (String, Operand)> {
+        prop_oneof![
+            3 => string().prop_map(|(source, value)| (source, Operand::Str(value))),
+            2 => (any::<i64>(), any::<bool>()).prop_map(|(n, plus)| {
+                let sign = if plus && n >= 0 { "+" } else { "" };
+                (format!("{sign}{n}"), Operand::Int)
+            }),
+            1 => "-?[0-9]{1,4}\\.[0-9]{1,4}".prop_map(|f| (f, Operand::Float)),
+            1 => "-?[1-9][0-9]{19,24}".prop_map(|big| (big, Operand::Float)),
+            1 => select(vec!["true", "false"]).prop_map(|b| (b.to_owned(), Operand::Bool)),
+            2 => prop::collection::vec(plain_name(), 1..3).prop_map(|names| {
+                (format!("@.{}", names.join(".")), Operand::Path(names))
+            }),
+        ]
+    }
+
+    /// `[?(@.a.b)]`, `[?(@.a OP literal)]`; with an index on the left, opaque.
+    fn filter() -> impl Strategy<Value = Piece> {
+        let op = select(vec![
+            ("==", CompareOp::Eq),
+            ("!=", CompareOp::Ne),
+            ("<", CompareOp::Lt),
+            ("<=", CompareOp::Le),
+            (">", CompareOp::Gt),
+            (">=", CompareOp::Ge),
+        ]);
+        let compare = prop::option::weighted(0.8, (" {0,2}", op, " {0,2}", right()));
+        (
+            prop::collection::vec(plain_name(), 0..3),
+            prop::bool::weighted(0.1),
+            compare,
+        )
+            .prop_map(|(left, indexed, compare)| {
+                let mut body = String::from("@");
+                for name in &left {
+                    body.push('.');
+                    body.push_str(name);
+                }
+                if indexed {
+                    body.push_str("[0]");
+                }
+                let compare = compare.map(|(before, (op_text, op), after, (right_text, right))| {
+                    body.push_str(&format!("{before}{op_text}{after}{right_text}"));
+                    (op, right)
+                });
+                let raw = format!("[?({body})]");
+                let step = if indexed {
+                    ColumnStep::Opaque(format!("the filter `{raw}`"))
+                } else {
+                    ColumnStep::Filter(Filter {
+                        raw: raw.clone(),
+                        left,
+                        compare,
+                    })
+                };
+                Piece::new(raw, vec![step])
+            })
+    }
+
+    /// A printer column's path: it starts with `.` (a field, `..` or `.*`), then anything.
+    fn column_path() -> impl Strategy<Value = Piece> {
+        let first = prop_oneof![6 => dotted_field(), 1 => recursive(), 1 => wildcard()];
+        let rest = prop_oneof![
+            4 => dotted_field(),
+            2 => bracket_field(),
+            3 => elements(),
+            3 => filter(),
+            1 => union(),
+            1 => wildcard(),
+            1 => recursive(),
+        ];
+        (first, prop::collection::vec(rest, 0..6)).prop_map(|(first, mut rest)| {
+            rest.insert(0, first);
+            Piece::join(rest)
+        })
+    }
+
+    /// A simple path (scale, selectable fields): names and `[n]` indexes.
+    fn simple_path() -> impl Strategy<Value = String> {
+        let step = (
+            "[a-zA-Z0-9_-]{1,8}",
+            prop::collection::vec("[0-9]{1,4}", 0..3),
+        );
+        prop::collection::vec(step, 1..5).prop_map(|steps| {
+            steps
+                .into_iter()
+                .map(|(name, indexes)| {
+                    let indexes: String = indexes.iter().map(|i| format!("[{i}]")).collect();
+                    format!(".{name}{indexes}")
+                })
+                .collect()
+        })
+    }
+
+    fn token() -> impl Strategy<Value = &'static str> {
+        select(vec![
+            ".", "..", "a", "b1", "*", "[", "]", "[?(", ")]", "(", ")", "@", "'", "\"", "\\", "==",
+            "!=", "<", ">=", "=", "!", "0", "-1", "1.5", "+", "true", ",", ":", " ", "{", "}", "$",
+            "\n", "é", "[*]", "['x']",
+        ])
+    }
+
+    /// Text that reaches deep into the parser: pieces of JSONPath in any order, mostly after
+    /// the leading `.` without which nothing is parsed.
+    fn token_soup() -> impl Strategy<Value = String> {
+        let tokens = prop::collection::vec(token(), 0..14);
+        (prop::bool::weighted(0.9), tokens).prop_map(|(dot, tokens)| {
+            let dot = if dot { "." } else { "" };
+            format!("{dot}{}", tokens.concat())
+        })
+    }
+
+    /// Tokens in brackets, filters, quotes and parentheses, nested, often empty: `.[?('')]`.
+    fn nested() -> impl Strategy<Value = String> {
+        let leaf = token().prop_map(str::to_owned);
+        let shape = leaf.prop_recursive(3, 24, 3, |inner| {
+            let pair = select(vec![
+                ("[", "]"),
+                ("[?(", ")]"),
+                ("'", "'"),
+                ("\"", "\""),
+                ("(", ")"),
+                ("{", "}"),
+            ]);
+            let body = prop::collection::vec(inner, 0..3).prop_map(|parts| parts.concat());
+            (pair, body).prop_map(|((open, close), body)| format!("{open}{body}{close}"))
+        });
+        prop::collection::vec(shape, 0..4).prop_map(|shapes| format!(".{}", shapes.concat()))
+    }
+
+    #[derive(Clone, Debug)]
+    enum Edit {
+        Delete(Index),
+        Insert(Index, char),
+        Replace(Index, char),
+    }
+
+    /// A valid path with a few characters deleted, inserted or replaced.
+    fn edited_path() -> impl Strategy<Value = String> {
+        let c = || chars(".[]()?@'\"\\=!<>*:,{}$ a0-\n");
+        let edit = prop_oneof![
+            any::<Index>().prop_map(Edit::Delete),
+            (any::<Index>(), c()).prop_map(|(i, c)| Edit::Insert(i, c)),
+            (any::<Index>(), c()).prop_map(|(i, c)| Edit::Replace(i, c)),
+        ];
+        let path = prop_oneof![column_path().prop_map(|p| p.text), simple_path()];
+        (path, prop::collection::vec(edit, 1..4)).prop_map(|(path, edits)| {
+            let mut text: Vec<char> = path.chars().collect();
+            for edit in edits {
+                match edit {
+                    Edit::Delete(i) if !text.is_empty() => {
+                        text.remove(i.index(text.len()));
+                    }
+                    Edit::Insert(i, c) => text.insert(i.index(text.len() + 1), c),
+                    Edit::Replace(i, c) if !text.is_empty() => {
+                        let at = i.index(text.len());
+                        text[at] = c;
+                    }
+                    Edit::Delete(_) | Edit::Replace(..) => {}
+                }
+            }
+            text.into_iter().collect()
+        })
+    }
+
+    /// What `expand::paths` makes of a simple path: its steps as column steps.
+    fn simple_steps(path: &str) -> Option<Vec<ColumnStep>> {
+        let steps = parse_path(path)?;
+        Some(
+            steps
+                .into_iter()
+                .flat_map(|s| {
+                    std::iter::once(ColumnStep::Field(s.name))
+                        .chain(std::iter::repeat_n(ColumnStep::Elements, s.indexes))
+                })
+                .collect(),
+        )
+    }
+
+    /// What holds of any text: both parsers return; a simple path is a column path with the
+    /// same steps; an accepted column path starts with `.`, names no empty field and quotes its
+    /// filters as written.
+    fn check_any(text: &str) -> Result<(), TestCaseError> {
+        let column = parse_column_path(text);
+        if let Some(simple) = simple_steps(text) {
+            prop_assert_eq!(
+                &column,
+                &Ok(simple),
+                "a simple path the column parser reads otherwise"
+            );
+        }
+        if let Ok(steps) = &column {
+            prop_assert!(text.starts_with('.'));
+            for step in steps {
+                match step {
+                    ColumnStep::Field(name) => prop_assert!(!name.is_empty(), "{:?}", steps),
+                    ColumnStep::Filter(f) => prop_assert!(text.contains(&f.raw), "{:?}", f),
+                    ColumnStep::Elements | ColumnStep::Opaque(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// A generated path parses to the steps it was generated from.
+        #[test]
+        fn generated_column_paths_should_parse_to_their_steps(path in column_path()) {
+            prop_assert_eq!(parse_column_path(&path.text), Ok(path.steps), "{}", path.text);
+        }
+
+        /// A simple path (scale, selectable fields) reads the same with both parsers.
+        #[test]
+        fn simple_paths_should_read_alike_with_both_parsers(path in simple_path()) {
+            prop_assert!(parse_path(&path).is_some(), "{}", path);
+            check_any(&path)?;
+        }
+
+        /// Any text parses or is refused, and what parses is sound.
+        #[test]
+        fn any_text_should_parse_or_be_refused(
+            text in prop_oneof![
+                2 => token_soup(),
+                2 => nested(),
+                2 => edited_path(),
+                1 => any::<String>(),
+                1 => "\\.?[a-z0-9_.\\[\\]-]{0,16}",
+            ]
+        ) {
+            check_any(&text)?;
+        }
+    }
+}

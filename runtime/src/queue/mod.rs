@@ -36,6 +36,8 @@
 //! # }
 //! ```
 
+#[cfg(test)]
+mod properties;
 mod rate_limit;
 mod ready;
 

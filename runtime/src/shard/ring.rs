@@ -133,3 +133,129 @@ mod tests {
         assert_ne!(hash(b"a"), hash(b"b"));
     }
 }
+
+/// Property tests: random member names and random keys (similar ones, as object keys are).
+#[cfg(test)]
+mod properties {
+    use std::collections::{BTreeSet, HashMap};
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    use super::*;
+
+    /// Member names: a pod-like suffix, or any short name.
+    fn member() -> impl Strategy<Value = String> {
+        prop_oneof!["operator-[0-9a-f]{5}", "[a-z][a-z0-9-]{0,12}"]
+    }
+
+    fn members(range: std::ops::Range<usize>) -> impl Strategy<Value = BTreeSet<String>> {
+        prop::collection::btree_set(member(), range)
+    }
+
+    /// `n` keys from a seed: `<namespace>/<name>` with a few namespaces and numbered or random
+    /// names (xorshift: fast, and shrinking a seed is cheap).
+    fn keys(seed: u64, n: usize) -> Vec<String> {
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|i| {
+                let r = next();
+                let namespace = r % 5;
+                if r & 32 == 0 {
+                    format!("ns-{namespace}/object-{i}")
+                } else {
+                    format!("team-{namespace}/{:x}", next() >> (r % 40))
+                }
+            })
+            .collect()
+    }
+
+    /// The most keys of `n` one of `m` members may own. A member's arc is the sum of the gaps
+    /// before its `TOKENS` points among `m * TOKENS`: a Beta(T, (m-1)T) share, relative standard
+    /// deviation `sqrt((1 - 1/m) / T)` (3 % at 1,024 tokens); its keys are a binomial draw on
+    /// that share. Six standard deviations of each: a sound ring never fails it (1e-9 a member).
+    fn bounds(n: usize, m: usize) -> (f64, f64) {
+        let (n, m, t) = (n as f64, m as f64, Ring::TOKENS as f64);
+        let fair = n / m;
+        let arc = 6.0 * ((1.0 - 1.0 / m) / t).sqrt();
+        let draw = 6.0 * (fair * (1.0 - 1.0 / m)).sqrt();
+        (fair * (1.0 - arc) - draw, fair * (1.0 + arc) + draw)
+    }
+
+    fn owners(ring: &Ring, keys: &[String]) -> Vec<String> {
+        keys.iter()
+            .map(|k| ring.owner(k).expect("a member").to_owned())
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// With `m` members, each owns its fair share of 2,000 keys within [`bounds`] (which
+        /// are within 2x the fair share).
+        #[test]
+        fn each_member_should_own_about_its_fair_share(members in members(1..9), seed in any::<u64>()) {
+            const N: usize = 2000;
+            let ring = Ring::new(members.iter().cloned());
+            let (low, high) = bounds(N, members.len());
+            prop_assert!(high <= 2.0 * N as f64 / members.len() as f64);
+            let mut shares: HashMap<String, usize> = HashMap::new();
+            for owner in owners(&ring, &keys(seed, N)) {
+                *shares.entry(owner).or_default() += 1;
+            }
+            for member in &members {
+                let share = shares.get(member).copied().unwrap_or(0) as f64;
+                prop_assert!(
+                    (low..=high).contains(&share),
+                    "{} owns {} of {} keys, expected {:.0}..={:.0} ({} members)",
+                    member, share, N, low, high, members.len()
+                );
+            }
+        }
+
+        /// A member joining takes keys from the others and moves no other key; a member leaving
+        /// gives its keys to the others and moves no other key. Order and duplicates of the
+        /// member list do not matter.
+        #[test]
+        fn one_member_joining_or_leaving_should_move_only_its_own_keys(
+            members in members(1..8),
+            joining in member(),
+            leaving in any::<Index>(),
+            order in any::<Index>(),
+            seed in any::<u64>(),
+        ) {
+            prop_assume!(!members.contains(&joining));
+            let keys = keys(seed, 1000);
+            let before = owners(&Ring::new(members.iter().cloned()), &keys);
+
+            let joined = owners(&Ring::new(members.iter().cloned().chain([joining.clone()])), &keys);
+            for ((key, old), new) in keys.iter().zip(&before).zip(&joined) {
+                prop_assert!(old == new || *new == joining, "{} moved from {} to {}", key, old, new);
+            }
+
+            let members: Vec<String> = members.into_iter().collect();
+            let gone = &members[leaving.index(members.len())];
+            let rest = members.iter().filter(|m| *m != gone).cloned();
+            let left = Ring::new(rest);
+            for (key, old) in keys.iter().zip(&before) {
+                let new = left.owner(key);
+                prop_assert!(
+                    new == Some(old.as_str()) || old == gone,
+                    "{} moved from {} to {:?} when {} left", key, old, new, gone
+                );
+            }
+
+            // Rotated, with one member twice.
+            let mut shuffled = members.clone();
+            shuffled.rotate_left(order.index(members.len()));
+            shuffled.push(members[order.index(members.len())].clone());
+            prop_assert_eq!(owners(&Ring::new(shuffled), &keys), before);
+        }
+    }
+}
