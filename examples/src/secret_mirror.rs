@@ -173,9 +173,9 @@ impl SecretMirrorController {
 
 // What both versions share: the targets, the children, the status and the mappers.
 
-/// The Secrets the wiring watches: those of the manager's namespace, or of all.
+/// The Secrets the wiring watches: those of the manager's namespaces, or of all.
 fn watched<K>(ctx: &Context<K>) -> Lookup {
-    Lookup::scope(ctx.wiring().namespace.as_deref())
+    Lookup::namespaces(ctx.wiring().namespaces.clone())
 }
 
 /// The mirror's source Secret, from the cache.

@@ -189,7 +189,7 @@ where
     let uid = mirror.meta().uid.clone().unwrap_or_default();
     let cached = ctx
         .cache()
-        .store::<K>(&Lookup::scope(ctx.wiring().namespace.as_deref()))?;
+        .store::<K>(&Lookup::namespaces(ctx.wiring().namespaces.clone()))?;
     for stale in cached.owned_by(&uid).await? {
         let namespace = stale.namespace().unwrap_or_default();
         if wanted.contains(&namespace) || !stale.labels().contains_key(CHILD) {

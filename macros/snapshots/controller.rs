@@ -87,31 +87,31 @@ const _: () = {
         predicate0: fn(&__S::Kind, &__S::Kind) -> bool,
     ) -> kf::controller::Controller<__S::Kind> {
         let client = wiring.cache().client();
-        let namespace = wiring.namespace.as_deref();
+        let namespaces = &wiring.namespaces;
         kf::controller::Controller::new(
                 <__S as kf::controller::ControllerSpec>::NAME,
                 wiring,
-                kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
+                kf::controller::apis_for::<__S::Kind>(&client, namespaces),
                 wiring.informer_defaults.clone(),
             )
             .owns_full(
-                kf::controller::api_for::<__K0>(client.clone(), namespace),
+                kf::controller::apis_for::<__K0>(&client, namespaces),
                 kf::controller::Owns::full(),
             )
             .owns_full(
-                kf::controller::api_for::<__K1>(client.clone(), namespace),
+                kf::controller::apis_for::<__K1>(&client, namespaces),
                 kf::controller::Owns::full(),
             )
             .owns_metadata(
-                kf::controller::api_for::<__K2>(client.clone(), namespace),
+                kf::controller::apis_for::<__K2>(&client, namespaces),
                 kf::controller::Owns::metadata(),
             )
             .owns_uncached(
-                kf::controller::api_for::<__K3>(client.clone(), namespace),
+                kf::controller::apis_for::<__K3>(&client, namespaces),
                 kf::controller::Owns::uncached().any_owner(),
             )
             .watches(
-                kf::controller::api_for::<__K4>(client.clone(), namespace),
+                kf::controller::apis_for::<__K4>(&client, namespaces),
                 kf::controller::Watches::map({
                     let cache = wiring.cache().clone();
                     move |obj: &__K4| -> ::std::vec::Vec<kf::ObjectKey> {
@@ -120,7 +120,7 @@ const _: () = {
                 }),
             )
             .watches(
-                kf::controller::api_for::<__K1>(client.clone(), namespace),
+                kf::controller::apis_for::<__K1>(&client, namespaces),
                 kf::controller::Watches::map({
                     let cache = wiring.cache().clone();
                     move |obj: &__K1| -> ::std::vec::Vec<kf::ObjectKey> {

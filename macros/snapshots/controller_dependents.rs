@@ -128,27 +128,27 @@ const _: () = {
         __K3: kf::controller::Kind,
     >(wiring: &kf::controller::Wiring) -> kf::controller::Controller<__S::Kind> {
         let client = wiring.cache().client();
-        let namespace = wiring.namespace.as_deref();
+        let namespaces = &wiring.namespaces;
         kf::controller::Controller::new(
                 <__S as kf::controller::ControllerSpec>::NAME,
                 wiring,
-                kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
+                kf::controller::apis_for::<__S::Kind>(&client, namespaces),
                 wiring.informer_defaults.clone(),
             )
             .owns_metadata(
-                kf::controller::api_for::<__K0>(client.clone(), namespace),
+                kf::controller::apis_for::<__K0>(&client, namespaces),
                 kf::controller::Owns::metadata(),
             )
             .owns_full(
-                kf::controller::api_for::<__K1>(client.clone(), namespace),
+                kf::controller::apis_for::<__K1>(&client, namespaces),
                 kf::controller::Owns::full(),
             )
             .owns_full(
-                kf::controller::api_for::<__K2>(client.clone(), namespace),
+                kf::controller::apis_for::<__K2>(&client, namespaces),
                 kf::controller::Owns::full(),
             )
             .owns_full(
-                kf::controller::api_for::<__K3>(client.clone(), namespace),
+                kf::controller::apis_for::<__K3>(&client, namespaces),
                 kf::controller::Owns::full(),
             )
             .config(

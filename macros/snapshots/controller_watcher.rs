@@ -68,9 +68,9 @@ impl kf::watcher::WatcherSpec for Audit {
         kf::watcher::WatcherController::new(
                 <Self as kf::watcher::WatcherSpec>::NAME,
                 wiring,
-                kf::controller::api_for::<
+                kf::controller::apis_for::<
                     Self::Kind,
-                >(wiring.cache().client(), wiring.namespace.as_deref()),
+                >(&wiring.cache().client(), &wiring.namespaces),
             )
             .workers(16)
             .event_timeout(::core::time::Duration::from_millis(90000))

@@ -136,6 +136,7 @@ pub mod leader;
 pub mod manager;
 pub mod memory;
 pub mod metrics;
+mod namespaces;
 pub mod otlp;
 pub mod queue;
 pub mod rbac;
@@ -152,6 +153,7 @@ mod writes;
 
 pub use error::ReconcileError;
 pub use key::ObjectKey;
+pub use namespaces::{Apis, IntoApis, Namespaces};
 pub use scope::Scoped;
 
 /// A boxed error that can cross tasks (what runnables, retry callbacks and the client's

@@ -44,11 +44,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxError;
+use crate::IntoApis;
 use crate::cache::Cache;
 use crate::controller::finalizer::{Finalized, Stage};
 use crate::controller::{ControllerError, ControllerMetrics, Kind, ReconcileResult, Wiring};
 use crate::dispatch::{Dispatcher, EventHandler};
-use crate::informer::{Event, InformerConfig};
+use crate::informer::{Event, Informer, InformerConfig};
 use crate::queue::NoMetrics;
 use crate::retry::{DequeueAll, DequeuePolicy, RetryPolicy, RetryProcessor, RetryProcessorConfig};
 use crate::runner::{self, Lifecycle};
@@ -145,7 +146,8 @@ pub struct WatcherController<K: Resource> {
     wiring: Wiring,
     /// Subscribed to when the watcher runs (not before: a watcher waiting to lead would hold
     /// events nobody reads).
-    informer: Arc<crate::informer::Informer<K>>,
+    /// One informer per namespace watched (one for all namespaces).
+    informers: Vec<Arc<crate::informer::Informer<K>>>,
     workers: usize,
     buffer: usize,
     event_timeout: Option<Duration>,
@@ -160,8 +162,9 @@ pub struct WatcherController<K: Resource> {
 }
 
 impl<K: Kind> WatcherController<K> {
-    /// A watcher named `name` of the objects of `api`, with the wiring's informer defaults.
-    pub fn new(name: impl Into<String>, wiring: &Wiring, api: Api<K>) -> Self {
+    /// A watcher named `name` of the objects of `api` (or of one `Api` per namespace of a set,
+    /// see [`Namespaces::apis`](crate::Namespaces::apis)), with the wiring's informer defaults.
+    pub fn new(name: impl Into<String>, wiring: &Wiring, api: impl IntoApis<K>) -> Self {
         Self::with_informer(name, wiring, api, wiring.informer_defaults.clone())
     }
 
@@ -169,14 +172,19 @@ impl<K: Kind> WatcherController<K> {
     pub fn with_informer(
         name: impl Into<String>,
         wiring: &Wiring,
-        api: Api<K>,
+        api: impl IntoApis<K>,
         config: InformerConfig,
     ) -> Self {
-        let informer = wiring.cache().informer(api, config);
+        let informers = api
+            .into_apis()
+            .into_vec()
+            .into_iter()
+            .map(|api| wiring.cache().informer(api, config.clone()))
+            .collect();
         Self {
             name: name.into().into(),
             wiring: wiring.clone(),
-            informer,
+            informers,
             lifecycle: Lifecycle::default(),
             workers: 4,
             buffer: 64,
@@ -276,7 +284,7 @@ impl<K: Kind> WatcherController<K> {
             .dequeue_policy_shared(self.dequeue)
             .metrics(retry_metrics);
         let retries = AbortOnDrop(tokio::spawn(processor.clone().run(shutdown.clone())));
-        let events = self.informer.subscribe();
+        let (events, _forwarders) = merged(&self.informers, self.buffer);
         let cache = self.wiring.cache().clone();
         cache.start(shutdown.clone());
         let lifecycle = self.lifecycle.clone();
@@ -503,4 +511,38 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// What keeps a merged receiver fed: the forwarding tasks (aborted when dropped), and for an
+/// empty set of informers the sender, so the receiver waits instead of ending.
+type Forwarders<K> = (
+    Vec<AbortOnDrop>,
+    Option<tokio::sync::mpsc::Sender<Event<K>>>,
+);
+
+/// One receiver of the events of every informer in `informers` (of each namespace of a set),
+/// and what forwards them. A single informer's own channel is handed out as it is.
+fn merged<K: Kind>(
+    informers: &[Arc<Informer<K>>],
+    buffer: usize,
+) -> (tokio::sync::mpsc::Receiver<Event<K>>, Forwarders<K>) {
+    if let [one] = informers {
+        return (one.subscribe(), (Vec::new(), None));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(buffer.max(1));
+    let tasks = informers
+        .iter()
+        .map(|informer| {
+            let mut events = informer.subscribe();
+            let tx = tx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                while let Some(event) = events.recv().await {
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            }))
+        })
+        .collect();
+    (rx, (tasks, informers.is_empty().then_some(tx)))
 }

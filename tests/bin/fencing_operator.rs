@@ -95,7 +95,8 @@ async fn main() {
     let client = delay_writes(or_exit(options.client().await));
     let namespace = options
         .namespace
-        .clone()
+        .first()
+        .cloned()
         .unwrap_or_else(|| "default".to_owned());
     let mut manager = or_exit(options.manager(client.clone()));
     let term: Term = Arc::default();

@@ -66,7 +66,8 @@ async fn main() {
     let client = or_exit(options.client().await);
     let namespace = options
         .namespace
-        .clone()
+        .first()
+        .cloned()
         .unwrap_or_else(|| "default".to_owned());
     let manager = or_exit(options.manager(client.clone()));
     let controller = Controller::new(

@@ -27,6 +27,7 @@ mod leader;
 mod manager;
 mod markers;
 mod memcached_backend;
+mod namespaces;
 mod otlp_traces;
 mod own_writes;
 mod printcolumns;

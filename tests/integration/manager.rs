@@ -374,10 +374,8 @@ impl kubeforge::controller::ControllerSpec for GizmoController {
     const NAME: &'static str = "gizmo";
     const FINALIZER: Option<&'static str> = None;
     fn controller(wiring: &kubeforge::controller::Wiring) -> Controller<Gizmo> {
-        let api = kubeforge::controller::api_for::<Gizmo>(
-            wiring.cache().client(),
-            wiring.namespace.as_deref(),
-        );
+        let api =
+            kubeforge::controller::apis_for::<Gizmo>(&wiring.cache().client(), &wiring.namespaces);
         Controller::new(Self::NAME, wiring, api, wiring.informer_defaults.clone())
     }
     fn rbac() -> kubeforge::rbac::Rules {

@@ -431,11 +431,11 @@ impl Expander<'_> {
                 #(#predicate_args: #predicate_tys,)*
             ) -> #kf::controller::Controller<__S::Kind> {
                 let client = wiring.cache().client();
-                let namespace = wiring.namespace.as_deref();
+                let namespaces = &wiring.namespaces;
                 #kf::controller::Controller::new(
                     <__S as #spec>::NAME,
                     wiring,
-                    #kf::controller::api_for::<__S::Kind>(client.clone(), namespace),
+                    #kf::controller::apis_for::<__S::Kind>(&client, namespaces),
                     #primary_informer,
                 )
                 #(#owns)*
@@ -489,7 +489,7 @@ impl Expander<'_> {
                 let informer = select_calls(kf, owned.store.as_ref(), &owned.select, custom);
                 quote! {
                     .#owns(
-                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                        #kf::controller::apis_for::<#t>(&client, namespaces),
                         #kf::controller::Owns::#weight() #any_owner #informer,
                     )
                 }
@@ -527,7 +527,7 @@ impl Expander<'_> {
                 };
                 quote! {
                     .watches(
-                        #kf::controller::api_for::<#t>(client.clone(), namespace),
+                        #kf::controller::apis_for::<#t>(&client, namespaces),
                         #watches #informer,
                     )
                 }
@@ -766,7 +766,7 @@ pub fn dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenStream {
                 #kf::controller::Controller::new(
                     Self::NAME,
                     wiring,
-                    #kf::controller::api_for(wiring.cache().client(), wiring.namespace.as_deref()),
+                    #kf::controller::apis_for(&wiring.cache().client(), &wiring.namespaces),
                     wiring.informer_defaults.clone(),
                 )
             }
@@ -899,7 +899,7 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
                 #kf::watcher::WatcherController::#constructor(
                     <Self as #spec>::NAME,
                     wiring,
-                    #kf::controller::api_for::<Self::Kind>(wiring.cache().client(), wiring.namespace.as_deref()),
+                    #kf::controller::apis_for::<Self::Kind>(&wiring.cache().client(), &wiring.namespaces),
                     #informer
                 )
                 #workers
@@ -949,7 +949,7 @@ pub fn watcher_dummy(kf: &Path, item: &ItemImpl, kind: Option<&Type>) -> TokenSt
                 #kf::watcher::WatcherController::new(
                     <Self as #spec>::NAME,
                     wiring,
-                    #kf::controller::api_for(wiring.cache().client(), wiring.namespace.as_deref()),
+                    #kf::controller::apis_for(&wiring.cache().client(), &wiring.namespaces),
                 )
             }
             fn rbac() -> #kf::rbac::Rules {

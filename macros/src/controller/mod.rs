@@ -811,7 +811,7 @@ mod tests {
         let out = crate::pipeline::tests::pretty(out);
         let compact: String = out.split_whitespace().collect();
         for expected in [
-            "(client.clone(),namespace),wiring.informer_defaults.clone().labels(\"tier=db\").fields(\"metadata.name!=skip\"),)",
+            "(&client,namespaces),wiring.informer_defaults.clone().labels(\"tier=db\").fields(\"metadata.name!=skip\"),)",
             ".reconcile_timeout(::core::time::Duration::from_millis(90000u64))",
         ] {
             assert!(compact.contains(expected), "{expected} in {out}");
@@ -861,7 +861,7 @@ mod tests {
             |name: &str| format!("wiring.informer_defaults.clone().store_named(\"{name}\")");
         for expected in [
             format!(
-                "{kf}::api_for::<__S::Kind>(client.clone(),namespace),{},)",
+                "{kf}::apis_for::<__S::Kind>(&client,namespaces),{},)",
                 config("memcached")
             ),
             format!("{kf}::Owns::full().informer({}),", config("redis")),

@@ -475,7 +475,7 @@ mod tests {
             .split_whitespace()
             .collect();
         assert!(
-            compact.contains("::kubeforge::watcher::WatcherController::with_informer(<Selfas::kubeforge::watcher::WatcherSpec>::NAME,wiring,::kubeforge::controller::api_for::<Self::Kind,>(wiring.cache().client(),wiring.namespace.as_deref()),wiring.informer_defaults.clone().store_named(\"memcached\"),).workers(2)"),
+            compact.contains("::kubeforge::watcher::WatcherController::with_informer(<Selfas::kubeforge::watcher::WatcherSpec>::NAME,wiring,::kubeforge::controller::apis_for::<Self::Kind,>(&wiring.cache().client(),&wiring.namespaces),wiring.informer_defaults.clone().store_named(\"memcached\"),).workers(2)"),
             "{compact}"
         );
         let out = crate::pipeline::tests::pretty(controller(quote!(for = WebApp, watcher), add));

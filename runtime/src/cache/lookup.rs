@@ -2,11 +2,11 @@
 
 use std::fmt;
 
-/// Which cached objects [`Cache::store`](super::Cache::store) should read: all namespaces or
-/// one, and the exact label and field selectors of the informer that caches them.
+/// Which cached objects [`Cache::store`](super::Cache::store) should read: all namespaces, one,
+/// or a set, and the exact label and field selectors of the informers that cache them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lookup {
-    pub(super) namespace: Option<String>,
+    pub(super) namespaces: crate::Namespaces,
     pub(super) labels: Option<String>,
     pub(super) fields: Option<String>,
 }
@@ -19,16 +19,21 @@ impl Lookup {
 
     /// Objects of `namespace`, served by an informer of that namespace or of all namespaces.
     pub fn namespace(namespace: impl Into<String>) -> Self {
-        Self {
-            namespace: Some(namespace.into()),
-            ..Self::default()
-        }
+        Self::namespaces(crate::Namespaces::one(namespace))
     }
 
-    /// Objects of `namespace`, or of all namespaces for `None` (a controller's wiring namespace).
+    /// Objects of `namespace`, or of all namespaces for `None`.
     pub fn scope(namespace: Option<&str>) -> Self {
+        Self::namespaces(namespace.map(str::to_owned).into())
+    }
+
+    /// Objects of these namespaces (a controller's [`Wiring::namespaces`]), each served by an
+    /// informer of its namespace or of all namespaces, read as one store.
+    ///
+    /// [`Wiring::namespaces`]: crate::controller::Wiring::namespaces
+    pub fn namespaces(namespaces: crate::Namespaces) -> Self {
         Self {
-            namespace: namespace.map(str::to_owned),
+            namespaces,
             ..Self::default()
         }
     }
@@ -51,9 +56,12 @@ impl Lookup {
 
 impl fmt::Display for Lookup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.namespace {
-            Some(ns) => write!(f, "namespace {ns}")?,
-            None => f.write_str("all namespaces")?,
+        if self.namespaces.is_all() {
+            f.write_str("all namespaces")?;
+        } else if let Some(ns) = self.namespaces.single() {
+            write!(f, "namespace {ns}")?;
+        } else {
+            write!(f, "namespaces {}", self.namespaces)?;
         }
         match (&self.labels, &self.fields) {
             (None, None) => f.write_str(" without selectors"),

@@ -445,25 +445,43 @@ impl Cache {
                 .ok()
                 .map(|informer| informer.store())
         };
-        // A cluster-scoped kind has no namespace to narrow to.
-        let namespace = lookup
-            .namespace
-            .as_deref()
-            .filter(|_| <K::Scope as Scoped>::NAMESPACED);
-        let all = K::url_path(&(), None);
-        let exact = K::url_path(&(), namespace);
-        if let Some(found) = candidates()
-            .find(|(key, _)| key.url == exact)
-            .and_then(reader)
-        {
-            return Ok(found);
-        }
-        if let Some(ns) = namespace
-            && let Some(found) = candidates()
+        let find = |namespace: Option<&str>| {
+            let all = K::url_path(&(), None);
+            let exact = K::url_path(&(), namespace);
+            if let Some(found) = candidates()
+                .find(|(key, _)| key.url == exact)
+                .and_then(reader)
+            {
+                return Some(found);
+            }
+            let ns = namespace?;
+            candidates()
                 .find(|(key, _)| key.url == all)
                 .and_then(reader)
-        {
-            return Ok(found.in_namespace(ns));
+                .map(|found| found.in_namespace(ns))
+        };
+        // A cluster-scoped kind has no namespace to narrow to.
+        let namespaces: Vec<Option<&str>> =
+            if lookup.namespaces.is_all() || !<K::Scope as Scoped>::NAMESPACED {
+                vec![None]
+            } else {
+                lookup.namespaces.iter().map(Some).collect()
+            };
+        let parts: Option<Vec<(String, Reader<K>)>> = namespaces
+            .iter()
+            .map(|&ns| Some((ns.unwrap_or_default().to_owned(), find(ns)?)))
+            .collect();
+        match parts {
+            Some(mut parts) if parts.len() == 1 => {
+                if let Some((_, one)) = parts.pop() {
+                    return Ok(one);
+                }
+            }
+            Some(parts) => {
+                return Ok(Reader::merged(parts)
+                    .unwrap_or_else(|| Reader::new(Arc::new(MemoryStore::<K>::new()))));
+            }
+            None => {}
         }
         let cached = inner
             .entries
@@ -674,11 +692,29 @@ mod tests {
 
         // One namespace's informer does not answer for all namespaces or for another.
         cache.informer(
-            Api::<Secret>::namespaced(client, "x"),
+            Api::<Secret>::namespaced(client.clone(), "x"),
             InformerConfig::default(),
         );
         assert!(cache.store::<Secret>(&Lookup::namespace("x")).is_ok());
         assert!(cache.store::<Secret>(&Lookup::namespace("y")).is_err());
         assert!(cache.store::<Secret>(&Lookup::all()).is_err());
+
+        // A set is served when each of its namespaces is, read as one store.
+        let set = || Lookup::namespaces(crate::Namespaces::set(["x", "y"]));
+        let refused = cache.store::<Secret>(&set()).unwrap_err();
+        assert!(refused.to_string().contains("namespaces x,y"), "{refused}");
+        cache.informer(
+            Api::<Secret>::namespaced(client, "y"),
+            InformerConfig::default(),
+        );
+        assert!(cache.store::<Secret>(&set()).is_ok());
+        assert!(
+            cache
+                .store::<ConfigMap>(
+                    &Lookup::namespaces(crate::Namespaces::set(["x", "z"])).labels("app=web")
+                )
+                .is_ok(),
+            "the all-namespaces informer serves each namespace of a set"
+        );
     }
 }

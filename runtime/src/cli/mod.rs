@@ -4,7 +4,7 @@
 //! | flag | environment | default |
 //! |---|---|---|
 //! | `--kubeconfig PATH` | `KUBECONFIG` | kubeconfig inference, then in-cluster configuration |
-//! | `--namespace NS` | `WATCH_NAMESPACE` | all namespaces |
+//! | `--namespace NS,...` | `WATCH_NAMESPACE` | all namespaces |
 //! | `--metrics-bind-address ADDR` | `METRICS_BIND_ADDRESS` | `0` (off); `:8080` binds all interfaces |
 //! | `--health-probe-bind-address ADDR` | `HEALTH_PROBE_BIND_ADDRESS` | `:8081` |
 //! | `--leader-elect` | `LEADER_ELECT` | off |
@@ -160,9 +160,15 @@ pub struct Options {
     /// Path of a kubeconfig file (default: inferred, or the in-cluster configuration).
     #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// Watch only this namespace.
-    #[arg(long, env = "WATCH_NAMESPACE", value_name = "NS")]
-    pub namespace: Option<String>,
+    /// Watch only these namespaces (comma-separated, or the flag repeated; one informer per
+    /// namespace and kind).
+    #[arg(
+        long,
+        env = "WATCH_NAMESPACE",
+        value_name = "NS,...",
+        value_delimiter = ','
+    )]
+    pub namespace: Vec<String>,
     /// Address of the /metrics endpoint (`0` disables it, `:8080` listens on all interfaces).
     #[arg(long, env = "METRICS_BIND_ADDRESS", value_name = "ADDR", default_value = "0", value_parser = parse_bind_address)]
     pub metrics_bind_address: BindAddress,
@@ -575,6 +581,15 @@ impl Options {
         Ok(client)
     }
 
+    /// The namespaces `--namespace` names (all when it names none).
+    pub fn namespaces(&self) -> crate::Namespaces {
+        if self.namespace.is_empty() {
+            crate::Namespaces::all()
+        } else {
+            crate::Namespaces::set(&self.namespace)
+        }
+    }
+
     /// A manager with the metrics, health and leader-election options applied. With
     /// `--leader-elect`, after [`Options::client`], the elector renews over a connection of its
     /// own (see [`LeaderElectionConfig::connection`]).
@@ -583,7 +598,7 @@ impl Options {
     ///
     /// Unusable leader-election timings.
     pub fn manager(&self, client: kube::Client) -> Result<Manager, StartError> {
-        let mut manager = Manager::new(client.clone()).namespace(self.namespace.clone());
+        let mut manager = Manager::new(client.clone()).namespaces(self.namespaces());
         if let Some(addr) = self.metrics_bind_address {
             manager = manager.metrics_bind_address(addr);
         }

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ObjectKey;
 use crate::health::Check;
 use crate::informer::{Event, Informer, InformerConfig};
+use crate::namespaces::IntoApis;
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
 use crate::scope::Scoped;
@@ -39,7 +40,8 @@ use super::{
 pub struct Controller<K: Resource> {
     name: Arc<str>,
     wiring: Wiring,
-    primary: Arc<Informer<K>>,
+    /// One informer per namespace watched (one for all namespaces).
+    primary: Vec<Arc<Informer<K>>>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
     sources: Vec<Source>,
     config: ControllerConfig,
@@ -96,23 +98,28 @@ impl<K> Controller<K>
 where
     K: Kind,
 {
-    /// A controller named `name` for the objects of `api` (its namespace, or all namespaces)
-    /// matching `config`'s selectors, wired to `wiring` (its cache's shared informer, its
+    /// A controller named `name` for the objects of `api` (its namespace, or all namespaces;
+    /// or one `Api` per namespace of a set, see [`Namespaces::apis`](crate::Namespaces::apis))
+    /// matching `config`'s selectors, wired to `wiring` (its cache's shared informers, its
     /// client, gate and metrics).
     pub fn new(
         name: impl Into<String>,
         wiring: &Wiring,
-        api: Api<K>,
+        api: impl IntoApis<K>,
         config: InformerConfig,
     ) -> Self {
         let name: Arc<str> = name.into().into();
-        let sharded = wiring
-            .shard()
-            .map(|membership| (Arc::clone(membership), api.clone(), config.clone()));
-        let primary = wiring.cache().informer(api, wiring.narrow(config));
-        if let Some((membership, api, config)) = sharded {
-            let informer = Arc::clone(&primary);
-            membership.register(&api, &config, move || informer.cached());
+        let mut primary = Vec::new();
+        for api in api.into_apis().into_vec() {
+            let sharded = wiring
+                .shard()
+                .map(|membership| (Arc::clone(membership), api.clone(), config.clone()));
+            let informer = wiring.cache().informer(api, wiring.narrow(config.clone()));
+            if let Some((membership, api, config)) = sharded {
+                let informer = Arc::clone(&informer);
+                membership.register(&api, &config, move || informer.cached());
+            }
+            primary.push(informer);
         }
         let mut config = ControllerConfig::default();
         if let Some(metrics) = wiring.metrics() {
@@ -198,7 +205,7 @@ where
     /// The choice is made at run time, so this compiles all three kinds of informer for `C`;
     /// `#[controller]` calls the form of the weight it was given, which compiles one.
     #[must_use]
-    pub fn owns<C>(self, api: Api<C>, owns: Owns) -> Self
+    pub fn owns<C>(self, api: impl IntoApis<C>, owns: Owns) -> Self
     where
         C: super::Kind,
     {
@@ -212,8 +219,8 @@ where
     /// [`owns`](Self::owns) with [`Owns::full`], whatever the weight of `owns`.
     #[doc(hidden)]
     #[must_use]
-    pub fn owns_full<C: super::Kind>(self, api: Api<C>, owns: Owns) -> Self {
-        self.owned(owns, |cache, config| {
+    pub fn owns_full<C: super::Kind>(self, api: impl IntoApis<C>, owns: Owns) -> Self {
+        self.owned(owns, api, |cache, api, config| {
             let informer = cache.informer(api, config);
             Box::new(move || informer.subscription())
         })
@@ -222,12 +229,12 @@ where
     /// [`owns`](Self::owns) with [`Owns::metadata`], whatever the weight of `owns`.
     #[doc(hidden)]
     #[must_use]
-    pub fn owns_metadata<C>(self, api: Api<C>, owns: Owns) -> Self
+    pub fn owns_metadata<C>(self, api: impl IntoApis<C>, owns: Owns) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.owned(owns, |cache, config| {
+        self.owned(owns, api, |cache, api, config| {
             let informer = cache.informer(metadata_api(api), config);
             Box::new(move || informer.subscription())
         })
@@ -236,23 +243,24 @@ where
     /// [`owns`](Self::owns) with [`Owns::uncached`], whatever the weight of `owns`.
     #[doc(hidden)]
     #[must_use]
-    pub fn owns_uncached<C>(self, api: Api<C>, owns: Owns) -> Self
+    pub fn owns_uncached<C>(self, api: impl IntoApis<C>, owns: Owns) -> Self
     where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.owned(owns, |cache, config| {
+        self.owned(owns, api, |cache, api, config| {
             let informer = cache.skeleton_informer(metadata_api(api), config);
             Box::new(move || informer.subscription())
         })
     }
 
-    /// Adds the source of an owned kind whose events (as `T`: the kind, or its metadata)
-    /// `subscribe` gets from the cache with the owned kind's informer options.
-    fn owned<T>(
+    /// Adds the sources of an owned kind `C`, one per `Api`, whose events (as `T`: the kind, or
+    /// its metadata) `subscribe` gets from the cache with the owned kind's informer options.
+    fn owned<C, T>(
         mut self,
         owns: Owns,
-        informer: impl FnOnce(&crate::cache::Cache, InformerConfig) -> Subscribe<T>,
+        apis: impl IntoApis<C>,
+        informer: impl Fn(&crate::cache::Cache, Api<C>, InformerConfig) -> Subscribe<T>,
     ) -> Self
     where
         T: Resource + Send + Sync + 'static,
@@ -261,55 +269,32 @@ where
         let config = owns
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        let events = informer(self.wiring.cache(), self.wiring.narrow(config));
         let predicates: MetadataPredicates = owns.predicates.into();
-        let map = gated(predicates, owner_keys::<K, T>(!owns.any_owner));
-        self.sources.push(source(events, Origin::Owned, map));
+        for api in apis.into_apis().into_vec() {
+            let events = informer(self.wiring.cache(), api, self.wiring.narrow(config.clone()));
+            let map = gated(Arc::clone(&predicates), owner_keys::<K, T>(!owns.any_owner));
+            self.sources.push(source(events, Origin::Owned, map));
+        }
         self
     }
 
     /// Watch objects of kind `W` and reconcile the keys `watches` maps them to (for an update,
     /// the keys of the old and the new version).
     #[must_use]
-    pub fn watches<W>(mut self, api: Api<W>, watches: Watches<W>) -> Self
+    pub fn watches<W>(mut self, api: impl IntoApis<W>, watches: Watches<W>) -> Self
     where
         W: Kind,
     {
         let config = watches
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
-        let informer = self.wiring.cache().informer(api, config);
-        let events = move || informer.subscription();
         let predicates: MetadataPredicates = watches.predicates.into();
-        let source = match watches.mapper {
-            Mapper::Sync(mapper) => source(
-                events,
-                Origin::Watched,
-                gated(predicates, move |event: &Event<W>| {
-                    let mut keys = Vec::new();
-                    for obj in event.versions() {
-                        add_new(&mut keys, mapper(obj));
-                    }
-                    keys
-                }),
-            ),
-            Mapper::Async(mapper) => {
-                source_async(events, Origin::Watched, move |event: Event<W>| {
-                    let mapper = Arc::clone(&mapper);
-                    let passes = predicate::event_passes(&predicates, &event);
-                    async move {
-                        let mut keys = Vec::new();
-                        if passes {
-                            for obj in event.versions() {
-                                add_new(&mut keys, mapper(Arc::clone(obj)).await);
-                            }
-                        }
-                        keys
-                    }
-                })
-            }
-        };
-        self.sources.push(source);
+        for api in api.into_apis().into_vec() {
+            let informer = self.wiring.cache().informer(api, config.clone());
+            let events = move || informer.subscription();
+            let source = watched(events, Arc::clone(&predicates), &watches.mapper);
+            self.sources.push(source);
+        }
         self
     }
 
@@ -357,12 +342,14 @@ where
     /// (0.0 to 1.0), so objects created together do not fire together.
     #[must_use]
     pub fn every_with_jitter(mut self, period: Duration, jitter: f64) -> Self {
-        let informer = Arc::clone(&self.primary);
-        self.sources.push(super::timers::timer_source(
-            move || informer.subscription(),
-            period,
-            jitter,
-        ));
+        for informer in &self.primary {
+            let informer = Arc::clone(informer);
+            self.sources.push(super::timers::timer_source(
+                move || informer.subscription(),
+                period,
+                jitter,
+            ));
+        }
         self
     }
 
@@ -394,24 +381,26 @@ where
         // Subscribed now, not when the controller was built: a controller that waits to lead
         // (its informers warm) holds no subscription whose events would pile up meanwhile; it
         // gets the cache's state as its start-up state when it starts.
-        let events = {
-            let primary = Arc::clone(&primary);
-            move || primary.subscription()
-        };
-        sources.push(source(events, Origin::Primary, move |event: &Event<K>| {
-            let pass = match event {
-                Event::Applied {
-                    old: Some(old),
-                    new,
-                } => predicate::passes(&predicates, old, new),
-                _ => true,
-            };
-            if pass {
-                vec![ObjectKey::of(event.object().as_ref())]
-            } else {
-                Vec::new()
-            }
-        }));
+        let predicates: Arc<[Arc<dyn Predicate<K>>]> = predicates.into();
+        for informer in &primary {
+            let informer = Arc::clone(informer);
+            let predicates = Arc::clone(&predicates);
+            let events = move || informer.subscription();
+            sources.push(source(events, Origin::Primary, move |event: &Event<K>| {
+                let pass = match event {
+                    Event::Applied {
+                        old: Some(old),
+                        new,
+                    } => predicate::passes(&predicates, old, new),
+                    _ => true,
+                };
+                if pass {
+                    vec![ObjectKey::of(event.object().as_ref())]
+                } else {
+                    Vec::new()
+                }
+            }));
+        }
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
         let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
 
@@ -436,7 +425,7 @@ where
         let worker = Arc::new(Worker {
             name: name.clone(),
             wiring: Arc::new(wiring),
-            store: primary.store(),
+            store: primary_store(&primary),
             reconciler,
             queue: queue.clone(),
             retries: Arc::clone(&retries),
@@ -648,5 +637,62 @@ fn gated<T: Resource>(
         } else {
             Vec::new()
         }
+    }
+}
+
+/// The source of one informer of a watched kind `W`: its events mapped to keys by `mapper`.
+fn watched<W: Kind>(
+    events: impl FnOnce() -> crate::informer::Subscription<W> + Send + 'static,
+    predicates: MetadataPredicates,
+    mapper: &Mapper<W>,
+) -> Source {
+    match mapper {
+        Mapper::Sync(mapper) => {
+            let mapper = Arc::clone(mapper);
+            source(
+                events,
+                Origin::Watched,
+                gated(predicates, move |event: &Event<W>| {
+                    let mut keys = Vec::new();
+                    for obj in event.versions() {
+                        add_new(&mut keys, mapper(obj));
+                    }
+                    keys
+                }),
+            )
+        }
+        Mapper::Async(mapper) => {
+            let mapper = Arc::clone(mapper);
+            source_async(events, Origin::Watched, move |event: Event<W>| {
+                let mapper = Arc::clone(&mapper);
+                let passes = predicate::event_passes(&predicates, &event);
+                async move {
+                    let mut keys = Vec::new();
+                    if passes {
+                        for obj in event.versions() {
+                            add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                        }
+                    }
+                    keys
+                }
+            })
+        }
+    }
+}
+
+/// One reader over the primary informers: the one, or those of each namespace of a set merged.
+fn primary_store<K: Kind>(primary: &[Arc<Informer<K>>]) -> crate::store::Reader<K> {
+    let parts = primary
+        .iter()
+        .map(|informer| {
+            let namespace = informer.namespace().unwrap_or_default().to_owned();
+            (namespace, informer.store())
+        })
+        .collect::<Vec<_>>();
+    match parts.as_slice() {
+        [(_, one)] => one.clone(),
+        _ => crate::store::Reader::merged(parts).unwrap_or_else(|| {
+            crate::store::Reader::new(Arc::new(crate::store::MemoryStore::<K>::new()))
+        }),
     }
 }

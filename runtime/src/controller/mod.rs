@@ -111,3 +111,10 @@ pub(crate) use worker::panic_message;
 pub fn api_for<K: Kind>(client: Client, namespace: Option<&str>) -> Api<K> {
     <K::Scope as Scoped>::api::<K>(client, namespace)
 }
+
+/// One [`Api`] for `K` per namespace of `namespaces` (one over all namespaces for
+/// [`Namespaces::all`](crate::Namespaces::all) and for cluster-scoped kinds): what
+/// `#[controller]` watches its kinds with, the [`Wiring::namespaces`] of its manager.
+pub fn apis_for<K: Kind>(client: &Client, namespaces: &crate::Namespaces) -> crate::Apis<K> {
+    namespaces.apis(client)
+}

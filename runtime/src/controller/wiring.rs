@@ -28,8 +28,9 @@ pub struct Wiring {
     gate: Gate,
     writes: Arc<WriteTracker>,
     metrics: Option<Arc<dyn ControllerMetrics>>,
-    /// The namespace controllers declared with `#[controller]` watch (`None`: all namespaces).
-    pub namespace: Option<String>,
+    /// The namespaces controllers declared with `#[controller]` watch (all, one, or a set:
+    /// each source of a controller then has one informer per namespace).
+    pub namespaces: crate::Namespaces,
     /// The informer options for every kind a controller watches unless it names its own (the
     /// default of [`Owns`](super::Owns), [`Watches`](super::Watches) and `#[controller]`).
     pub informer_defaults: InformerConfig,
@@ -41,7 +42,7 @@ pub struct Wiring {
 impl std::fmt::Debug for Wiring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Wiring")
-            .field("namespace", &self.namespace)
+            .field("namespaces", &self.namespaces)
             .field("informer_defaults", &self.informer_defaults)
             .field("gate", &self.gate)
             .finish_non_exhaustive()
@@ -59,7 +60,7 @@ impl Wiring {
             gate: Gate::open(),
             writes,
             metrics: None,
-            namespace: None,
+            namespaces: crate::Namespaces::all(),
             informer_defaults: InformerConfig::default(),
             shard: None,
         }

@@ -59,9 +59,9 @@ impl Migration {
 /// How a migration runs.
 #[derive(Clone, Debug)]
 pub struct MigrateOptions {
-    /// Only the objects of this namespace (a namespaced operator); `storedVersions` is then left
-    /// as it is.
-    pub namespace: Option<String>,
+    /// Only the objects of these namespaces (a namespaced operator; the namespaces one after the
+    /// other); `storedVersions` is then left as it is. Ignored for a cluster-scoped kind.
+    pub namespaces: crate::Namespaces,
     /// Objects written back per second at most (default 50: a background task, not a burst
     /// that starves the controllers' writes).
     pub per_second: u32,
@@ -72,7 +72,7 @@ pub struct MigrateOptions {
 impl Default for MigrateOptions {
     fn default() -> Self {
         Self {
-            namespace: None,
+            namespaces: crate::Namespaces::all(),
             per_second: 50,
             page_size: 100,
         }
@@ -83,6 +83,9 @@ impl Default for MigrateOptions {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Progress {
     to: String,
+    /// The namespace the continue token lists, when the migration goes namespace by namespace.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    namespace: String,
     #[serde(rename = "continue")]
     continue_token: String,
     rewritten: usize,
@@ -142,47 +145,40 @@ pub async fn migrate(
         to: storage.clone(),
         ..Progress::default()
     });
-    let api: Api<DynamicObject> = match &options.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
+    // A cluster-scoped kind has every object in one list, whatever the namespaces.
+    let namespaces = if crd.spec.scope == "Cluster" {
+        crate::Namespaces::all()
+    } else {
+        options.namespaces.clone()
     };
-    let pause = Duration::from_secs(1) / options.per_second.max(1);
-    loop {
-        let mut params = ListParams::default().limit(options.page_size.max(1));
-        if !state.continue_token.is_empty() {
-            params = params.continue_token(&state.continue_token);
-        }
-        let page = match api.list(&params).await {
-            Ok(page) => page,
-            // The saved token expired (410 after a compaction) or is not one (400): start
-            // over; rewriting twice is harmless.
-            Err(kube::Error::Api(s))
-                if matches!(s.code, 400 | 410) && !state.continue_token.is_empty() =>
-            {
-                tracing::info!(
-                    crd = crd_name,
-                    "storage migration: the saved position expired; starting over"
-                );
-                state.continue_token.clear();
+    let pages = Pages {
+        client,
+        crds: &crds,
+        crd_name,
+        resource: &resource,
+        options,
+    };
+    if namespaces.is_all() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        pages.migrate(&api, &mut state, &mut progress).await?;
+    } else {
+        // Resume in the namespace the saved token lists; the ones before it are done.
+        let mut done = namespaces.contains(&state.namespace);
+        for ns in namespaces.iter() {
+            if done && ns != state.namespace {
                 continue;
             }
-            Err(e) => return Err(e),
-        };
-        for object in page.items {
-            tokio::time::sleep(pause).await;
-            if rewrite(client, &resource, object).await? {
-                state.rewritten += 1;
-                progress(state.rewritten);
+            done = false;
+            if state.namespace != ns {
+                state.namespace = ns.to_owned();
+                state.continue_token.clear();
             }
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+            pages.migrate(&api, &mut state, &mut progress).await?;
         }
-        state.continue_token = page.metadata.continue_.unwrap_or_default();
-        if state.continue_token.is_empty() {
-            break;
-        }
-        save_progress(&crds, crd_name, Some(&state)).await?;
     }
     migration.rewritten = state.rewritten;
-    if options.namespace.is_none() {
+    if namespaces.is_all() {
         prune_stored_versions(&crds, crd_name, &storage).await?;
         migration.pruned = true;
     }
@@ -283,6 +279,63 @@ async fn rewrite(
     }
 }
 
+/// What [`migrate`] rewrites page by page, for one list at a time.
+struct Pages<'a> {
+    client: &'a Client,
+    crds: &'a Api<CustomResourceDefinition>,
+    crd_name: &'a str,
+    resource: &'a ApiResource,
+    options: &'a MigrateOptions,
+}
+
+impl Pages<'_> {
+    /// Rewrites what `api` lists from `state`'s continue token on, saving the token after
+    /// each page.
+    async fn migrate(
+        &self,
+        api: &Api<DynamicObject>,
+        state: &mut Progress,
+        progress: &mut impl FnMut(usize),
+    ) -> kube::Result<()> {
+        let pause = Duration::from_secs(1) / self.options.per_second.max(1);
+        loop {
+            let mut params = ListParams::default().limit(self.options.page_size.max(1));
+            if !state.continue_token.is_empty() {
+                params = params.continue_token(&state.continue_token);
+            }
+            let page = match api.list(&params).await {
+                Ok(page) => page,
+                // The saved token expired (410 after a compaction) or is not one (400): start
+                // over; rewriting twice is harmless.
+                Err(kube::Error::Api(s))
+                    if matches!(s.code, 400 | 410) && !state.continue_token.is_empty() =>
+                {
+                    tracing::info!(
+                        crd = self.crd_name,
+                        "storage migration: the saved position expired; starting over"
+                    );
+                    state.continue_token.clear();
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            for object in page.items {
+                tokio::time::sleep(pause).await;
+                if rewrite(self.client, self.resource, object).await? {
+                    state.rewritten += 1;
+                    progress(state.rewritten);
+                }
+            }
+            state.continue_token = page.metadata.continue_.unwrap_or_default();
+            if state.continue_token.is_empty() {
+                break;
+            }
+            save_progress(self.crds, self.crd_name, Some(state)).await?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,11 +382,25 @@ mod tests {
     fn progress_should_round_trip_through_the_annotation_and_ignore_garbage() {
         let progress = Progress {
             to: "v2".into(),
+            namespace: String::new(),
             continue_token: "abc".into(),
             rewritten: 200,
         };
         let text = serde_json::to_string(&progress).unwrap();
         assert_eq!(text, r#"{"to":"v2","continue":"abc","rewritten":200}"#);
+        let in_namespace = Progress {
+            namespace: "shop".into(),
+            ..progress.clone()
+        };
+        let saved = serde_json::to_string(&in_namespace).unwrap();
+        assert_eq!(
+            saved,
+            r#"{"to":"v2","namespace":"shop","continue":"abc","rewritten":200}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Progress>(&saved).unwrap(),
+            in_namespace
+        );
         assert_eq!(saved_progress(&crd(&["v1"], Some(&text))), Some(progress));
         assert_eq!(saved_progress(&crd(&["v1"], Some("not json"))), None);
         assert_eq!(saved_progress(&crd(&["v1"], None)), None);

@@ -21,8 +21,19 @@ pub struct DeployOptions {
     pub image: String,
     /// Where the operator runs (default: its name).
     pub namespace: String,
-    /// The one namespace it watches (`--namespace` of the operator); `None`: every namespace.
+    /// The namespaces it watches, comma-separated (`--namespace` of the operator); `None`:
+    /// every namespace.
     pub watch_namespace: Option<String>,
+}
+
+impl DeployOptions {
+    /// The namespaces [`DeployOptions::watch_namespace`] names.
+    fn watched(&self) -> crate::Namespaces {
+        match &self.watch_namespace {
+            None => crate::Namespaces::all(),
+            Some(list) => crate::Namespaces::set(list.split(',').map(str::trim)),
+        }
+    }
 }
 
 const METRICS_PORT: u16 = 8080;
@@ -46,10 +57,7 @@ pub fn manifests_for(
     conversions: &[KindConversions],
 ) -> Vec<Value> {
     let DeployOptions {
-        name,
-        namespace,
-        watch_namespace,
-        ..
+        name, namespace, ..
     } = options;
     let labels = json!({
         "app.kubernetes.io/name": name,
@@ -94,15 +102,17 @@ pub fn manifests_for(
             }),
         ]
     };
-    match watch_namespace {
+    let watched = options.watched();
+    if watched.is_all() {
         // Every namespace: one ClusterRole.
-        None => out.extend(role_pair("ClusterRole", None, &rules)),
-        // One namespace: a Role there, and a ClusterRole only for cluster-scoped kinds.
-        Some(watched) => {
-            if !cluster_rules.is_empty() {
-                out.extend(role_pair("ClusterRole", None, &cluster_rules));
-            }
-            out.extend(role_pair("Role", Some(watched), &namespaced_rules));
+        out.extend(role_pair("ClusterRole", None, &rules));
+    } else {
+        // A set of namespaces: a Role in each, and a ClusterRole only for cluster-scoped kinds.
+        if !cluster_rules.is_empty() {
+            out.extend(role_pair("ClusterRole", None, &cluster_rules));
+        }
+        for ns in watched.iter() {
+            out.extend(role_pair("Role", Some(ns), &namespaced_rules));
         }
     }
     // The Lease, in the operator's own namespace only.
@@ -212,12 +222,7 @@ fn webhook_manifests(
             name: service,
             port: 443,
         },
-        namespace_selector: options.watch_namespace.as_ref().map(|ns| {
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-                match_labels: Some([("kubernetes.io/metadata.name".to_owned(), ns.clone())].into()),
-                ..Default::default()
-            }
-        }),
+        namespace_selector: options.watched().selector(),
         ca_bundle: None,
     };
     let typed = |value: Value, kind: &str| {
@@ -392,6 +397,38 @@ mod tests {
                 .as_array()
                 .is_some_and(|a| a.contains(&json!("--namespace=shop")))),
             "{args:?}"
+        );
+    }
+
+    #[test]
+    fn deploy_for_a_set_of_namespaces_should_bind_a_role_in_each() {
+        let all = manifests(&options(Some("shop,billing")));
+        let roles: Vec<_> = all
+            .iter()
+            .filter(|m| m["kind"] == "Role" || m["kind"] == "RoleBinding")
+            .filter(|m| m["metadata"]["name"] == "shop-operator")
+            .map(|m| {
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                format!("{}/{}", text(&m["kind"]), text(&m["metadata"]["namespace"]))
+            })
+            .collect();
+        for expected in [
+            "Role/shop",
+            "RoleBinding/shop",
+            "Role/billing",
+            "RoleBinding/billing",
+        ] {
+            assert!(roles.contains(&expected.to_owned()), "{roles:?}");
+        }
+        assert!(
+            !all.iter().any(|m| m["kind"] == "ClusterRole"
+                && m["metadata"]["name"] == "shop-operator"
+                && m["rules"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|r| r["resources"]
+                        .as_array()
+                        .is_some_and(|r| r.contains(&json!("configmaps")))))),
+            "namespaced rules in a ClusterRole"
         );
     }
 

@@ -19,9 +19,9 @@
 //! | `crdgen --all` | the CRDs, then the ClusterRole (with `--deploy`: the CRDs, then the deploy manifests) |
 //!
 //! Options: `--name NAME` (the operator's name; [`main!`] passes the crate's name),
-//! `--namespace NS` (where it runs; default: its name), `--watch-namespace NS` (it watches only
-//! that namespace: its rules become a Role there, and a ClusterRole only for cluster-scoped
-//! kinds).
+//! `--namespace NS` (where it runs; default: its name), `--watch-namespace NS[,NS..]` (it watches
+//! only those namespaces: its rules become a Role in each, and a ClusterRole only for
+//! cluster-scoped kinds).
 //!
 //! Versions of one kind (several `#[custom_resource]` structs with the same group and kind) are
 //! merged into one CRD; exactly one of them must be the storage version. When they differ in
@@ -340,8 +340,8 @@ pub(crate) const OPTIONS: &[Line] = &[
     },
     Line {
         usage: "--watch-namespace NS",
-        help: "the operator watches only NS: its rules become a Role there, and a ClusterRole \
-               only for cluster-scoped kinds",
+        help: "the operator watches only NS (comma-separated: a set): its rules become a Role in \
+               each, and a ClusterRole only for cluster-scoped kinds",
     },
     Line {
         usage: "--format FORMAT",

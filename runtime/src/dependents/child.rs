@@ -297,33 +297,37 @@ pub(super) async fn labelled<P: Kind, K: Kind>(
     // A namespaced owner's children are in its namespace; a cluster-scoped owner's anywhere
     // the controller watches.
     let scope = match &primary.meta().namespace {
-        Some(namespace) => Some(namespace.clone()),
-        None => ctx.wiring().namespace.clone(),
+        Some(namespace) => crate::Namespaces::one(namespace.clone()),
+        None => ctx.wiring().namespaces.clone(),
     };
     let scope = if <K::Scope as Scoped>::NAMESPACED {
         scope
     } else {
-        None
+        crate::Namespaces::all()
     };
     let ours = |object: &K| object.labels().get(DEPENDENT_LABEL).map(String::as_str) == Some(label);
-    if let Ok(store) = ctx.cache().store::<K>(&Lookup::scope(scope.as_deref()))
+    if let Ok(store) = ctx.cache().store::<K>(&Lookup::namespaces(scope.clone()))
         && let Ok(owned) = store.owned_by(&uid).await
     {
         return Ok(owned.into_iter().filter(|o| ours(o)).collect());
     }
-    let api = <K::Scope as Scoped>::api::<K>(ctx.client(), scope.as_deref());
     let params = ListParams::default().labels(&format!("{DEPENDENT_LABEL}={label}"));
-    let listed = crate::client::list_paged(&api, &params, 500)
-        .await
-        .map_err(|e| {
-            let what = request("list", &K::kind(&()), scope.as_deref(), label);
-            name_error(&what, e)
-        })?;
-    Ok(listed
-        .into_iter()
-        .filter(|o| owns(primary, o))
-        .map(Arc::new)
-        .collect())
+    let mut children = Vec::new();
+    for api in scope.apis::<K>(&ctx.client()).into_vec() {
+        let listed = crate::client::list_paged(&api, &params, 500)
+            .await
+            .map_err(|e| {
+                let what = request("list", &K::kind(&()), api.namespace(), label);
+                name_error(&what, e)
+            })?;
+        children.extend(
+            listed
+                .into_iter()
+                .filter(|o| owns(primary, o))
+                .map(Arc::new),
+        );
+    }
+    Ok(children)
 }
 
 #[cfg(test)]

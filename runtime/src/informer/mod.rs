@@ -517,6 +517,11 @@ where
         Reader::new(Arc::clone(&self.store))
     }
 
+    /// The namespace the informer watches (`None`: all namespaces, or a cluster-scoped kind).
+    pub fn namespace(&self) -> Option<&str> {
+        self.api.namespace()
+    }
+
     /// The informer's options.
     pub fn config(&self) -> &InformerConfig {
         &self.config

@@ -132,10 +132,7 @@ impl StorageMigration {
             format!(
                 "rewrote {} objects of {} in {}; storedVersions left as it was ({:?}): objects \
                  of other namespaces may still be stored in an older version",
-                done.rewritten,
-                self.options.namespace.as_deref().unwrap_or_default(),
-                done.storage_version,
-                done.stored_before
+                done.rewritten, self.options.namespaces, done.storage_version, done.stored_before
             )
         };
         tracing::info!(crd, %note, "storage migration done");

@@ -282,10 +282,31 @@ impl Manager {
         unwired.push(Box::new(wire));
     }
 
-    /// Restrict the controllers added with [`Manager::controller`] to one namespace.
+    /// Restrict the controllers added with [`Manager::controller`] to one namespace (`None`:
+    /// all namespaces).
     #[must_use]
     pub fn namespace(mut self, namespace: Option<String>) -> Self {
-        self.wiring.namespace = namespace;
+        self.wiring.namespaces = namespace.into();
+        self
+    }
+
+    /// Restrict the controllers added with [`Manager::controller`] to a set of namespaces
+    /// (controller-runtime's `DefaultNamespaces`): each of their sources watches each namespace
+    /// with an informer of its own, so the manager needs permission in those namespaces only;
+    /// the webhooks it serves cover those namespaces, and the storage migration migrates them.
+    ///
+    /// ```no_run
+    /// # fn doc(client: kubeforge::kube::Client) {
+    /// use kubeforge::{Namespaces, manager::Manager};
+    /// let manager = Manager::new(client).namespaces(Namespaces::set(["shop", "billing"]));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn namespaces(mut self, namespaces: crate::Namespaces) -> Self {
+        if !namespaces.is_all() && namespaces.iter().next().is_none() {
+            tracing::warn!("the manager's namespace set is empty: its controllers watch nothing");
+        }
+        self.wiring.namespaces = namespaces;
         self
     }
 
@@ -676,7 +697,7 @@ impl Manager {
     /// this binary, unless it is off or there are none.
     fn storage_migration_runnable(&self) -> Option<Arc<dyn Runnable>> {
         let mut options = self.storage_migration.clone()?;
-        options.namespace.clone_from(&self.wiring.namespace);
+        options.namespaces.clone_from(&self.wiring.namespaces);
         let crds = match crate::crd::crds() {
             Ok(crds) => crds,
             Err(error) => {
@@ -746,7 +767,7 @@ impl Manager {
             &self.primary_kinds,
             &self.client,
             self.metrics.registry(),
-            self.wiring.namespace.as_deref(),
+            &self.wiring.namespaces,
         )
         .await
         .map_err(|source| ManagerError::Bind {

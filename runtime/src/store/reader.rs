@@ -13,11 +13,15 @@ use crate::ObjectKey;
 ///
 /// A reader answers for what its informer watches (one namespace or all, its selectors), or for
 /// one namespace of an all-namespaces informer when [`Cache::store`](crate::cache::Cache::store)
-/// was asked for that namespace: then every read is limited to it.
+/// was asked for that namespace: then every read is limited to it. A controller watching a set
+/// of namespaces reads one merged from the readers of each namespace's informer
+/// ([`Reader::merged`]): a key is read from its namespace's store, lists are concatenated.
 pub struct Reader<K> {
     store: Arc<dyn Store<K>>,
     /// Limits every read to this namespace (`None`: everything the store holds).
     namespace: Option<Arc<str>>,
+    /// A merged reader's parts, each limited to its namespace (`store` is then the first's).
+    parts: Option<Arc<[Reader<K>]>>,
 }
 
 impl<K> Clone for Reader<K> {
@@ -25,14 +29,19 @@ impl<K> Clone for Reader<K> {
         Self {
             store: Arc::clone(&self.store),
             namespace: self.namespace.clone(),
+            parts: self.parts.clone(),
         }
     }
 }
 
 impl<K: 'static> Debug for Reader<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let namespaces: Vec<_> = match self.parts.as_deref() {
+            Some(parts) => parts.iter().map(|part| part.namespace.clone()).collect(),
+            None => vec![self.namespace.clone()],
+        };
         f.debug_struct("Reader")
-            .field("namespace", &self.namespace)
+            .field("namespaces", &namespaces)
             .field("backend", &self.store.backend())
             .field("cached", &self.store.len())
             .finish()
@@ -45,7 +54,38 @@ impl<K: Resource + 'static> Reader<K> {
         Self {
             store,
             namespace: None,
+            parts: None,
         }
+    }
+
+    /// One reader over `parts`, the stores of disjoint namespaces: `(namespace, reader)`
+    /// each (the reader of an informer of that namespace). `None` when `parts` is empty.
+    pub(crate) fn merged(parts: Vec<(String, Self)>) -> Option<Self> {
+        let mut parts: Vec<Self> = parts
+            .into_iter()
+            .map(|(ns, reader)| reader.in_namespace(&ns))
+            .collect();
+        if parts.len() <= 1 {
+            return parts.pop();
+        }
+        let first = parts[0].clone();
+        Some(Self {
+            parts: Some(parts.into()),
+            ..first
+        })
+    }
+
+    /// The part of a merged reader that holds `key`'s namespace.
+    fn part(&self, key: &ObjectKey) -> Option<&Self> {
+        match &self.parts {
+            None => Some(self),
+            Some(parts) => parts.iter().find(|part| part.key_visible(key)),
+        }
+    }
+
+    /// A merged reader's parts (`None` for a reader of one store).
+    fn parts(&self) -> Option<&[Self]> {
+        self.parts.as_deref()
     }
 
     /// The same store, read as if it held only `namespace`.
@@ -72,18 +112,19 @@ impl<K: Resource + 'static> Reader<K> {
     ///
     /// The store's backend failed (a remote store unreachable); in-memory stores never fail.
     pub async fn get(&self, key: &ObjectKey) -> Result<Option<Arc<K>>, StoreError> {
-        if !self.key_visible(key) {
-            return Ok(None);
+        match self.part(key) {
+            Some(part) if part.key_visible(key) => part.store.get(key).await,
+            _ => Ok(None),
         }
-        self.store.get(key).await
     }
 
     /// The `resourceVersion` cached for this key (from memory, whatever the store).
     pub fn resource_version(&self, key: &ObjectKey) -> Option<String> {
-        if !self.key_visible(key) {
+        let part = self.part(key)?;
+        if !part.key_visible(key) {
             return None;
         }
-        self.store.resource_version(key)
+        part.store.resource_version(key)
     }
 
     /// Every cached object, in no particular order.
@@ -92,6 +133,13 @@ impl<K: Resource + 'static> Reader<K> {
     ///
     /// As [`Reader::get`].
     pub async fn list(&self) -> Result<Vec<Arc<K>>, StoreError> {
+        if let Some(parts) = self.parts() {
+            let mut all = Vec::new();
+            for part in parts {
+                all.extend(Box::pin(part.list()).await?);
+            }
+            return Ok(all);
+        }
         match self.namespace.as_deref() {
             None => self.store.list().await,
             Some(ns) => {
@@ -112,6 +160,13 @@ impl<K: Resource + 'static> Reader<K> {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Result<Vec<Arc<K>>, StoreError> {
+        if let Some(parts) = self.parts() {
+            let mut all = Vec::new();
+            for part in parts {
+                all.extend(Box::pin(part.list_selected(namespace, selector)).await?);
+            }
+            return Ok(all);
+        }
         match (self.namespace.as_deref(), namespace) {
             (Some(mine), Some(asked)) if mine != asked => Ok(Vec::new()),
             (Some(mine), _) => self.store.list_selected(Some(mine), selector).await,
@@ -125,6 +180,13 @@ impl<K: Resource + 'static> Reader<K> {
     ///
     /// As [`Reader::get`].
     pub async fn owned_by(&self, owner_uid: &str) -> Result<Vec<Arc<K>>, StoreError> {
+        if let Some(parts) = self.parts() {
+            let mut all = Vec::new();
+            for part in parts {
+                all.extend(part.filtered(part.store.owned_by(owner_uid).await?));
+            }
+            return Ok(all);
+        }
         Ok(self.filtered(self.store.owned_by(owner_uid).await?))
     }
 
@@ -134,6 +196,13 @@ impl<K: Resource + 'static> Reader<K> {
     ///
     /// As [`Reader::get`].
     pub async fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
+        if let Some(parts) = self.parts() {
+            let mut all = Vec::new();
+            for part in parts {
+                all.extend(part.filtered(part.store.by_index(index, value).await?));
+            }
+            return Ok(all);
+        }
         Ok(self.filtered(self.store.by_index(index, value).await?))
     }
 
@@ -143,9 +212,9 @@ impl<K: Resource + 'static> Reader<K> {
     ///
     /// As [`Reader::get`] (only a reader limited to a namespace reads the store for this).
     pub async fn len(&self) -> Result<usize, StoreError> {
-        match self.namespace {
-            None => Ok(self.store.len()),
-            Some(_) => Ok(self.list().await?.len()),
+        match (&self.parts, &self.namespace) {
+            (None, None) => Ok(self.store.len()),
+            _ => Ok(self.list().await?.len()),
         }
     }
 
@@ -166,12 +235,15 @@ impl<K: Resource + 'static> Reader<K> {
     /// Entries the store refilled from the apiserver because its backend had lost them
     /// (a remote store; 0 for in-memory ones).
     pub fn refills(&self) -> u64 {
-        self.store.refills()
+        match &self.parts {
+            None => self.store.refills(),
+            Some(parts) => parts.iter().map(|part| part.store.refills()).sum(),
+        }
     }
 
     /// Where a remote store keeps `key` in its backend (diagnostics); `None` in memory.
     pub fn entry_key(&self, key: &ObjectKey) -> Option<String> {
-        self.store.entry_key(key)
+        self.part(key)?.store.entry_key(key)
     }
 
     fn filtered(&self, mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
@@ -229,5 +301,46 @@ mod tests {
         assert_eq!(selected(&a, Some("b")).await, 0);
         assert_eq!(selected(&a, None).await, 1);
         assert_eq!(selected(&all, Some("b")).await, 1);
+    }
+
+    #[tokio::test]
+    async fn a_merged_reader_should_read_each_key_from_its_namespace_and_list_them_all() {
+        let (a, b) = (
+            Arc::new(MemoryStore::<ConfigMap>::new()),
+            Arc::new(MemoryStore::<ConfigMap>::new()),
+        );
+        LocalStore::apply(&*a, cm("a", "x"));
+        LocalStore::apply(&*b, cm("b", "y"));
+        LocalStore::apply(&*b, cm("b", "z"));
+        // A stray object in a's store under b's namespace is not a's to answer for.
+        LocalStore::apply(&*a, cm("b", "stray"));
+        let merged = Reader::merged(vec![
+            ("a".to_owned(), Reader::new(a as Arc<dyn Store<ConfigMap>>)),
+            ("b".to_owned(), Reader::new(b as Arc<dyn Store<ConfigMap>>)),
+        ])
+        .unwrap();
+        let get = async |ns, name| merged.get(&ObjectKey::namespaced(ns, name)).await.unwrap();
+        assert!(get("a", "x").await.is_some());
+        assert!(get("b", "y").await.is_some());
+        assert!(get("b", "stray").await.is_none());
+        assert!(get("c", "x").await.is_none());
+        assert_eq!(
+            merged.resource_version(&ObjectKey::namespaced("b", "z")),
+            Some("1".to_owned())
+        );
+        let mut names: Vec<_> = merged
+            .list()
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["x", "y", "z"]);
+        assert_eq!(merged.len().await.unwrap(), 3);
+        let everything = Selector::default();
+        let in_b = merged.list_selected(Some("b"), &everything).await.unwrap();
+        assert_eq!(in_b.len(), 2);
+        assert!(Reader::<ConfigMap>::merged(Vec::new()).is_none());
     }
 }

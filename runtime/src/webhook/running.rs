@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -41,7 +40,7 @@ pub(crate) async fn start(
     primary: &[(String, String)],
     client: &Client,
     registry: &prometheus::Registry,
-    namespace: Option<&str>,
+    namespaces: &crate::Namespaces,
 ) -> std::io::Result<Option<Started>> {
     let kinds: Vec<KindWebhooks> = registered()
         .into_iter()
@@ -57,7 +56,7 @@ pub(crate) async fn start(
     }
     let listener = TcpListener::bind(options.bind).await?;
     let local = listener.local_addr()?;
-    let plan = Plan::new(options, client, namespace, local);
+    let plan = Plan::new(options, client, namespaces, local);
     let routes = routes(&plan.configurations, &kinds, &conversions);
     tracing::info!(%local, endpoint = ?plan.configurations.endpoint, webhooks = routes.len(), "serving webhooks");
     let server = Server {
@@ -144,7 +143,7 @@ impl Plan {
     fn new(
         options: &WebhookOptions,
         client: &Client,
-        namespace: Option<&str>,
+        namespaces: &crate::Namespaces,
         local: SocketAddr,
     ) -> Self {
         let loopback = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), local.port());
@@ -196,14 +195,10 @@ impl Plan {
                 CertSource::SelfSigned(self_signed)
             }
         };
-        let namespace_selector = options.namespace_selector.clone().or_else(|| {
-            namespace.map(|ns| LabelSelector {
-                match_labels: Some(
-                    [("kubernetes.io/metadata.name".to_owned(), ns.to_owned())].into(),
-                ),
-                ..LabelSelector::default()
-            })
-        });
+        let namespace_selector = options
+            .namespace_selector
+            .clone()
+            .or_else(|| namespaces.selector());
         Self {
             source,
             secret_hint,

@@ -17,7 +17,7 @@ impl std::error::Error for Error {}
 
 /// The keys an external system announces (here: one, once).
 fn announced(wiring: &Wiring) -> impl futures::Stream<Item = ObjectKey> + Send + 'static {
-    let namespace = wiring.namespace.clone().unwrap_or_default();
+    let namespace = wiring.namespaces.single().unwrap_or_default().to_owned();
     futures::stream::iter([ObjectKey::namespaced(namespace, "settings")])
 }
 
