@@ -246,3 +246,73 @@ async fn cache_of_the_set_should_hold_both_namespaces(
         "the set's cache held {last} > {listed} ConfigMaps"
     );
 }
+
+/// Records the ConfigMaps a watcher was told of, by namespace and name.
+struct Told(Arc<Mutex<BTreeSet<(String, String)>>>);
+
+impl kubeforge::watcher::Watcher<ConfigMap> for Told {
+    type Error = kube::Error;
+
+    async fn add(
+        &self,
+        cm: Arc<ConfigMap>,
+        _: &kubeforge::watcher::WatchContext,
+    ) -> Result<(), kube::Error> {
+        let key = (
+            cm.metadata.namespace.clone().unwrap_or_default(),
+            cm.metadata.name.clone().unwrap_or_default(),
+        );
+        self.0.lock().unwrap().insert(key);
+        Ok(())
+    }
+}
+
+/// A watcher over a set gets the events of each namespace's informer through one dispatcher,
+/// and none of the namespaces outside the set.
+#[tokio::test]
+async fn a_watcher_over_a_set_of_namespaces_should_be_told_of_each_and_only_of_those() {
+    let (a, b, c) = (
+        TestNamespace::new().await.unwrap(),
+        TestNamespace::new().await.unwrap(),
+        TestNamespace::new().await.unwrap(),
+    );
+    let client = a.client();
+    let wiring = kubeforge::controller::Wiring::new(client.clone());
+    let set = Namespaces::set([a.name(), b.name()]);
+    let config = kubeforge::informer::InformerConfig::default().labels("told=yes");
+    let watcher = kubeforge::watcher::WatcherController::with_informer(
+        "ns-set-watcher",
+        &wiring,
+        set.apis::<ConfigMap>(&client),
+        config,
+    );
+    let told = Arc::new(Mutex::new(BTreeSet::new()));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(watcher.run(Told(Arc::clone(&told)), shutdown.clone()));
+    for ns in [&c, &a, &b] {
+        for name in ["one", "two"] {
+            let mut cm = configmap(name, &[]);
+            cm.metadata.labels = Some([("told".to_owned(), "yes".to_owned())].into());
+            ns.api::<ConfigMap>()
+                .create(&PostParams::default(), &cm)
+                .await
+                .unwrap();
+        }
+    }
+    let expected: BTreeSet<(String, String)> = [&a, &b]
+        .iter()
+        .flat_map(|ns| ["one", "two"].map(|name| (ns.name().to_owned(), name.to_owned())))
+        .collect();
+    eventually(
+        "the watcher told of a's and b's ConfigMaps",
+        Duration::from_secs(60),
+        async || (*told.lock().unwrap() == expected).then_some(()),
+    )
+    .await;
+    // c's were created first: had an informer watched c, its adds would most likely be in, and
+    // told would never have equalled the expected set.
+    let told = told.lock().unwrap().clone();
+    assert!(told.iter().all(|(ns, _)| ns != c.name()), "{told:?}");
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}
