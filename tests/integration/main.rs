@@ -22,6 +22,7 @@ mod deploy;
 mod events;
 mod faults;
 mod guestbook;
+mod indexes;
 mod informer;
 mod leader;
 mod manager;

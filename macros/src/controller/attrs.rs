@@ -35,6 +35,42 @@ pub struct Select {
     pub predicates: Vec<Ident>,
     /// `predicates(Self::f, ..)`: functions `fn(&ObjectMeta, &ObjectMeta) -> bool`.
     pub custom: Vec<Path>,
+    /// `indexes(Self::f, ..)`: custom indexes of the cached objects, each a
+    /// `fn(&K) -> Vec<String>` named after its last path segment.
+    pub indexes: Vec<Path>,
+    /// `transform = Self::f`: a `fn(&mut K)` applied to each object before it is cached.
+    pub transform: Option<Path>,
+}
+
+/// The syntax and doc of `indexes(..)`, the same for every kind's options.
+const INDEXES_DOC: &str = "custom indexes of the cached objects: `fn(&K) -> Vec<String>` paths such as `Self::by_node`, each an index named after the function (`\"by_node\"`), which `ctx.indexed::<K>(\"by_node\", value)` queries";
+/// The doc of `transform = ..`.
+const TRANSFORM_DOC: &str = "a `fn(&mut K)` path applied to each object before it is cached (after `managedFields` are stripped): drop what the operator never reads; the first source of a shared informer decides it";
+
+/// `indexes(Self::f, ..)` into `select`: each a path ending in the index's name.
+fn select_indexes(select: &mut Select, paths: impl IntoIterator<Item = Path>, errors: &mut Errors) {
+    for path in paths {
+        match path.segments.last() {
+            Some(last) if !select.indexes.iter().any(|p| same_last(p, &last.ident)) => {
+                select.indexes.push(path);
+            }
+            Some(last) => errors.at(
+                last.ident.span(),
+                format!(
+                    "duplicate index `{}`: an index is named after its function",
+                    last.ident
+                ),
+            ),
+            None => errors.spanned(&path, "name the index function: `indexes(Self::by_node)`"),
+        }
+    }
+}
+
+/// Whether `path` ends in `ident`.
+fn same_last(path: &Path, ident: &Ident) -> bool {
+    path.segments
+        .last()
+        .is_some_and(|last| last.ident == *ident)
 }
 
 /// The keys a `watches(Kind, map = path, ..)` entry takes after its mapper.
@@ -89,6 +125,27 @@ pub const WATCH_OPTIONS: Table<WatchOptions> = Table {
         )
         .syntax("`(p, ..)`")
         .doc("of the watched objects' updates, only those a predicate accepts count: built-ins (see *Built-in predicates*) or `fn(&ObjectMeta, &ObjectMeta) -> bool` paths such as `Self::f` (they see the metadata, as the watch may cache no more)"),
+        Key::new(
+            "indexes",
+            Value::Custom(|w: &mut WatchOptions, meta, e| {
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let paths = Punctuated::<Path, Token![,]>::parse_terminated(&content)?;
+                select_indexes(&mut w.select, paths, e);
+                Ok(())
+            }),
+        )
+        .syntax("`(f, ..)`")
+        .doc(INDEXES_DOC),
+        Key::new(
+            "transform",
+            Value::Custom(|w: &mut WatchOptions, meta, _| {
+                w.select.transform = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("a path")
+        .doc(TRANSFORM_DOC),
     ],
 };
 
@@ -207,6 +264,16 @@ pub const OWNS_OPTIONS: &[HandKey] = &[
         name: "predicates",
         syntax: "`(p, ..)`",
         doc: "of the children's updates, only those a predicate accepts count: built-ins or `fn(&ObjectMeta, &ObjectMeta) -> bool` paths such as `Self::f`",
+    },
+    HandKey {
+        name: "indexes",
+        syntax: "`(f, ..)`",
+        doc: "custom indexes of the cached children (`fn(&C) -> Vec<String>`; with `metadata`, of `PartialObjectMeta<C>`), each named after its function, which `ctx.indexed` queries; not with `uncached`",
+    },
+    HandKey {
+        name: "transform",
+        syntax: "a path",
+        doc: "a `fn(&mut C)` (with `metadata`, of `PartialObjectMeta<C>`) applied to each child before it is cached; not with `uncached`",
     },
 ];
 
@@ -603,6 +670,29 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         .syntax("`\"..\"`")
         .doc("a field selector on the primary kind (`\"metadata.name!=skip\"`; the fields the apiserver can select on for that kind)"),
         Key::new(
+            "indexes",
+            Value::Custom(|a: &mut ControllerArgs, meta, e| {
+                a.reconciler_key("indexes", meta);
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let paths = Punctuated::<Path, Token![,]>::parse_terminated(&content)?;
+                select_indexes(&mut a.primary, paths, e);
+                Ok(())
+            }),
+        )
+        .syntax("`(f, ..)`")
+        .doc("custom indexes of the cached primary objects: `fn(&K) -> Vec<String>` paths such as `Self::by_node`, each an index named after the function, which `ctx.indexed::<K>(\"by_node\", value)` queries"),
+        Key::new(
+            "transform",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("transform", meta);
+                a.primary.transform = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("a path")
+        .doc("a `fn(&mut K)` path applied to each primary object before it is cached (after `managedFields` are stripped): drop what the operator never reads"),
+        Key::new(
             "every",
             Value::Custom(|a: &mut ControllerArgs, meta, _| {
                 a.reconciler_key("every", meta);
@@ -950,6 +1040,16 @@ fn owned(kind: Type, options: &[OwnedOption], errors: &mut Errors) -> Owned {
     if let Some((_, weight)) = weights.first() {
         entry.weight = *weight;
     }
+    if entry.weight == Weight::Uncached {
+        let cached = entry.select.indexes.first().map(|p| (p, "indexes"));
+        let cached = cached.or(entry.select.transform.as_ref().map(|p| (p, "transform")));
+        if let Some((path, what)) = cached {
+            errors.spanned(
+                path,
+                format!("an uncached kind keeps no objects: it has nothing to `{what}`"),
+            );
+        }
+    }
     if entry.weight == Weight::Uncached
         && let Some(key) = store_key
     {
@@ -972,6 +1072,32 @@ fn select_option(
     errors: &mut Errors,
 ) -> bool {
     let name = option.to_string();
+    if name == "indexes" {
+        match list {
+            Some(paths) => select_indexes(select, paths.iter().cloned(), errors),
+            None => errors.at(
+                option.span(),
+                "write the index functions in parentheses: `indexes(Self::by_node)`",
+            ),
+        }
+        return true;
+    }
+    if name == "transform" {
+        match value {
+            Some(Expr::Path(path)) if path.qself.is_none() => {
+                select.transform = Some(path.path.clone());
+            }
+            Some(other) => errors.spanned(
+                other,
+                "`transform` takes a function path: `transform = Self::slim`",
+            ),
+            None => errors.at(
+                option.span(),
+                "`transform` takes a function path: `transform = Self::slim`",
+            ),
+        }
+        return true;
+    }
     if name == "predicates" {
         match list {
             Some(paths) => select_predicates(select, paths.iter().cloned(), errors),
@@ -1373,7 +1499,7 @@ mod tests {
         assert_eq!(
             errors,
             [
-                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates; did you mean `metadata`?",
+                "unknown option `metdata` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates, indexes, transform; did you mean `metadata`?",
                 "an owned kind is cached one way: `full`, `metadata` or `uncached`",
                 "`owns_uncached(A)` is written `owns(A(uncached))`",
             ]
@@ -1478,7 +1604,7 @@ mod tests {
                 "duplicate option `store`; it is already set above",
                 "`store` takes the name of a store backend: an identifier such as `memcached` or a string such as \"redis\"",
                 "duplicate option `store`; it is already set above",
-                "unknown option `stor` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates; did you mean `store`?",
+                "unknown option `stor` of an owned kind; expected one of full, metadata, uncached, any_owner, store, labels, fields, predicates, indexes, transform; did you mean `store`?",
                 "`store` needs the name of a store backend: `store = memcached`",
                 "`metadata` takes no value: write `metadata` alone",
             ]
@@ -1488,6 +1614,38 @@ mod tests {
             [name(0), name(1), name(2), name(3), name(4)],
             [None, None, Some("memcached"), Some("a"), None]
         );
+    }
+
+    #[test]
+    fn indexes_and_transforms_should_be_read_for_every_source_and_misuse_reported() {
+        let (args, errors) = parse(quote!(
+            for = Db,
+            indexes(Self::by_app, by_node), transform = Self::slim,
+            owns(A(indexes(Self::by_x), transform = Self::t), B(uncached, indexes(Self::y)), C(transform = 3)),
+            owns(D(indexes(Self::z, other::z)), E(indexes)),
+            watches(W, map = Self::m, indexes(Self::w), transform = Self::tw)
+        ));
+        assert_eq!(
+            errors,
+            [
+                "an uncached kind keeps no objects: it has nothing to `indexes`",
+                "`transform` takes a function path: `transform = Self::slim`",
+                "duplicate index `z`: an index is named after its function",
+                "write the index functions in parentheses: `indexes(Self::by_node)`",
+            ]
+        );
+        let last = |paths: &[Path]| -> Vec<String> {
+            paths
+                .iter()
+                .map(|p| p.segments.last().unwrap().ident.to_string())
+                .collect()
+        };
+        assert_eq!(last(&args.primary.indexes), ["by_app", "by_node"]);
+        assert!(args.primary.transform.is_some());
+        assert_eq!(last(&args.owns[0].select.indexes), ["by_x"]);
+        assert!(args.owns[0].select.transform.is_some());
+        assert_eq!(last(&args.watches[0].select.indexes), ["w"]);
+        assert!(args.watches[0].select.transform.is_some());
     }
 
     #[test]

@@ -72,6 +72,8 @@ struct Expander<'a> {
     /// The custom predicates' argument names of each owned kind, then of each watched kind.
     owned_predicate_args: Vec<Vec<Ident>>,
     watched_predicate_args: Vec<Vec<Ident>>,
+    /// The index functions and transforms of every source, passed like the predicates.
+    cache_fns: CacheFns,
     /// The dependents through the generic wiring (see `dependents::Expansion`).
     dependents: super::dependents::Expansion,
 }
@@ -114,6 +116,7 @@ pub fn expand(model: &Model) -> TokenStream {
         .chain(owned_predicate_args.iter().flatten().cloned())
         .chain(watched_predicate_args.iter().flatten().cloned())
         .collect();
+    let cache_fns = CacheFns::new(model, &kinds);
     let ex = Expander {
         model,
         kf: &model.krate,
@@ -124,6 +127,7 @@ pub fn expand(model: &Model) -> TokenStream {
         predicate_args,
         owned_predicate_args,
         watched_predicate_args,
+        cache_fns,
         dependents,
     };
     let reconciler = ex.reconciler_impl();
@@ -315,6 +319,7 @@ impl Expander<'_> {
         // The user's types, at their spans: where a type that is not a kind is reported.
         let user_kinds: Vec<&Type> = self.kinds.others.iter().map(|(_, ty, _)| *ty).collect();
         let (mapper_tys, predicate_tys) = self.fn_pointer_types();
+        let cache_tys = &self.cache_fns.tys;
         let is_kind = self.is_kind_trait();
         let controller_fn = self.controller_fn();
         let rbac_fn = self.rbac_fn();
@@ -325,7 +330,7 @@ impl Expander<'_> {
             #is_kind
 
             struct __Wiring<__S: #spec, #(#params),*> {
-                controller: fn(&#wiring_ty, #(#mapper_tys,)* #(#predicate_tys,)*) -> #kf::controller::Controller<__S::Kind>,
+                controller: fn(&#wiring_ty, #(#mapper_tys,)* #(#predicate_tys,)* #(#cache_tys,)*) -> #kf::controller::Controller<__S::Kind>,
                 rbac: fn() -> #kf::rbac::Rules,
                 #dependents_field
                 kinds: ::core::marker::PhantomData<fn() -> (#(#params,)*)>,
@@ -381,6 +386,7 @@ impl Expander<'_> {
         let params = self.kinds.params();
         let (mapper_tys, predicate_tys) = self.fn_pointer_types();
         let (mapper_args, predicate_args) = (&self.mapper_args, &self.predicate_args);
+        let (cache_args, cache_tys) = (&self.cache_fns.args, &self.cache_fns.tys);
         let owns = self.owns_calls();
         let watches = self.watches_calls();
         let predicates = self.predicate_calls();
@@ -409,7 +415,8 @@ impl Expander<'_> {
                 .fields
                 .as_ref()
                 .map(|f| quote!(.fields(#f)));
-            quote!(#config #labels #fields)
+            let cache = &self.cache_fns.primary;
+            quote!(#config #labels #fields #cache)
         };
         let reconcile_timeout = self
             .model
@@ -429,6 +436,7 @@ impl Expander<'_> {
                 wiring: &#kf::controller::Wiring,
                 #(#mapper_args: #mapper_tys,)*
                 #(#predicate_args: #predicate_tys,)*
+                #(#cache_args: #cache_tys,)*
             ) -> #kf::controller::Controller<__S::Kind> {
                 let client = wiring.cache().client();
                 let namespaces = &wiring.namespaces;
@@ -476,7 +484,8 @@ impl Expander<'_> {
             .owns
             .iter()
             .zip(&self.owned_predicate_args)
-            .map(|(owned, custom)| {
+            .zip(&self.cache_fns.owned)
+            .map(|((owned, custom), cache)| {
                 let t = self.kinds.of(&owned.kind);
                 // The form of the weight: compiles one kind of informer for the child, where
                 // `owns` (which chooses at run time) would compile three.
@@ -486,7 +495,7 @@ impl Expander<'_> {
                     Weight::Uncached => (quote!(uncached), quote!(owns_uncached)),
                 };
                 let any_owner = owned.any_owner.then(|| quote!(.any_owner()));
-                let informer = select_calls(kf, owned.store.as_ref(), &owned.select, custom);
+                let informer = select_calls(kf, owned.store.as_ref(), &owned.select, custom, cache);
                 quote! {
                     .#owns(
                         #kf::controller::apis_for::<#t>(&client, namespaces),
@@ -507,9 +516,10 @@ impl Expander<'_> {
             .iter()
             .zip(&self.mapper_args)
             .zip(&self.watched_predicate_args)
-            .map(|((w, map), custom)| {
+            .zip(&self.cache_fns.watched)
+            .map(|(((w, map), custom), cache)| {
                 let t = self.kinds.of(&w.kind);
-                let informer = select_calls(kf, w.store.as_ref(), &w.select, custom);
+                let informer = select_calls(kf, w.store.as_ref(), &w.select, custom, cache);
                 let watches = if w.is_async {
                     quote! {
                         #kf::controller::Watches::map_async({
@@ -617,6 +627,7 @@ impl Expander<'_> {
             .chain(self.model.owns.iter().flat_map(|o| &o.select.custom))
             .chain(self.model.watches.iter().flat_map(|w| &w.select.custom));
         let retry = self.retry_expr_call();
+        let cache_paths = &self.cache_fns.paths;
         quote! {
             #[automatically_derived]
             impl #kf::controller::ControllerSpec for #self_ty {
@@ -625,7 +636,7 @@ impl Expander<'_> {
                 const FINALIZER: ::core::option::Option<&'static str> = #finalizer;
 
                 fn controller(wiring: &#kf::controller::Wiring) -> #kf::controller::Controller<Self::Kind> {
-                    (__WIRING.controller)(wiring, #(#mappers,)* #(#predicates,)*) #retry
+                    (__WIRING.controller)(wiring, #(#mappers,)* #(#predicates,)* #(#cache_paths,)*) #retry
                 }
 
                 fn rbac() -> #kf::rbac::Rules {
@@ -684,14 +695,19 @@ fn select_calls(
     store: Option<&Keyed<String>>,
     select: &Select,
     custom: &[Ident],
+    cache: &TokenStream,
 ) -> TokenStream {
-    let informer = if store.is_none() && select.labels.is_none() && select.fields.is_none() {
+    let informer = if store.is_none()
+        && select.labels.is_none()
+        && select.fields.is_none()
+        && cache.is_empty()
+    {
         None
     } else {
         let config = informer_config(store);
         let labels = select.labels.as_ref().map(|l| quote!(.labels(#l)));
         let fields = select.fields.as_ref().map(|f| quote!(.fields(#f)));
-        Some(quote!(.informer(#config #labels #fields)))
+        Some(quote!(.informer(#config #labels #fields #cache)))
     };
     let predicates = select
         .predicates
@@ -987,4 +1003,80 @@ fn extra_rules(kf: &Path, rules: &[super::attrs::RbacRule]) -> TokenStream {
         })
     });
     quote!(#(#calls)* #(#non_resource)*)
+}
+
+/// The index functions and transforms of the sources (`indexes(..)`, `transform = ..`), passed
+/// to the generic wiring as fn pointers like the custom predicates (`Self` is not in scope
+/// there), and the config calls that use them.
+struct CacheFns {
+    /// The argument names, in order.
+    args: Vec<Ident>,
+    /// Their fn pointer types.
+    tys: Vec<TokenStream>,
+    /// The user's paths, which the spec passes.
+    paths: Vec<Path>,
+    /// `.index::<K>(..)` / `.transform::<K>(..)` of the primary's informer config.
+    primary: TokenStream,
+    /// The same, per owned kind and per watched kind.
+    owned: Vec<TokenStream>,
+    watched: Vec<TokenStream>,
+}
+
+impl CacheFns {
+    fn new(model: &Model, kinds: &Kinds<'_>) -> Self {
+        let kf = &model.krate;
+        let mut fns = CacheFns {
+            args: Vec::new(),
+            tys: Vec::new(),
+            paths: Vec::new(),
+            primary: TokenStream::new(),
+            owned: Vec::new(),
+            watched: Vec::new(),
+        };
+        fns.primary = fns.calls(&model.primary, &quote!(__S::Kind));
+        for owned in &model.owns {
+            let t = kinds.of(&owned.kind);
+            let calls = match owned.weight {
+                Weight::Full => fns.calls(&owned.select, &quote!(#t)),
+                Weight::Metadata => fns.calls(
+                    &owned.select,
+                    &quote!(#kf::kube::core::PartialObjectMeta<#t>),
+                ),
+                // Refused when parsed: an uncached kind keeps no objects.
+                Weight::Uncached => TokenStream::new(),
+            };
+            fns.owned.push(calls);
+        }
+        for watched in &model.watches {
+            let t = kinds.of(&watched.kind);
+            let calls = fns.calls(&watched.select, &quote!(#t));
+            fns.watched.push(calls);
+        }
+        fns
+    }
+
+    /// The config calls of one source whose cached objects are `obj`, adding their arguments.
+    fn calls(&mut self, select: &Select, obj: &TokenStream) -> TokenStream {
+        let mut calls = Vec::new();
+        for path in &select.indexes {
+            let arg = format_ident!("cache_fn{}", self.args.len());
+            let name = path
+                .segments
+                .last()
+                .map(|last| LitStr::new(&last.ident.to_string(), last.ident.span()));
+            self.args.push(arg.clone());
+            self.tys
+                .push(quote!(fn(&#obj) -> ::std::vec::Vec<::std::string::String>));
+            self.paths.push(path.clone());
+            calls.push(quote!(.index::<#obj>(#name, #arg)));
+        }
+        if let Some(path) = &select.transform {
+            let arg = format_ident!("cache_fn{}", self.args.len());
+            self.args.push(arg.clone());
+            self.tys.push(quote!(fn(&mut #obj)));
+            self.paths.push(path.clone());
+            calls.push(quote!(.transform::<#obj>(#arg)));
+        }
+        quote!(#(#calls)*)
+    }
 }

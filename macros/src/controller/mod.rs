@@ -801,6 +801,30 @@ mod tests {
     }
 
     #[test]
+    fn controller_should_pass_index_functions_and_transforms_to_each_informer() {
+        let out = controller(
+            quote!(for = Db, indexes(Self::by_app), transform = Self::slim,
+                owns(Pod(metadata, indexes(Self::by_node))),
+                watches(Secret, map = Self::m, transform = Self::tw)),
+            quote!(impl DbController {
+                async fn reconcile(&self, db: Arc<Db>, ctx: &Context<Db>) -> Result<Action, Error> { Ok(Action::Done) }
+            }),
+        );
+        let out = crate::pipeline::tests::pretty(out);
+        let compact: String = out.split_whitespace().collect();
+        for expected in [
+            ".index::<__S::Kind>(\"by_app\",cache_fn0).transform::<__S::Kind>(cache_fn1),)",
+            ".informer(wiring.informer_defaults.clone().index::<::kubeforge::kube::core::PartialObjectMeta<__K0>,>(\"by_node\",cache_fn2)",
+            ".transform::<__K1>(cache_fn3)",
+            "cache_fn0:fn(&__S::Kind)->::std::vec::Vec<::std::string::String>,",
+            "cache_fn1:fn(&mut__S::Kind),",
+            "Self::by_app,Self::slim,Self::by_node,Self::tw,",
+        ] {
+            assert!(compact.contains(expected), "{expected} in {out}");
+        }
+    }
+
+    #[test]
     fn controller_should_select_its_primary_kind_and_bound_its_reconciles() {
         let out = controller(
             quote!(for = Db, labels = "tier=db", fields = "metadata.name!=skip", reconcile_timeout = "1m30s"),

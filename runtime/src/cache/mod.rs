@@ -369,6 +369,9 @@ impl Cache {
                 .as_any()
                 .downcast::<Informer<K>>()
         {
+            // A later source's indexes are added to the shared store.
+            let problems = informer.add_options(&config);
+            inner.problems.extend(problems);
             return informer;
         }
         let mut name = key.url.clone();
@@ -382,10 +385,13 @@ impl Cache {
             }
         }
         let informer = Arc::new(
-            Informer::with_store(api, config, store(&name))
+            Informer::with_store(api, config.clone(), store(&name))
                 .on_apply(self.hook.clone())
                 .events_through(self.writer.clone()),
         );
+        // Options of another kind, an index the store cannot keep: start-up problems.
+        let problems = informer.add_options(&config);
+        inner.problems.extend(problems);
         let handle = Box::new(Handle(Arc::clone(&informer)));
         if let Some(token) = &inner.running {
             handle.start(token.child_token());
@@ -400,6 +406,38 @@ impl Cache {
         ));
         inner.index.insert(key, i);
         informer
+    }
+
+    /// Reads the cached objects of kind `K` in `namespaces` from the informers without
+    /// selectors, or else from those of the one set of selectors the cache watches `K` with
+    /// (what a source of a controller registered its indexes on); [`NotCached`] when there is
+    /// none, or several to choose from.
+    pub(crate) fn store_in<K>(&self, namespaces: &crate::Namespaces) -> Result<Reader<K>, NotCached>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: Scoped,
+    {
+        let lookup = Lookup::namespaces(namespaces.clone());
+        let refused = match self.store::<K>(&lookup) {
+            Ok(reader) => return Ok(reader),
+            Err(refused) => refused,
+        };
+        let mut selections: Vec<(Option<String>, Option<String>)> = self
+            .lock()
+            .entries
+            .iter()
+            .filter(|(key, _)| key.kind == TypeId::of::<K>() && !key.skeleton)
+            .map(|(key, _)| (key.labels.clone(), key.fields.clone()))
+            .collect();
+        selections.sort();
+        selections.dedup();
+        let [(labels, fields)] = selections.as_slice() else {
+            return Err(refused);
+        };
+        let mut lookup = lookup;
+        lookup.labels.clone_from(labels);
+        lookup.fields.clone_from(fields);
+        self.store::<K>(&lookup)
     }
 
     /// Reads the cached objects of kind `K` that `lookup` names: the store of the informer

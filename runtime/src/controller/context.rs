@@ -69,6 +69,25 @@ impl<K> Context<K> {
         self.wiring.record_write_by(written, Some(writer));
     }
 
+    /// The cached objects of kind `C` in the controller's namespaces for which the custom index
+    /// `index` ([`InformerConfig::index`](crate::informer::InformerConfig::index), the
+    /// `indexes(..)` key of `#[controller]`) produced `value`: read from the informers of `C`
+    /// without selectors, else from those of the one selector `C` is watched with (with several,
+    /// name the informer: `ctx.cache().store::<C>(&lookup)?.by_index(..)`).
+    ///
+    /// # Errors
+    ///
+    /// [`NotCached`](crate::cache::NotCached) when no informer of `C` covers the namespaces; the
+    /// store's error when its backend fails. An index nobody registered answers nothing.
+    pub async fn indexed<C: Kind>(
+        &self,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<C>>, crate::BoxError> {
+        let store = self.wiring.cache().store_in::<C>(&self.wiring.namespaces)?;
+        Ok(store.by_index(index, value).await?)
+    }
+
     /// The key being reconciled.
     pub fn key(&self) -> &ObjectKey {
         &self.key

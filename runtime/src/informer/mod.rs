@@ -177,6 +177,93 @@ pub struct InformerConfig {
     /// [`Cache::informer`](crate::cache::Cache::informer); an informer built by hand takes its
     /// store in [`Informer::with_store`].
     pub store: Option<crate::store::StoreChoice>,
+    /// Custom indexes and a transform of the cached objects ([`InformerConfig::index`],
+    /// [`InformerConfig::transform`]).
+    pub kind_options: KindOptions,
+}
+
+/// The options of an [`InformerConfig`] that name the kind they apply to: custom indexers and
+/// a transform, kept type-erased so the config stays one type for every kind. Options of two
+/// different kinds in one config are a mistake the cache reports
+/// ([`Cache::problems`](crate::cache::Cache::problems)) instead of ignoring.
+#[derive(Clone, Default)]
+pub struct KindOptions {
+    /// A `PerKind<K>`, and `K`'s name.
+    of: Option<(Arc<dyn std::any::Any + Send + Sync>, &'static str)>,
+    /// Options given for another kind than the first.
+    mismatched: Vec<String>,
+}
+
+/// The options of [`KindOptions`] for kind `K`.
+struct PerKind<K> {
+    indexers: Vec<(String, crate::store::Indexer<K>)>,
+    transform: Option<Transform<K>>,
+}
+
+impl<K> Default for PerKind<K> {
+    fn default() -> Self {
+        Self {
+            indexers: Vec::new(),
+            transform: None,
+        }
+    }
+}
+
+impl<K> Clone for PerKind<K> {
+    fn clone(&self) -> Self {
+        Self {
+            indexers: self.indexers.clone(),
+            transform: self.transform.clone(),
+        }
+    }
+}
+
+impl Debug for KindOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindOptions")
+            .field("kind", &self.of.as_ref().map(|(_, kind)| kind))
+            .field("mismatched", &self.mismatched)
+            .finish()
+    }
+}
+
+impl KindOptions {
+    /// Changes the options of kind `K` (`what` names the option, for the mismatch message).
+    fn change<K: 'static>(&mut self, what: String, change: impl FnOnce(&mut PerKind<K>)) {
+        let kind = std::any::type_name::<K>();
+        let mut options = match &self.of {
+            None => PerKind::default(),
+            Some((any, first)) => match Arc::clone(any).downcast::<PerKind<K>>() {
+                Ok(options) => (*options).clone(),
+                Err(_) => {
+                    self.mismatched
+                        .push(format!("{what} of {kind} in the options of {first}"));
+                    return;
+                }
+            },
+        };
+        change(&mut options);
+        self.of = Some((Arc::new(options), kind));
+    }
+
+    /// The indexers and transform for kind `K`, and what was given for another kind (every
+    /// option, when `K` is not the kind they name).
+    fn of<K: 'static>(&self) -> (PerKind<K>, Vec<String>) {
+        let mut wrong = self.mismatched.clone();
+        match &self.of {
+            None => (PerKind::default(), wrong),
+            Some((any, first)) => match Arc::clone(any).downcast::<PerKind<K>>() {
+                Ok(options) => ((*options).clone(), wrong),
+                Err(_) => {
+                    wrong.push(format!(
+                        "the indexers and transform of {first} given to an informer of {}",
+                        std::any::type_name::<K>()
+                    ));
+                    (PerKind::default(), wrong)
+                }
+            },
+        }
+    }
 }
 
 impl Default for InformerConfig {
@@ -192,11 +279,65 @@ impl Default for InformerConfig {
             buffer: 1024,
             backoff: WatchBackoff::default(),
             store: None,
+            kind_options: KindOptions::default(),
         }
     }
 }
 
 impl InformerConfig {
+    /// Adds the custom index `name` to the store of the objects of `K` (an informer of `K`
+    /// shared by several sources gets every index any of them asks for):
+    /// [`Reader::by_index`](crate::store::Reader::by_index) and
+    /// [`Context::indexed`](crate::controller::Context::indexed) query it. In memory only: a
+    /// remote store keeps no custom indexes, and the cache reports an index asked of one.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kubeforge::informer::InformerConfig;
+    /// fn node_of(pod: &Pod) -> Vec<String> {
+    ///     pod.spec.as_ref().and_then(|s| s.node_name.clone()).into_iter().collect()
+    /// }
+    /// let config = InformerConfig::default().index("by-node", node_of);
+    /// ```
+    #[must_use]
+    pub fn index<K: 'static>(
+        mut self,
+        name: impl Into<String>,
+        by: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        let name = name.into();
+        let indexer: crate::store::Indexer<K> = Arc::new(by);
+        self.kind_options
+            .change::<K>(format!("index `{name}`"), move |options| {
+                options.indexers.push((name, indexer));
+            });
+        self
+    }
+
+    /// Transforms each object of `K` before it is cached (drop what the operator never reads:
+    /// controller-runtime's `TransformFunc`), after `managedFields` were stripped (unless kept).
+    /// The first source that creates a shared informer decides its transform.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// use kubeforge::informer::InformerConfig;
+    /// let config = InformerConfig::default().transform(|pod: &mut Pod| {
+    ///     pod.metadata.annotations = None;
+    /// });
+    /// ```
+    #[must_use]
+    pub fn transform<K: 'static>(
+        mut self,
+        transform: impl Fn(&mut K) + Send + Sync + 'static,
+    ) -> Self {
+        let transform: Transform<K> = Arc::new(transform);
+        self.kind_options
+            .change::<K>("a transform".to_owned(), move |options| {
+                options.transform = Some(transform);
+            });
+        self
+    }
+
     /// Keep the objects in `backend` (a [`RemoteStore`](crate::store::RemoteStore)) instead of
     /// in memory.
     #[must_use]
@@ -450,12 +591,16 @@ where
     /// custom indexers).
     pub fn with_store(api: Api<K>, config: InformerConfig, store: Arc<dyn Store<K>>) -> Self {
         let (replays, replays_rx) = mpsc::unbounded_channel();
-        let transform: Option<Transform<K>> = if config.keep_managed_fields {
-            None
-        } else {
-            Some(Arc::new(|obj: &mut K| obj.meta_mut().managed_fields = None))
+        let own = config.kind_options.of::<K>().0.transform;
+        let transform: Option<Transform<K>> = match (config.keep_managed_fields, own) {
+            (true, own) => own,
+            (false, None) => Some(Arc::new(|obj: &mut K| obj.meta_mut().managed_fields = None)),
+            (false, Some(own)) => Some(Arc::new(move |obj: &mut K| {
+                obj.meta_mut().managed_fields = None;
+                own(obj);
+            })),
         };
-        Self {
+        let informer = Self {
             api,
             config,
             store,
@@ -471,7 +616,29 @@ where
             replays,
             replays_rx: Mutex::new(Some(replays_rx)),
             recent: recent::Recent::default(),
+        };
+        let config = informer.config.clone();
+        for problem in informer.add_options(&config) {
+            tracing::warn!(informer = %informer.api.resource_url(), %problem, "informer option ignored");
         }
+        informer
+    }
+
+    /// Adds the custom indexes `config` asks for of `K` to the store (a shared informer gets
+    /// those of every source); returns what could not be done: options of another kind, an
+    /// index the store cannot keep. The transform is the one the informer was built with.
+    pub(crate) fn add_options(&self, config: &InformerConfig) -> Vec<String> {
+        let (options, mut problems) = config.kind_options.of::<K>();
+        for (name, indexer) in options.indexers {
+            if self.store.add_indexer(&name, indexer) == crate::store::AddIndex::Unsupported {
+                problems.push(format!(
+                    "index `{name}` of {}: the {} store keeps no custom indexes",
+                    K::kind(&()),
+                    self.store.backend()
+                ));
+            }
+        }
+        problems
     }
 
     /// Writes the informer's Warning events through `client` (a manager's fenced writer, so a

@@ -29,7 +29,23 @@ type Postings = HashMap<Box<str>, HashSet<Id>>;
 /// owner and custom index value.
 pub struct MemoryStore<K> {
     inner: RwLock<Inner<K>>,
-    indexers: Vec<(String, Indexer<K>)>,
+    /// The custom indexers; they only grow ([`MemoryStore::add_indexer`]), under the write lock
+    /// of `inner`.
+    indexers: RwLock<Indexers<K>>,
+}
+
+/// The custom indexers of a store, by name.
+type Indexers<K> = Arc<[(String, Indexer<K>)]>;
+
+/// What [`LocalStore::add_indexer`](super::LocalStore::add_indexer) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddIndex {
+    /// The index was added, and the objects already cached indexed.
+    Added,
+    /// An index of that name was there already (the first indexer of a name stays).
+    Exists,
+    /// The store keeps no custom indexes (a skeleton or remote store).
+    Unsupported,
 }
 
 struct Inner<K> {
@@ -165,7 +181,13 @@ impl<K> std::fmt::Debug for MemoryStore<K> {
             .field("len", &self.read().by_key.len())
             .field(
                 "indexers",
-                &self.indexers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                &self
+                    .indexers
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(n, _)| n.clone())
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -194,12 +216,12 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
     pub fn new() -> Self {
         Self {
             inner: RwLock::new(Inner::default()),
-            indexers: Vec::new(),
+            indexers: RwLock::new(Arc::from([])),
         }
     }
 
-    /// Adds a named index; [`Store::by_index`](super::Store::by_index) queries it. Register
-    /// indexers before the store is filled: objects already cached are not re-indexed.
+    /// Adds a named index; [`Store::by_index`](super::Store::by_index) queries it (see
+    /// [`LocalStore::add_indexer`](super::LocalStore::add_indexer) to add one to a store in use).
     ///
     /// # Examples
     ///
@@ -213,13 +235,46 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
     /// }));
     /// ```
     #[must_use]
-    pub fn indexer(mut self, name: impl Into<String>, indexer: Indexer<K>) -> Self {
-        self.indexers.push((name.into(), indexer));
+    pub fn indexer(self, name: impl Into<String>, indexer: Indexer<K>) -> Self {
+        let _ = self.add(&name.into(), indexer);
         self
     }
 
+    /// The custom indexers now.
+    fn indexers(&self) -> Indexers<K> {
+        Arc::clone(&self.indexers.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Adds indexer `name` and indexes the objects cached with it.
+    fn add(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        let mut inner = self.write();
+        let mut indexers = self.indexers.write().unwrap_or_else(|e| e.into_inner());
+        if indexers.iter().any(|(n, _)| n == name) {
+            return AddIndex::Exists;
+        }
+        Self::index_with(&mut inner, name, &indexer);
+        let mut grown = indexers.to_vec();
+        grown.push((name.to_owned(), indexer));
+        *indexers = grown.into();
+        AddIndex::Added
+    }
+
+    /// Indexes every object of `inner` with indexer `name`.
+    fn index_with(inner: &mut Inner<K>, name: &str, indexer: &Indexer<K>) {
+        let mut postings = Postings::new();
+        for (id, slot) in inner.slots.iter().enumerate() {
+            let (Some(obj), Ok(id)) = (slot, Id::try_from(id)) else {
+                continue;
+            };
+            for value in indexer(obj) {
+                postings.entry(value.into()).or_default().insert(id);
+            }
+        }
+        inner.custom.insert(name.to_owned(), postings);
+    }
+
     /// The index entries of an object: (namespace, labels, owners, custom).
-    fn index_entries(&self, obj: &K) -> Entries {
+    fn index_entries(indexers: &[(String, Indexer<K>)], obj: &K) -> Entries {
         let meta = obj.meta();
         Entries {
             namespace: meta.namespace.clone(),
@@ -235,8 +290,7 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
                 .flatten()
                 .map(|o| o.uid.clone())
                 .collect(),
-            custom: self
-                .indexers
+            custom: indexers
                 .iter()
                 .map(|(name, f)| (name.clone(), f(obj)))
                 .collect(),
@@ -294,8 +348,8 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
     }
 
     /// Puts `obj` into `inner`, indexed; returns the object it replaced.
-    fn put(&self, inner: &mut Inner<K>, obj: Arc<K>) -> Option<Arc<K>> {
-        let new_entries = self.index_entries(&obj);
+    fn put(indexers: &[(String, Indexer<K>)], inner: &mut Inner<K>, obj: Arc<K>) -> Option<Arc<K>> {
+        let new_entries = Self::index_entries(indexers, &obj);
         let (id, previous) = match inner.find_object(&obj) {
             Some(id) => {
                 let previous = inner
@@ -303,7 +357,7 @@ impl<K: Resource + Send + Sync + 'static> MemoryStore<K> {
                     .get_mut(id as usize)
                     .and_then(|slot| slot.replace(obj));
                 if let Some(old) = &previous {
-                    Self::unindex(inner, id, self.index_entries(old));
+                    Self::unindex(inner, id, Self::index_entries(indexers, old));
                 }
                 (id, previous)
             }
@@ -377,6 +431,10 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
             .unwrap_or_default()
     }
 
+    fn add_indexer(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        self.add(name, indexer)
+    }
+
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         let inner = self.read();
         inner
@@ -393,24 +451,29 @@ impl<K: Resource + Send + Sync + 'static> LocalStore<K> for MemoryStore<K> {
 
     fn apply(&self, obj: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.write();
-        self.put(&mut *inner, obj)
+        Self::put(&self.indexers(), &mut inner, obj)
     }
 
     fn delete(&self, key: &ObjectKey) -> Option<Arc<K>> {
         let mut inner = self.write();
         let (id, old) = inner.remove(key)?;
-        let entries = self.index_entries(&old);
+        let entries = Self::index_entries(&self.indexers(), &old);
         Self::unindex(&mut inner, id, entries);
         Some(old)
     }
 
     fn replace(&self, objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+        let indexers = self.indexers();
         let mut fresh = Inner::default();
         fresh.slots.reserve_exact(objects.len());
         for obj in objects {
-            self.put(&mut fresh, obj);
+            Self::put(&indexers, &mut fresh, obj);
         }
         let mut inner = self.write();
+        // An indexer added meanwhile (they only grow) indexes the fresh objects too.
+        for (name, indexer) in self.indexers().iter().skip(indexers.len()) {
+            Self::index_with(&mut fresh, name, indexer);
+        }
         let old = std::mem::replace(&mut *inner, fresh);
         old.slots
             .into_iter()
@@ -572,5 +635,24 @@ mod tests {
         assert_eq!(names(store.by_index("data-name", "y")), ["y"]);
         assert!(store.by_index("data-name", "z").is_empty());
         assert!(store.by_index("missing", "y").is_empty());
+    }
+
+    #[test]
+    fn an_indexer_added_to_a_store_in_use_should_index_what_it_holds_and_what_comes() {
+        let store = MemoryStore::<ConfigMap>::new();
+        let by_ns: Indexer<ConfigMap> =
+            Arc::new(|c: &ConfigMap| c.metadata.namespace.clone().into_iter().collect());
+        store.apply(cm("a", "x", &[], None));
+        assert_eq!(store.add_indexer("ns", Arc::clone(&by_ns)), AddIndex::Added);
+        assert_eq!(store.add_indexer("ns", by_ns), AddIndex::Exists);
+        assert_eq!(names(store.by_index("ns", "a")), ["x"]);
+        store.apply(cm("a", "y", &[], None));
+        assert_eq!(names(store.by_index("ns", "a")), ["x", "y"]);
+        // A relist keeps the index.
+        store.replace(vec![cm("b", "z", &[], None)]);
+        assert!(store.by_index("ns", "a").is_empty());
+        assert_eq!(names(store.by_index("ns", "b")), ["z"]);
+        store.delete(&ObjectKey::namespaced("b", "z"));
+        assert!(store.by_index("ns", "b").is_empty());
     }
 }

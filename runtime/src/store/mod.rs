@@ -67,7 +67,7 @@ pub use backend::{Backend, CustomStore, MAX_KEY_LEN, SharedBackend, StoreChoice}
 pub(crate) use memcached::Series as MemcachedSeries;
 #[cfg(feature = "memcached")]
 pub use memcached::{Memcached, MemcachedConfig};
-pub use memory::{Indexer, MemoryStore};
+pub use memory::{AddIndex, Indexer, MemoryStore};
 pub use reader::Reader;
 pub use remote::{Refill, RemoteStore};
 pub use skeleton::SkeletonStore;
@@ -117,6 +117,13 @@ pub trait Store<K>: Send + Sync + 'static {
     /// The cached objects for which the indexer named `index` produced `value`; empty if no such
     /// index exists.
     fn by_index<'a>(&'a self, index: &'a str, value: &'a str) -> StoreFuture<'a, Vec<Arc<K>>>;
+
+    /// Adds the custom index `name` (the objects already cached are indexed at once); a store
+    /// that keeps no custom indexes answers [`AddIndex::Unsupported`].
+    fn add_indexer(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        let _ = (name, indexer);
+        AddIndex::Unsupported
+    }
 
     /// Inserts or replaces an object; returns the previous version.
     fn apply(&self, obj: Arc<K>) -> StoreFuture<'_, Option<Arc<K>>>;
@@ -228,6 +235,13 @@ pub trait LocalStore<K>: Send + Sync + 'static {
     /// index exists.
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>>;
 
+    /// Adds the custom index `name`, indexing the objects already cached; a store that keeps
+    /// no custom indexes answers [`AddIndex::Unsupported`] (the default).
+    fn add_indexer(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        let _ = (name, indexer);
+        AddIndex::Unsupported
+    }
+
     /// Number of cached objects.
     fn len(&self) -> usize;
 
@@ -308,6 +322,9 @@ macro_rules! store_from_local {
             ) -> StoreFuture<'a, Vec<Arc<$k>>> {
                 ready(LocalStore::by_index(self, index, value))
             }
+            fn add_indexer(&self, name: &str, indexer: Indexer<$k>) -> AddIndex {
+                LocalStore::add_indexer(self, name, indexer)
+            }
             fn apply(&self, obj: Arc<$k>) -> StoreFuture<'_, Option<Arc<$k>>> {
                 ready(LocalStore::apply(self, obj))
             }
@@ -364,6 +381,9 @@ impl<K, S: LocalStore<K>> LocalStore<K> for Local<S> {
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         self.0.by_index(index, value)
     }
+    fn add_indexer(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        self.0.add_indexer(name, indexer)
+    }
     fn len(&self) -> usize {
         self.0.len()
     }
@@ -412,6 +432,9 @@ impl<K, S: LocalStore<K> + ?Sized> LocalStore<K> for Arc<S> {
     }
     fn by_index(&self, index: &str, value: &str) -> Vec<Arc<K>> {
         (**self).by_index(index, value)
+    }
+    fn add_indexer(&self, name: &str, indexer: Indexer<K>) -> AddIndex {
+        (**self).add_indexer(name, indexer)
     }
     fn len(&self) -> usize {
         (**self).len()
