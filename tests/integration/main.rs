@@ -21,6 +21,7 @@ mod dependents;
 mod deploy;
 mod events;
 mod faults;
+mod finalizers;
 mod guestbook;
 mod indexes;
 mod informer;

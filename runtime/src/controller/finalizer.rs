@@ -213,7 +213,10 @@ pub(crate) async fn remove<K: Kind>(
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         // A test failed: if the object is gone or another one took its name, this object's
         // finalizer is no longer ours to remove; otherwise retry from the cache.
-        Err(failed) if is_invalid(&failed) => match api.get_metadata_opt(&name).await {
+        Err(failed) if is_invalid(&failed) => match api
+            .get_metadata_opt(meta.name.as_deref().unwrap_or_default())
+            .await
+        {
             Ok(Some(live)) if live.metadata.uid.as_deref() == Some(uid) => Err(error(failed)),
             Ok(_) => Ok(()),
             Err(e) => Err(error(e)),
