@@ -264,16 +264,27 @@ impl Expander<'_> {
             helpers,
             ..
         } = &self.dependents;
+        let writable = self.writable_children();
         let built = quote!(#kf::dependents::Dependents<__S::Kind, __S>);
         let field = quote!(dependents: fn(#(#pointer_tys),*) -> #built,);
         let function = quote! {
             #helpers
-            fn __dependents<__S: #spec, #(#kinds: #kind_trait),*>(#(#params: #pointer_tys),*) -> #built {
+            fn __dependents<__S: #spec, #(#kinds: #kind_trait),*>(#(#params: #pointer_tys),*) -> #built #writable {
                 #body
             }
         };
         let init = quote!(dependents: __dependents::<__S, #(#kinds),*>,);
         (field, function, init)
+    }
+
+    /// `where` the dependents' children are `Writable` (nothing without dependents).
+    fn writable_children(&self) -> TokenStream {
+        let children = &self.dependents.children;
+        if children.is_empty() {
+            return TokenStream::new();
+        }
+        let kf = self.kf;
+        quote!(where #(#children: #kf::views::Writable),*)
     }
 
     /// The types of the mappers and custom predicates, as the generic wiring takes them.
@@ -321,6 +332,7 @@ impl Expander<'_> {
         let spec_impl = self.spec_impl();
         let self_ty = &self.model.self_ty;
         let (dependents_field, dependents_fn, dependents_init) = self.dependents_wiring();
+        let writable = self.writable_children();
         quote! {
             #is_kind
 
@@ -335,7 +347,7 @@ impl Expander<'_> {
             #rbac_fn
             #dependents_fn
 
-            const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> {
+            const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> #writable {
                 __Wiring {
                     controller: __controller::<__S, #(#params),*>,
                     rbac: __rbac::<__S, #(#params),*>,
@@ -362,7 +374,8 @@ impl Expander<'_> {
                 message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
                 label = "not a Kubernetes kind",
                 note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
+                note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
             )]
             trait __IsKind<M>: #kind_trait {}
             trait __Unimplemented {}

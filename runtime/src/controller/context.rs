@@ -156,7 +156,7 @@ impl<K> Context<K> {
         patch: &Patch<P>,
     ) -> Result<K, kube::Error>
     where
-        K: Kind,
+        K: Kind + crate::views::Writable,
     {
         let api = self.api::<K>();
         let params = PatchParams::default();
@@ -188,7 +188,7 @@ impl<K> Context<K> {
     /// another object of the same name.
     pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
     where
-        K: Kind,
+        K: Kind + crate::views::Writable,
     {
         let api = self.api::<K>();
         let params = kube::api::PostParams::default();
@@ -224,6 +224,7 @@ impl<K> Context<K> {
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
+            + crate::views::Writable
             + Clone
             + serde::Serialize
             + DeserializeOwned
@@ -251,6 +252,7 @@ impl<K> Context<K> {
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
+            + crate::views::Writable
             + Clone
             + serde::Serialize
             + DeserializeOwned
