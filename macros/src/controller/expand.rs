@@ -287,6 +287,23 @@ impl Expander<'_> {
         quote!(where #(#children: #kf::views::Writable),*)
     }
 
+    /// `where` the primary is `Writable`, when it is also a dependent's child (the other
+    /// children are `__IsChild` parameters of `__wiring`).
+    fn writable_primary(&self) -> TokenStream {
+        let kf = self.kf;
+        let primary = quote!(__S::Kind).to_string();
+        if self
+            .dependents
+            .children
+            .iter()
+            .any(|c| c.to_string() == primary)
+        {
+            quote!(where __S::Kind: #kf::views::Writable)
+        } else {
+            TokenStream::new()
+        }
+    }
+
     /// The types of the mappers and custom predicates, as the generic wiring takes them.
     fn fn_pointer_types(&self) -> (Vec<TokenStream>, Vec<TokenStream>) {
         let kf = self.kf;
@@ -332,7 +349,24 @@ impl Expander<'_> {
         let spec_impl = self.spec_impl();
         let self_ty = &self.model.self_ty;
         let (dependents_field, dependents_fn, dependents_init) = self.dependents_wiring();
-        let writable = self.writable_children();
+        let writable = self.writable_primary();
+        // A dependent's child is written: `__IsChild` (a kind that is `Writable`), one error
+        // for a type that is not a kind and for a read-only view alike.
+        let checks: Vec<TokenStream> = params
+            .iter()
+            .map(|param| {
+                let child = self
+                    .dependents
+                    .children
+                    .iter()
+                    .any(|c| c.to_string() == param.to_string());
+                if child {
+                    quote!(__IsChild)
+                } else {
+                    quote!(__IsKind)
+                }
+            })
+            .collect();
         quote! {
             #is_kind
 
@@ -347,7 +381,7 @@ impl Expander<'_> {
             #rbac_fn
             #dependents_fn
 
-            const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> #writable {
+            const fn __wiring<__S: #spec, #(#params: #checks<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> #writable {
                 __Wiring {
                     controller: __controller::<__S, #(#params),*>,
                     rbac: __rbac::<__S, #(#params),*>,
@@ -369,6 +403,23 @@ impl Expander<'_> {
             let kf = self.kf;
             quote!(#kf::controller::Kind)
         };
+        let writable = {
+            let kf = self.kf;
+            quote!(#kf::views::Writable)
+        };
+        let is_child = (!self.dependents.children.is_empty()).then(|| {
+            quote! {
+            #[diagnostic::on_unimplemented(
+                message = "`{Self}` is not a Kubernetes kind kubeforge can write",
+                label = "not a writable Kubernetes kind",
+                note = "a dependent's child is a full kind kubeforge applies: a type #[kubeforge::custom_resource(kind = \"...\")] generates, or a k8s-openapi resource such as `ConfigMap`",
+                note = "a #[kubeforge::view] is read-only (writing it would erase the fields it lacks): build the full type it views"
+            )]
+            trait __IsChild<M>: __IsKind<M> + #writable {}
+            impl<T: #kind_trait + #writable> __IsChild<()> for T {}
+            impl<T: #kind_trait + #writable + __Unimplemented> __IsChild<u8> for T {}
+            }
+        });
         quote! {
             #[diagnostic::on_unimplemented(
                 message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
@@ -383,6 +434,8 @@ impl Expander<'_> {
             // Never holds; its only job is to make `T: __IsKind<_>` a choice between two impls,
             // which the compiler reports as one unsatisfied bound.
             impl<T: #kind_trait + __Unimplemented> __IsKind<u8> for T {}
+
+            #is_child
         }
     }
 

@@ -3,7 +3,6 @@
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote, quote_spanned};
-use syn::spanned::Spanned;
 
 use super::model::{Shape, View};
 
@@ -32,8 +31,10 @@ pub fn impls(view: &View) -> TokenStream {
     let full = format_ident!("__full");
     let fields = view.fields.iter().map(|field| {
         let name = &field.ident;
-        let access = quote_spanned!(name.span()=> &#full.#name);
-        let value = project(&views, &field.shape, access, 0);
+        // Spanned at the field: a misspelled or mismatched field is reported there.
+        let at_field = proc_macro2::Ident::new("__full", name.span());
+        let access = quote_spanned!(name.span()=> &#at_field.#name);
+        let value = project(&views, &field.shape, access, name.span(), 0);
         quote!(#name: #value)
     });
     let resource = view.is_kind.then(|| resource(view));
@@ -63,23 +64,29 @@ pub fn impls(view: &View) -> TokenStream {
 }
 
 /// The projection of one field's value at `access` (a `&` of the full field's value), layer by
-/// layer; each layer's call is spanned at the view's type, so a mismatch points at it.
-fn project(views: &TokenStream, shape: &Shape, access: TokenStream, depth: usize) -> TokenStream {
-    let each = format_ident!("__v{depth}");
-    let inner = |inner: &Shape| project(views, inner, quote!(#each), depth + 1);
+/// layer; each layer's call and value are spanned at the field, so a mismatch points at it.
+fn project(
+    views: &TokenStream,
+    shape: &Shape,
+    access: TokenStream,
+    span: proc_macro2::Span,
+    depth: usize,
+) -> TokenStream {
+    let each = format_ident!("__v{depth}", span = span);
+    let inner = |inner: &Shape| project(views, inner, quote!(#each), span, depth + 1);
     match shape {
-        Shape::Leaf(ty) => quote_spanned!(ty.span()=> #views::__leaf::<_, #ty>(#access)),
+        Shape::Leaf(ty) => quote_spanned!(span=> #views::__leaf::<_, #ty>(#access)),
         Shape::Option(inner_shape) => {
             let inner = inner(inner_shape);
-            quote!(#views::__option(#access, |#each| #inner))
+            quote_spanned!(span=> #views::__option(#access, |#each| #inner))
         }
         Shape::Vec(inner_shape) => {
             let inner = inner(inner_shape);
-            quote!(#views::__vec(#access, |#each| #inner))
+            quote_spanned!(span=> #views::__vec(#access, |#each| #inner))
         }
         Shape::Map(inner_shape) => {
             let inner = inner(inner_shape);
-            quote!(#views::__map(#access, |#each| #inner))
+            quote_spanned!(span=> #views::__map(#access, |#each| #inner))
         }
     }
 }

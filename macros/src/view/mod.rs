@@ -147,6 +147,19 @@ mod tests {
     }
 
     #[test]
+    fn view_should_expand_like_the_snapshot() {
+        let out = view(
+            quote!(of = Pod),
+            quote!(pub struct PodView {
+                pub metadata: ObjectMeta,
+                pub spec: Option<PodSpecView>,
+                pub labels: BTreeMap<String, String>,
+            }),
+        );
+        crate::pipeline::tests::snapshot("view.rs", &crate::pipeline::tests::pretty(out));
+    }
+
+    #[test]
     fn view_with_metadata_should_be_a_kind_of_the_full_kinds_names() {
         let out = expand(
             quote!(of = Pod, crate = "kf"),
