@@ -75,6 +75,12 @@
 //!   a view written back would erase every field it does not hold. `kube::Api<View>` itself is
 //!   kube's and still has `replace` and `create`; do not call them.
 //!
+//! [`Writable`] is implemented for every k8s-openapi kind (a blanket impl over
+//! `k8s_openapi::Resource`, which views do not implement) and by `#[custom_resource]`. A kind
+//! whose `kube::Resource` is written by hand or derived by kube-derive says it is a full kind
+//! with one line, `impl kubeforge::views::Writable for MyKind {}`: Rust's coherence rules allow
+//! no second blanket impl (over kube's `DynamicObject` or kube-derive's kinds) beside the first.
+//!
 //! Read-your-writes: a write through the full type is recorded for the full type's informers,
 //! so a reconcile of the view does not wait for it to reach the view's informer.
 
@@ -111,9 +117,10 @@ pub trait View: Kind {
 /// `#[custom_resource]` kind, never a [`View`] (whose write would erase the fields it lacks).
 /// Every write path of kubeforge requires it.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is a read-only view and cannot be written to the apiserver",
-    label = "a view holds only some fields of its kind; writing it would erase the others",
-    note = "write through the full type the view is of (`<{Self} as kubeforge::views::View>::Full`): `ctx.api::<Full>()`, or a full object built to apply"
+    message = "`{Self}` cannot be written to the apiserver: kubeforge writes full kinds only, and a #[kubeforge::view] is read-only",
+    label = "not a writable kind",
+    note = "a view holds some fields of its kind, and writing it would erase the others: write through the full type it views (`ctx.api::<Full>()`, or a full object built to apply)",
+    note = "in generic code, bound the kind by `kubeforge::views::Writable`"
 )]
 pub trait Writable {}
 
