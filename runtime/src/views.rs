@@ -120,7 +120,7 @@ pub trait View: Kind {
     message = "`{Self}` cannot be written to the apiserver: kubeforge writes full kinds only, and a #[kubeforge::view] is read-only",
     label = "not a writable kind",
     note = "a view holds some fields of its kind, and writing it would erase the others: write through the full type it views (`ctx.api::<Full>()`, or a full object built to apply)",
-    note = "in generic code, bound the kind by `kubeforge::views::Writable`"
+    note = "a kind whose `kube::Resource` is written by hand or derived by kube-derive declares itself full: `impl kubeforge::views::Writable for MyKind {{}}`; generic code bounds its kind by `Writable`"
 )]
 pub trait Writable {}
 

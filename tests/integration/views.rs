@@ -129,6 +129,46 @@ fn saw(seen: &Seen, name: &str, image: &str) -> bool {
         .any(|(n, i)| n == name && i == image)
 }
 
+/// The cached `view` holds the view's fields of the cached `full` Pod and nothing else, in a
+/// small fraction of its size.
+fn assert_lean(view: &PodView, full: &Pod) {
+    // The cached view holds the view's fields, equal to the full object's projection...
+    assert_eq!(view, &PodView::project(full));
+    let spec = view.spec.as_ref().unwrap();
+    assert_eq!(spec.containers.len(), 3);
+    assert_eq!(spec.containers[2].name, "c2");
+    assert_eq!(view.metadata.uid, full.metadata.uid);
+    // ...and nothing else: its JSON has no trace of the env, probes, volumes or affinity.
+    let view_json = serde_json::to_string(view).unwrap();
+    let full_json = serde_json::to_string(full).unwrap();
+    for absent in [
+        "SETTING_0",
+        "readinessProbe",
+        "emptyDir",
+        "nodeAffinity",
+        "volumeMounts",
+    ] {
+        assert!(
+            !view_json.contains(absent),
+            "{absent} in the cached view: {view_json}"
+        );
+        assert!(full_json.contains(absent), "{absent} not in the cached Pod");
+    }
+    eprintln!(
+        "cached view {} bytes of JSON, cached Pod {} bytes",
+        view_json.len(),
+        full_json.len()
+    );
+    // Memory: the cached view is a small fraction of the cached full Pod (managedFields already
+    // cut from both by the informers).
+    assert!(
+        view_json.len() * 5 < full_json.len(),
+        "view {} bytes, full Pod {} bytes",
+        view_json.len(),
+        full_json.len()
+    );
+}
+
 #[tokio::test]
 async fn a_view_controller_should_cache_only_the_view_and_run_beside_the_full_type() {
     let ns = TestNamespace::new().await.unwrap();
@@ -171,36 +211,15 @@ async fn a_view_controller_should_cache_only_the_view_and_run_beside_the_full_ty
     let view_store = wiring.cache().store::<PodView>(&lookup).unwrap();
     let full_store = wiring.cache().store::<Pod>(&lookup).unwrap();
     let key = ObjectKey::namespaced(ns.name(), "web-0");
-    let view = view_store.get(&key).await.unwrap().expect("the view cached");
+    let view = view_store
+        .get(&key)
+        .await
+        .unwrap()
+        .expect("the view cached");
     let full = full_store.get(&key).await.unwrap().expect("the Pod cached");
     assert_eq!(view_store.len().await.unwrap(), names.len());
 
-    // The cached view holds the view's fields, equal to the full object's projection...
-    assert_eq!(*view, PodView::project(&full));
-    let spec = view.spec.as_ref().unwrap();
-    assert_eq!(spec.containers.len(), 3);
-    assert_eq!(spec.containers[2].name, "c2");
-    assert_eq!(view.metadata.uid, full.metadata.uid);
-    // ...and nothing else: its JSON has no trace of the env, probes, volumes or affinity.
-    let view_json = serde_json::to_string(view.as_ref()).unwrap();
-    let full_json = serde_json::to_string(full.as_ref()).unwrap();
-    for absent in ["SETTING_0", "readinessProbe", "emptyDir", "nodeAffinity", "volumeMounts"] {
-        assert!(!view_json.contains(absent), "{absent} in the cached view: {view_json}");
-        assert!(full_json.contains(absent), "{absent} not in the cached Pod");
-    }
-    eprintln!(
-        "cached view {} bytes of JSON, cached Pod {} bytes",
-        view_json.len(),
-        full_json.len()
-    );
-    // Memory: the cached view is a small fraction of the cached full Pod (managedFields already
-    // cut from both by the informers).
-    assert!(
-        view_json.len() * 5 < full_json.len(),
-        "view {} bytes, full Pod {} bytes",
-        view_json.len(),
-        full_json.len()
-    );
+    assert_lean(&view, &full);
 
     // A change of a field the view holds reconciles the view's controller, which sees it.
     let updated = "registry.example.com/team/app-0:2.0.0";

@@ -26,7 +26,9 @@ pub fn derives(krate: &syn::Path) -> TokenStream {
 
 /// The impls of a checked view.
 pub fn impls(view: &View) -> TokenStream {
-    let View { ident, of, krate, .. } = view;
+    let View {
+        ident, of, krate, ..
+    } = view;
     let views = quote!(#krate::views);
     let full = format_ident!("__full");
     let fields = view.fields.iter().map(|field| {
@@ -93,9 +95,12 @@ fn project(
 
 /// `kube::Resource` (the full kind's names and scope) and `View` of a view with `metadata`.
 fn resource(view: &View) -> TokenStream {
-    let View { ident, of, krate, .. } = view;
+    let View {
+        ident, of, krate, ..
+    } = view;
     let kube = quote!(#krate::__private::kube);
-    let meta = quote!(#krate::__private::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta);
+    let meta =
+        quote!(#krate::__private::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta);
     let cow = quote!(::std::borrow::Cow<'_, str>);
     quote! {
         impl #kube::Resource for #ident {

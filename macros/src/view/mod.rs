@@ -88,7 +88,11 @@ fn finish(errors: Errors, tokens: TokenStream) -> TokenStream {
 
 /// Reports and removes the user's derives of what the macro derives itself.
 fn remove_own_derives(item: &mut ItemStruct, errors: &mut Errors) {
-    for attr in item.attrs.iter_mut().filter(|a| a.path().is_ident("derive")) {
+    for attr in item
+        .attrs
+        .iter_mut()
+        .filter(|a| a.path().is_ident("derive"))
+    {
         let Ok(paths) = attr.parse_args_with(
             syn::punctuated::Punctuated::<syn::Path, syn::Token![,]>::parse_terminated,
         ) else {
@@ -128,11 +132,13 @@ mod tests {
     fn view_should_project_each_field_through_its_layers() {
         let out = expand(
             quote!(of = PodSpec),
-            quote!(struct PodSpecView {
-                node_name: Option<String>,
-                containers: Vec<ContainerView>,
-                node_selector: Option<BTreeMap<String, String>>,
-            }),
+            quote!(
+                struct PodSpecView {
+                    node_name: Option<String>,
+                    containers: Vec<ContainerView>,
+                    node_selector: Option<BTreeMap<String, String>>,
+                }
+            ),
         );
         assert!(!out.contains("compile_error"), "{out}");
         assert!(out.contains("impl :: kubeforge :: views :: ViewOf < PodSpec > for PodSpecView"));
@@ -150,11 +156,13 @@ mod tests {
     fn view_should_expand_like_the_snapshot() {
         let out = view(
             quote!(of = Pod),
-            quote!(pub struct PodView {
-                pub metadata: ObjectMeta,
-                pub spec: Option<PodSpecView>,
-                pub labels: BTreeMap<String, String>,
-            }),
+            quote!(
+                pub struct PodView {
+                    pub metadata: ObjectMeta,
+                    pub spec: Option<PodSpecView>,
+                    pub labels: BTreeMap<String, String>,
+                }
+            ),
         );
         crate::pipeline::tests::snapshot("view.rs", &crate::pipeline::tests::pretty(out));
     }
@@ -163,21 +171,36 @@ mod tests {
     fn view_with_metadata_should_be_a_kind_of_the_full_kinds_names() {
         let out = expand(
             quote!(of = Pod, crate = "kf"),
-            quote!(pub struct PodView { pub metadata: ObjectMeta }),
+            quote!(
+                pub struct PodView {
+                    pub metadata: ObjectMeta,
+                }
+            ),
         );
         assert!(!out.contains("compile_error"), "{out}");
         assert!(out.contains("impl kf :: __private :: kube :: Resource for PodView"));
-        assert!(out.contains("type Scope = < Pod as kf :: __private :: kube :: Resource > :: Scope"));
+        assert!(
+            out.contains("type Scope = < Pod as kf :: __private :: kube :: Resource > :: Scope")
+        );
         assert!(out.contains("< Pod as kf :: __private :: kube :: Resource > :: plural (& ())"));
         assert!(out.contains("impl kf :: views :: View for PodView { type Full = Pod ; }"));
-        assert!(out.contains("serde (crate = \"kf::__private::serde\""), "{out}");
+        assert!(
+            out.contains("serde (crate = \"kf::__private::serde\""),
+            "{out}"
+        );
     }
 
     #[test]
     fn view_should_report_every_misuse_and_still_emit_the_struct() {
         let out = expand(
             quote!(off = Pod),
-            quote!(#[derive(Clone, Serialize)] struct V<T> { metadata: String, t: T }),
+            quote!(
+                #[derive(Clone, Serialize)]
+                struct V<T> {
+                    metadata: String,
+                    t: T,
+                }
+            ),
         );
         for message in [
             "unknown `view` key `off`; did you mean `of`?",
@@ -188,15 +211,43 @@ mod tests {
         ] {
             assert!(out.contains(message), "{message}: {out}");
         }
-        assert!(!out.contains("needs `of = FullType`"), "the misspelled key is the missing one: {out}");
+        assert!(
+            !out.contains("needs `of = FullType`"),
+            "the misspelled key is the missing one: {out}"
+        );
         assert!(out.contains("struct V"), "{out}");
         assert!(!out.contains("ViewOf"), "{out}");
 
-        let missing = expand(quote!(), quote!(struct V { a: String }));
+        let missing = expand(
+            quote!(),
+            quote!(
+                struct V {
+                    a: String,
+                }
+            ),
+        );
         assert!(missing.contains("needs `of = FullType`"), "{missing}");
-        let tuple = expand(quote!(of = Pod), quote!(struct V(String);));
-        assert!(tuple.contains("needs a struct with named fields"), "{tuple}");
-        let on_enum = expand(quote!(of = Pod), quote!(enum V { A }));
-        assert!(on_enum.contains("goes on a struct with named fields"), "{on_enum}");
+        let tuple = expand(
+            quote!(of = Pod),
+            quote!(
+                struct V(String);
+            ),
+        );
+        assert!(
+            tuple.contains("needs a struct with named fields"),
+            "{tuple}"
+        );
+        let on_enum = expand(
+            quote!(of = Pod),
+            quote!(
+                enum V {
+                    A,
+                }
+            ),
+        );
+        assert!(
+            on_enum.contains("goes on a struct with named fields"),
+            "{on_enum}"
+        );
     }
 }

@@ -31,7 +31,7 @@ pub enum Shape {
     /// `BTreeMap<K, ..>`: the keys are copied.
     Map(Box<Shape>),
     /// Any other type: the full field's type itself or a view of it (`ViewOf`).
-    Leaf(Type),
+    Leaf(Box<Type>),
 }
 
 impl Shape {
@@ -65,7 +65,7 @@ impl Shape {
         } else if let Some(inner) = layer("BTreeMap", 1) {
             Shape::Map(Box::new(Shape::of(inner)))
         } else {
-            Shape::Leaf(ty.clone())
+            Shape::Leaf(Box::new(ty.clone()))
         }
     }
 }
@@ -116,4 +116,3 @@ fn is_object_meta(ty: &Type) -> bool {
     matches!(ty, Type::Path(p) if p.qself.is_none()
         && p.path.segments.last().is_some_and(|s| s.ident == "ObjectMeta" && s.arguments.is_none()))
 }
-

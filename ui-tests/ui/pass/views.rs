@@ -9,7 +9,9 @@ use kubeforge::ObjectKey;
 use kubeforge::cache::Cache;
 use kubeforge::controller::{Action, Context};
 use kubeforge::k8s_openapi::api::apps::v1::ReplicaSet;
-use kubeforge::k8s_openapi::api::core::v1::{Container, Node, Pod, PodCondition, PodSpec, PodStatus};
+use kubeforge::k8s_openapi::api::core::v1::{
+    Container, Node, Pod, PodCondition, PodSpec, PodStatus,
+};
 use kubeforge::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kubeforge::kube::Resource;
 use kubeforge::serde_json::json;
@@ -109,7 +111,10 @@ pub fn main() {
     assert_eq!(status.conditions.as_ref().unwrap()[0].type_, "Ready");
     // What a remote store keeps: the view's JSON, decoded back to the same view.
     let stored = kubeforge::serde_json::to_string(&decoded).unwrap();
-    assert!(!stored.contains("podIP") && !stored.contains("args"), "{stored}");
+    assert!(
+        !stored.contains("podIP") && !stored.contains("args"),
+        "{stored}"
+    );
     let back: PodView = kubeforge::serde_json::from_str(&stored).unwrap();
     assert_eq!(back, decoded);
 }
