@@ -95,7 +95,7 @@ const _: () = {
     #[diagnostic::on_unimplemented(
         message = "`{Self}` is not a Kubernetes kind kubeforge can write",
         label = "not a writable Kubernetes kind",
-        note = "a dependent's child is a full kind kubeforge applies: a type #[kubeforge::custom_resource(kind = \"...\")] generates, or a k8s-openapi resource such as `ConfigMap`",
+        note = "a dependent's child is a full kind kubeforge applies: a type #[kubeforge::custom_resource(kind = \"...\")] generates, a k8s-openapi resource such as `ConfigMap`, or a kind written by hand with `impl kubeforge::views::Writable for MyKind {{}}`",
         note = "a #[kubeforge::view] is read-only (writing it would erase the fields it lacks): build the full type it views"
     )]
     trait __IsChild<M>: __IsKind<M> + kf::views::Writable {}
