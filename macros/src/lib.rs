@@ -194,7 +194,7 @@ pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
 /// apiserver's JSON. A view with `metadata: ObjectMeta` is a kind a controller can watch and
 /// read (`for`, `owns`, `watches`), never write. See `kubeforge::views` for the guide.
 ///
-/// ```ignore
+/// ```text
 /// #[kubeforge::view(of = k8s_openapi::api::core::v1::Pod)]
 /// struct PodView {
 ///     metadata: ObjectMeta,

@@ -86,7 +86,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::controller::Kind;
+use crate::scope::Kind;
 
 /// `Self` holds the fields it declares of `Full`: the full value itself (every `Clone` type is a
 /// view of itself) or a `#[kubeforge::view(of = Full)]` of it. `project` copies them out.
