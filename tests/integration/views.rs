@@ -3,11 +3,15 @@
 //! cache holds only the view's fields (asserted on the cached object and on its serialized size
 //! next to the full Pod the full type's informer caches); a change of a field the view holds
 //! triggers a reconcile; the view and the full type watched side by side in one cache are two
-//! informers, and each reads its own.
+//! informers, and each reads its own. And through `#[controller]`: a ReplicaSet view owning Pod
+//! views, the Pods made by kube-controller-manager's ReplicaSet controller.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -15,6 +19,7 @@ use kubeforge::ObjectKey;
 use kubeforge::cache::Lookup;
 use kubeforge::controller::{Action, Context, Controller, Reconciler, Wiring};
 use kubeforge::informer::InformerConfig;
+use kubeforge::manager::Manager;
 use kubeforge::testing::TestNamespace;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -253,4 +258,100 @@ async fn a_view_controller_should_cache_only_the_view_and_run_beside_the_full_ty
     for task in running {
         task.await.unwrap().unwrap();
     }
+}
+
+#[kubeforge::view(of = ReplicaSet)]
+pub struct ReplicaSetView {
+    pub metadata: ObjectMeta,
+}
+
+/// What the ReplicaSet view's reconciles saw: per ReplicaSet, its Pods' first images, read from
+/// the cache of Pod views.
+#[derive(Clone, Default)]
+struct Owners(Arc<Mutex<BTreeMap<String, Vec<String>>>>);
+
+#[kubeforge::controller(for = ReplicaSetView, name = "replicaset-views", owns(PodView))]
+impl Owners {
+    async fn reconcile(
+        &self,
+        rs: Arc<ReplicaSetView>,
+        ctx: &Context<ReplicaSetView>,
+    ) -> Result<Action, kubeforge::BoxError> {
+        let pods = ctx
+            .cache()
+            .store::<PodView>(&Lookup::scope(ctx.key().namespace.as_deref()))?;
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let mut images: Vec<String> = pods
+            .owned_by(&uid)
+            .await?
+            .iter()
+            .filter_map(|pod| pod.spec.as_ref()?.containers.first()?.image.clone())
+            .collect();
+        images.sort();
+        let name = rs.metadata.name.clone().unwrap_or_default();
+        self.0.lock().unwrap().insert(name, images);
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test]
+async fn a_view_should_be_the_owned_kind_of_a_controller_of_a_view() {
+    let ns = TestNamespace::new().await.unwrap();
+    let owners = Owners::default();
+    let manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .controller(owners.clone());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+
+    let template = large_pod("unused");
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": { "name": "web" },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": "views" } },
+            "template": { "metadata": { "labels": { "app": "views" } }, "spec": template.spec },
+        }
+    }))
+    .unwrap();
+    ns.api::<ReplicaSet>()
+        .create(&PostParams::default(), &rs)
+        .await
+        .unwrap();
+    let first = "registry.example.com/team/app-0:1.0.0".to_owned();
+    let seen = |wanted: Vec<String>| {
+        let owners = owners.clone();
+        async move { (owners.0.lock().unwrap().get("web") == Some(&wanted)).then_some(()) }
+    };
+    eventually(
+        "the ReplicaSet view reconciled with its two Pod views",
+        Duration::from_secs(60),
+        async || seen(vec![first.clone(), first.clone()]).await,
+    )
+    .await;
+
+    // A change of an owned Pod's field the view holds reconciles its owner.
+    let pods = ns.api::<Pod>();
+    let name = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .first()
+        .and_then(|pod| pod.metadata.name.clone())
+        .unwrap();
+    let updated = "registry.example.com/team/app-0:2.0.0".to_owned();
+    let patch = json!({ "spec": { "containers": [{ "name": "c0", "image": updated }] } });
+    pods.patch(&name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    eventually(
+        "the owner reconciled with the Pod view's new image",
+        Duration::from_secs(30),
+        async || seen(vec![first.clone(), updated.clone()]).await,
+    )
+    .await;
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
 }
