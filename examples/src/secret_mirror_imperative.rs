@@ -122,7 +122,8 @@ async fn apply<K>(
     mut object: K,
 ) -> Result<(), (String, bool)>
 where
-    K: kubeforge::controller::Kind<Scope = kubeforge::k8s_openapi::NamespaceResourceScope>,
+    K: kubeforge::controller::Kind<Scope = kubeforge::k8s_openapi::NamespaceResourceScope>
+        + kubeforge::views::Writable,
 {
     object
         .labels_mut()

@@ -57,7 +57,8 @@ const _: () = {
         message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
         label = "not a Kubernetes kind",
         note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-        note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+        note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
+        note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
     )]
     trait __IsKind<M>: kf::controller::Kind {}
     trait __Unimplemented {}

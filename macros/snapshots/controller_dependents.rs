@@ -85,12 +85,23 @@ const _: () = {
         message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
         label = "not a Kubernetes kind",
         note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-        note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+        note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
+        note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
     )]
     trait __IsKind<M>: kf::controller::Kind {}
     trait __Unimplemented {}
     impl<T: kf::controller::Kind> __IsKind<()> for T {}
     impl<T: kf::controller::Kind + __Unimplemented> __IsKind<u8> for T {}
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a Kubernetes kind kubeforge can write",
+        label = "not a writable Kubernetes kind",
+        note = "a dependent's child is a full kind kubeforge applies: a type #[kubeforge::custom_resource(kind = \"...\")] generates, a k8s-openapi resource such as `ConfigMap`, or a kind written by hand with `impl kubeforge::views::Writable for MyKind {{}}`",
+        note = "a #[kubeforge::view] is read-only (writing it would erase the fields it lacks): build the full type it views"
+    )]
+    trait __IsChild<M>: __IsKind<M> + kf::views::Writable {}
+    impl<T: kf::controller::Kind + kf::views::Writable> __IsChild<()> for T {}
+    impl<T: kf::controller::Kind + kf::views::Writable + __Unimplemented> __IsChild<u8>
+    for T {}
     struct __Wiring<__S: kf::controller::ControllerSpec, __K0, __K1, __K2, __K3> {
         controller: fn(&kf::controller::Wiring) -> kf::controller::Controller<__S::Kind>,
         rbac: fn() -> kf::rbac::Rules,
@@ -214,7 +225,13 @@ const _: () = {
         ) -> anyhow::Result<__K3>,
         __w3: fn(&__S, &__S::Kind) -> bool,
         __p3: fn(&__S, &__S::Kind) -> bool,
-    ) -> kf::dependents::Dependents<__S::Kind, __S> {
+    ) -> kf::dependents::Dependents<__S::Kind, __S>
+    where
+        __K1: kf::views::Writable,
+        __K0: kf::views::Writable,
+        __K2: kf::views::Writable,
+        __K3: kf::views::Writable,
+    {
         kf::dependents::Dependents::<__S::Kind, __S>::new()
             .with(
                 kf::dependents::Dependent::<
@@ -254,13 +271,13 @@ const _: () = {
     }
     const fn __wiring<
         __S: kf::controller::ControllerSpec,
-        __K0: __IsKind<__M0>,
+        __K0: __IsChild<__M0>,
         __M0,
-        __K1: __IsKind<__M1>,
+        __K1: __IsChild<__M1>,
         __M1,
-        __K2: __IsKind<__M2>,
+        __K2: __IsChild<__M2>,
         __M2,
-        __K3: __IsKind<__M3>,
+        __K3: __IsChild<__M3>,
         __M3,
     >() -> __Wiring<__S, __K0, __K1, __K2, __K3> {
         __Wiring {

@@ -252,6 +252,7 @@ impl ::kubeforge::__private::kube::Resource for WebApp {
         &mut self.metadata
     }
 }
+impl ::kubeforge::views::Writable for WebApp {}
 impl ::kubeforge::__private::kube::CustomResourceExt for WebApp {
     fn crd() -> ::kubeforge::__private::k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
         <Self as ::kubeforge::crd::CustomResource>::crd()

@@ -25,6 +25,11 @@ impl Errors {
         self.errors.push(syn::Error::new_spanned(tokens, message));
     }
 
+    /// Whether no error was pushed yet.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+
     /// Takes the errors: `Err` holds all of them combined (its `to_compile_error()` emits one
     /// `compile_error!` per error, each at its own span).
     pub fn check(mut self) -> syn::Result<()> {

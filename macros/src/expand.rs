@@ -39,7 +39,7 @@ fn opt_str(s: Option<String>) -> TokenStream {
     }
 }
 
-fn crate_str(krate: &syn::Path, module: &str) -> String {
+pub fn crate_str(krate: &syn::Path, module: &str) -> String {
     let module = format_ident!("{module}");
     quote!(#krate::__private::#module)
         .to_string()

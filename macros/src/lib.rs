@@ -1,7 +1,8 @@
 //! Procedural macros of kubeforge. Use them through the `kubeforge` crate, which re-exports them.
 //!
 //! This crate only routes: each attribute is a one-line entry point into `pipeline.rs`
-//! (`#[custom_resource]`, `#[kubeforge::schema]`) or `controller/` (`#[controller]`). Both
+//! (`#[custom_resource]`, `#[kubeforge::schema]`), `controller/` (`#[controller]`) or `view/`
+//! (`#[kubeforge::view]`). Both
 //! schema macros run the same stages: attributes (`attrs.rs`, read by the table-driven
 //! `key = value` parser of `keys.rs`; field markers in `markers.rs`) → typed model (`model.rs`,
 //! `fields.rs`) → checks (`validate.rs`, `cel.rs`) → expansion (`expand.rs`).
@@ -26,6 +27,7 @@ mod reference;
 #[cfg(test)]
 mod timing;
 mod validate;
+mod view;
 
 use proc_macro::TokenStream;
 
@@ -185,4 +187,28 @@ pub fn schema(args: TokenStream, input: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn controller(args: TokenStream, input: TokenStream) -> TokenStream {
     controller::controller(args.into(), input.into()).into()
+}
+
+/// Makes a struct a read-only *view* of a full type: a projection holding only the fields it
+/// declares, checked against the full type at compile time and decoded straight from the
+/// apiserver's JSON. A view with `metadata: ObjectMeta` is a kind a controller can watch and
+/// read (`for`, `owns`, `watches`), never write. See `kubeforge::views` for the guide.
+///
+/// ```text
+/// #[kubeforge::view(of = k8s_openapi::api::core::v1::Pod)]
+/// struct PodView {
+///     metadata: ObjectMeta,
+///     spec: Option<PodSpecView>, // a view of `PodSpec`, itself a #[kubeforge::view]
+/// }
+/// ```
+///
+/// It derives `Clone`, `Debug`, `Default`, `PartialEq`, `Serialize` and `Deserialize` (serde
+/// fields in camelCase, as k8s-openapi names them; a missing field takes its default), and
+/// implements `ViewOf<Full>`, `project(&Full)`, `From<&Full>`, and for a view of a kind
+/// `kube::Resource` (the full kind's names and scope) and `kubeforge::views::View`.
+///
+#[doc = include_str!("../../docs/src/reference/view.md")]
+#[proc_macro_attribute]
+pub fn view(args: TokenStream, input: TokenStream) -> TokenStream {
+    view::view(args.into(), input.into()).into()
 }

@@ -311,6 +311,20 @@ fn controller() -> String {
     doc.out
 }
 
+/// `docs/src/reference/view.md`.
+fn view() -> String {
+    let mut doc = Doc::new(
+        "`#[kubeforge::view]` keys",
+        &format!(
+            "The keys of `#[kubeforge::view(..)]`, rendered from the table the macro parses them \
+             with. {VALUES}"
+        ),
+    );
+    doc.section("`#[kubeforge::view(..)]`", crate::view::VIEW.doc);
+    doc.keys(&crate::view::VIEW);
+    doc.out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,6 +351,11 @@ mod tests {
     #[test]
     fn reference_of_markers_should_be_up_to_date() {
         check("markers.md", &markers());
+    }
+
+    #[test]
+    fn reference_of_view_should_be_up_to_date() {
+        check("view.md", &view());
     }
 
     #[test]

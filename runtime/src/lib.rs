@@ -79,6 +79,8 @@
 //! - [`cli`] (feature `cli`): controller-runtime's flags for operator binaries, logging set-up.
 //! - [`testing`] (feature `testing`): a real local control plane for integration tests, one fresh
 //!   namespace per test, CRD installation, a fault proxy.
+//! - [`views`]: view types, typed projections of a kind that cache only the fields an operator
+//!   reads (`#[kubeforge::view(of = Pod)]`), read-only.
 //! - [`watcher`]: event handlers (add / update / delete / sync) instead of a reconciler, through
 //!   [`dispatch`] (per-object-ordered concurrent dispatch) and the retry processor.
 //! - [`runner`]: `MultiRunner` (the manager's), `SingletonRunner`, `DynamicMultiRunner`.
@@ -101,7 +103,8 @@
 //!   field markers);
 //! - [`controller`](macro@controller): controller wiring on an impl block (`for`, `owns`,
 //!   `watches`, finalizer, predicates) and the RBAC rules it needs;
-//! - [`schema`]: the same markers, schema and validation for the types inside a spec or status.
+//! - [`schema`]: the same markers, schema and validation for the types inside a spec or status;
+//! - [`view`](macro@view): a read-only projection of a kind, checked against it (see [`views`]).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Generated code names `::kubeforge::...`; this lets the crate use its own macros.
@@ -109,7 +112,7 @@ extern crate self as kubeforge;
 
 pub use k8s_openapi;
 pub use kube;
-pub use kubeforge_macros::{controller, custom_resource, schema};
+pub use kubeforge_macros::{controller, custom_resource, schema, view};
 pub use schemars;
 pub use serde;
 pub use serde_json;
@@ -147,6 +150,7 @@ pub mod shard;
 pub mod store;
 mod task;
 mod text;
+pub mod views;
 pub mod watcher;
 pub mod webhook;
 mod writes;

@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
     message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
     label = "not a Kubernetes kind",
     note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-    note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+    note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
+    note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
 )]
 pub trait Kind:
     Resource<DynamicType = (), Scope: Scoped>

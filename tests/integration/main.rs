@@ -53,6 +53,7 @@ mod static_site;
 mod stores;
 
 mod upgrade;
+mod views;
 mod watcher;
 mod webapp;
 mod webhook_certs;

@@ -63,7 +63,7 @@ pub fn is_not_found<T>(result: Result<T, kube::Error>) -> bool {
     }
 }
 
-/// `impl kube::Resource` for a hand-written namespaced test kind with a `metadata` field.
+/// `impl kube::Resource` and `Writable` for a hand-written namespaced test kind with a `metadata` field.
 #[macro_export]
 macro_rules! test_resource {
     ($ty:ty, group = $group:expr, kind = $kind:literal, plural = $plural:literal) => {
@@ -89,6 +89,9 @@ macro_rules! test_resource {
                 &mut self.metadata
             }
         }
+
+        // A full kind kubeforge may write (a hand-written kind says so; see `kubeforge::views`).
+        impl kubeforge::views::Writable for $ty {}
     };
 }
 

@@ -44,6 +44,8 @@ mod shadowed_prelude;
 mod type_markers;
 #[path = "../ui/pass/unchecked_path_into_foreign_type.rs"]
 mod unchecked_path_into_foreign_type;
+#[path = "../ui/pass/views.rs"]
+mod views;
 #[path = "../ui/pass/webhooks.rs"]
 mod webhooks;
 
@@ -178,7 +180,13 @@ fn every_pass_case_should_be_listed() {
             "shadowed_prelude",
             "type_markers",
             "unchecked_path_into_foreign_type",
+            "views",
             "webhooks",
         ]
     );
+}
+
+#[test]
+fn views() {
+    views::main();
 }

@@ -539,6 +539,9 @@ pub struct Expansion {
     pub args: Vec<TokenStream>,
     /// A function returning a boxed future per `async` method.
     pub helpers: TokenStream,
+    /// The children's kinds in the generic wiring, once each: kubeforge writes them, so they
+    /// must be `Writable` (a read-only view is not).
+    pub children: Vec<TokenStream>,
 }
 
 impl Expansion {
@@ -646,6 +649,7 @@ pub fn expansion(
         body: TokenStream::new(),
         args: Vec::new(),
         helpers: TokenStream::new(),
+        children: Vec::new(),
     };
     let ctx_g = quote!(&#kf::controller::Context<__S::Kind>);
     let mut entries = Vec::new();
@@ -653,6 +657,13 @@ pub fn expansion(
         let name = &d.arg.name;
         let label = name.to_string();
         let child_g = of(&d.kind);
+        if !out
+            .children
+            .iter()
+            .any(|c| c.to_string() == child_g.to_string())
+        {
+            out.children.push(child_g.clone());
+        }
         let returns_g = generic_return(&d.returns, &child_g);
         let desired = format_ident!("__desired{i}");
         let returns = &d.returns;

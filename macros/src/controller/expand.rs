@@ -268,16 +268,44 @@ impl Expander<'_> {
             helpers,
             ..
         } = &self.dependents;
+        let writable = self.writable_children();
         let built = quote!(#kf::dependents::Dependents<__S::Kind, __S>);
         let field = quote!(dependents: fn(#(#pointer_tys),*) -> #built,);
         let function = quote! {
             #helpers
-            fn __dependents<__S: #spec, #(#kinds: #kind_trait),*>(#(#params: #pointer_tys),*) -> #built {
+            fn __dependents<__S: #spec, #(#kinds: #kind_trait),*>(#(#params: #pointer_tys),*) -> #built #writable {
                 #body
             }
         };
         let init = quote!(dependents: __dependents::<__S, #(#kinds),*>,);
         (field, function, init)
+    }
+
+    /// `where` the dependents' children are `Writable` (nothing without dependents).
+    fn writable_children(&self) -> TokenStream {
+        let children = &self.dependents.children;
+        if children.is_empty() {
+            return TokenStream::new();
+        }
+        let kf = self.kf;
+        quote!(where #(#children: #kf::views::Writable),*)
+    }
+
+    /// `where` the primary is `Writable`, when it is also a dependent's child (the other
+    /// children are `__IsChild` parameters of `__wiring`).
+    fn writable_primary(&self) -> TokenStream {
+        let kf = self.kf;
+        let primary = quote!(__S::Kind).to_string();
+        if self
+            .dependents
+            .children
+            .iter()
+            .any(|c| c.to_string() == primary)
+        {
+            quote!(where __S::Kind: #kf::views::Writable)
+        } else {
+            TokenStream::new()
+        }
     }
 
     /// The types of the mappers and custom predicates, as the generic wiring takes them.
@@ -326,6 +354,24 @@ impl Expander<'_> {
         let spec_impl = self.spec_impl();
         let self_ty = &self.model.self_ty;
         let (dependents_field, dependents_fn, dependents_init) = self.dependents_wiring();
+        let writable = self.writable_primary();
+        // A dependent's child is written: `__IsChild` (a kind that is `Writable`), one error
+        // for a type that is not a kind and for a read-only view alike.
+        let checks: Vec<TokenStream> = params
+            .iter()
+            .map(|param| {
+                let child = self
+                    .dependents
+                    .children
+                    .iter()
+                    .any(|c| c.to_string() == param.to_string());
+                if child {
+                    quote!(__IsChild)
+                } else {
+                    quote!(__IsKind)
+                }
+            })
+            .collect();
         quote! {
             #is_kind
 
@@ -340,7 +386,7 @@ impl Expander<'_> {
             #rbac_fn
             #dependents_fn
 
-            const fn __wiring<__S: #spec, #(#params: __IsKind<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> {
+            const fn __wiring<__S: #spec, #(#params: #checks<#markers>, #markers),*>() -> __Wiring<__S, #(#params),*> #writable {
                 __Wiring {
                     controller: __controller::<__S, #(#params),*>,
                     rbac: __rbac::<__S, #(#params),*>,
@@ -362,12 +408,30 @@ impl Expander<'_> {
             let kf = self.kf;
             quote!(#kf::controller::Kind)
         };
+        let writable = {
+            let kf = self.kf;
+            quote!(#kf::views::Writable)
+        };
+        let is_child = (!self.dependents.children.is_empty()).then(|| {
+            quote! {
+            #[diagnostic::on_unimplemented(
+                message = "`{Self}` is not a Kubernetes kind kubeforge can write",
+                label = "not a writable Kubernetes kind",
+                note = "a dependent's child is a full kind kubeforge applies: a type #[kubeforge::custom_resource(kind = \"...\")] generates, a k8s-openapi resource such as `ConfigMap`, or a kind written by hand with `impl kubeforge::views::Writable for MyKind {{}}`",
+                note = "a #[kubeforge::view] is read-only (writing it would erase the fields it lacks): build the full type it views"
+            )]
+            trait __IsChild<M>: __IsKind<M> + #writable {}
+            impl<T: #kind_trait + #writable> __IsChild<()> for T {}
+            impl<T: #kind_trait + #writable + __Unimplemented> __IsChild<u8> for T {}
+            }
+        });
         quote! {
             #[diagnostic::on_unimplemented(
                 message = "`{Self}` is not a Kubernetes kind kubeforge can watch",
                 label = "not a Kubernetes kind",
                 note = "name the type #[kubeforge::custom_resource(kind = \"...\")] generates (not its spec struct), or a k8s-openapi resource such as `ConfigMap`",
-                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`"
+                note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
+                note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
             )]
             trait __IsKind<M>: #kind_trait {}
             trait __Unimplemented {}
@@ -375,6 +439,8 @@ impl Expander<'_> {
             // Never holds; its only job is to make `T: __IsKind<_>` a choice between two impls,
             // which the compiler reports as one unsatisfied bound.
             impl<T: #kind_trait + __Unimplemented> __IsKind<u8> for T {}
+
+            #is_child
         }
     }
 

@@ -258,6 +258,7 @@ impl<'a> Root<'a> {
 
     fn resource_impl(&self) -> TokenStream {
         let Root {
+            krate,
             kube,
             k8s,
             root,
@@ -300,6 +301,9 @@ impl<'a> Root<'a> {
                     &mut self.metadata
                 }
             }
+
+            // A full kind, written to the apiserver (a `#[kubeforge::view]` is not).
+            impl #krate::views::Writable for #root {}
         }
     }
 

@@ -99,7 +99,7 @@ pub async fn update_object<K, E, F>(
     mut modify: F,
 ) -> Result<K, UpdateError<E>>
 where
-    K: Resource + Clone + Serialize + DeserializeOwned + Debug,
+    K: Resource + crate::views::Writable + Clone + Serialize + DeserializeOwned + Debug,
     E: std::error::Error + 'static,
     F: FnMut(&mut K, bool) -> Result<(), E>,
 {
@@ -187,7 +187,12 @@ pub async fn apply_owned<P, C>(
 ) -> Result<C, kube::Error>
 where
     P: Resource<DynamicType = ()>,
-    C: Resource<DynamicType: Default> + Clone + Serialize + DeserializeOwned + Debug,
+    C: Resource<DynamicType: Default>
+        + crate::views::Writable
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug,
 {
     let name = owned_by(&mut child, owner, "apply_owned")?;
     child.meta_mut().managed_fields = None;
@@ -245,7 +250,12 @@ pub async fn create_owned<P, C>(
 ) -> Result<(C, bool), kube::Error>
 where
     P: Resource<DynamicType = ()>,
-    C: Resource<DynamicType: Default> + Clone + Serialize + DeserializeOwned + Debug,
+    C: Resource<DynamicType: Default>
+        + crate::views::Writable
+        + Clone
+        + Serialize
+        + DeserializeOwned
+        + Debug,
 {
     let name = owned_by(&mut child, owner, "create_owned")?;
     match api.create(&PostParams::default(), &child).await {

@@ -175,7 +175,7 @@ impl<K> Context<K> {
         patch: &Patch<P>,
     ) -> Result<K, kube::Error>
     where
-        K: Kind,
+        K: Kind + crate::views::Writable,
     {
         let api = self.api::<K>();
         let params = PatchParams::default();
@@ -207,7 +207,7 @@ impl<K> Context<K> {
     /// another object of the same name.
     pub async fn replace_status(&self, obj: &K) -> Result<K, kube::Error>
     where
-        K: Kind,
+        K: Kind + crate::views::Writable,
     {
         let api = self.api::<K>();
         let params = kube::api::PostParams::default();
@@ -243,6 +243,7 @@ impl<K> Context<K> {
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
+            + crate::views::Writable
             + Clone
             + serde::Serialize
             + DeserializeOwned
@@ -270,6 +271,7 @@ impl<K> Context<K> {
     where
         K: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()>
+            + crate::views::Writable
             + Clone
             + serde::Serialize
             + DeserializeOwned

@@ -99,7 +99,7 @@ pub(super) fn place<P: Kind, K: Kind>(
 
 /// Writes `desired` (placed at `key`) unless the stored child already holds it; a stored object
 /// `primary` does not own is left alone.
-pub(super) async fn write<P: Kind, K: Kind>(
+pub(super) async fn write<P: Kind, K: Kind + crate::views::Writable>(
     primary: &P,
     ctx: &Context<P>,
     desired: K,

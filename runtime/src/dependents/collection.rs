@@ -17,7 +17,7 @@ use crate::scope::Scoped;
 impl<P, C, K> Dependent<P, C, K>
 where
     P: Kind,
-    K: Kind,
+    K: Kind + crate::views::Writable,
     K::Scope: Scoped,
 {
     /// The collection's reconcile (see the module docs), with an event per child created,

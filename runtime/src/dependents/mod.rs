@@ -480,7 +480,8 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
         custom: impl FnOnce(&Reconciled, &mut P::Status),
     ) -> Result<Reconciled, DependentsError>
     where
-        P: HasStatus<Status: ConditionsStatus + Clone + PartialEq + Default + Serialize>,
+        P: HasStatus<Status: ConditionsStatus + Clone + PartialEq + Default + Serialize>
+            + crate::views::Writable,
     {
         let mut reconciled = self.reconcile(controller, primary, ctx).await;
         let mut status = primary.status().cloned().unwrap_or_default();
@@ -507,9 +508,9 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
 }
 
 impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
-    /// Declares `dependent`.
+    /// Declares `dependent` (a child kubeforge writes: never a read-only view).
     #[must_use]
-    pub fn with<K: Kind>(mut self, dependent: Dependent<P, C, K>) -> Self
+    pub fn with<K: Kind + crate::views::Writable>(mut self, dependent: Dependent<P, C, K>) -> Self
     where
         K::Scope: Scoped,
     {
@@ -584,7 +585,7 @@ impl<P, C, K> Erased<P, C> for Dependent<P, C, K>
 where
     P: Kind,
     C: Send + Sync + 'static,
-    K: Kind,
+    K: Kind + crate::views::Writable,
     K::Scope: Scoped,
 {
     fn name(&self) -> &'static str {

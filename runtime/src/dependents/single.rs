@@ -15,7 +15,7 @@ use crate::scope::Scoped;
 impl<P, C, K> Dependent<P, C, K>
 where
     P: Kind,
-    K: Kind,
+    K: Kind + crate::views::Writable,
     K::Scope: Scoped,
 {
     /// The dependent's reconcile, with its events: `ApplyFailed` (Warning) when it failed,
