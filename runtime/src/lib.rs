@@ -158,7 +158,7 @@ mod writes;
 pub use error::ReconcileError;
 pub use key::ObjectKey;
 pub use namespaces::{Apis, IntoApis, Namespaces};
-pub use scope::Scoped;
+pub use scope::{AnyKind, KindType, Scoped};
 
 /// A boxed error that can cross tasks (what runnables, retry callbacks and the client's
 /// middleware return).

@@ -79,3 +79,136 @@ impl Scoped for ClusterResourceScope {
         Api::all(client)
     }
 }
+
+/// A kind the runtime can watch whose type information may be known only at run time: every
+/// static [`Kind`], and [`DynamicObject`](kube::api::DynamicObject) with the
+/// [`ApiResource`](kube::api::ApiResource) of its [`KindType`].
+pub trait AnyKind:
+    Resource<DynamicType: Clone + Debug + Send + Sync + 'static>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> AnyKind for K where
+    K: Resource<DynamicType: Clone + Debug + Send + Sync + 'static>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// What generic code needs to know of a kind at run time: its `DynamicType` (`()` for a static
+/// kind, the `ApiResource` of a `DynamicObject`) and whether its objects live in namespaces.
+pub struct KindType<K: Resource> {
+    pub(crate) dt: K::DynamicType,
+    pub(crate) namespaced: bool,
+    /// Builds an [`Api`] in a namespace (or all): kube's constructors differ by scope.
+    pub(crate) make: ApiMaker<K>,
+}
+
+/// How a [`KindType`] builds an [`Api`].
+type ApiMaker<K> = fn(Client, Option<&str>, &<K as Resource>::DynamicType) -> Api<K>;
+
+impl<K: Resource<DynamicType: Clone>> Clone for KindType<K> {
+    fn clone(&self) -> Self {
+        Self {
+            dt: self.dt.clone(),
+            namespaced: self.namespaced,
+            make: self.make,
+        }
+    }
+}
+
+impl<K: Resource<DynamicType: Debug>> Debug for KindType<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindType")
+            .field("dt", &self.dt)
+            .field("namespaced", &self.namespaced)
+            .finish()
+    }
+}
+
+impl<K: Kind> KindType<K> {
+    /// The type information of a static kind.
+    pub fn of() -> Self {
+        Self {
+            dt: (),
+            namespaced: <K::Scope as Scoped>::NAMESPACED,
+            make: |client, namespace, ()| <K::Scope as Scoped>::api::<K>(client, namespace),
+        }
+    }
+}
+
+impl KindType<kube::api::DynamicObject> {
+    /// The type information of a kind known at run time (from discovery, a configuration
+    /// file): its resource, and whether its objects live in namespaces.
+    pub fn dynamic(resource: kube::api::ApiResource, namespaced: bool) -> Self {
+        Self {
+            dt: resource,
+            namespaced,
+            make: |client, namespace, resource| match namespace {
+                Some(ns) => Api::namespaced_with(client, ns, resource),
+                None => Api::all_with(client, resource),
+            },
+        }
+    }
+}
+
+impl<K: Resource> KindType<K> {
+    /// The `DynamicType`.
+    pub fn dynamic_type(&self) -> &K::DynamicType {
+        &self.dt
+    }
+
+    /// Whether objects of the kind live in namespaces.
+    pub fn namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// The kind (`ConfigMap`).
+    pub fn kind(&self) -> std::borrow::Cow<'_, str> {
+        K::kind(&self.dt)
+    }
+
+    /// The group (empty for the core group).
+    pub fn group(&self) -> std::borrow::Cow<'_, str> {
+        K::group(&self.dt)
+    }
+
+    /// The version.
+    pub fn version(&self) -> std::borrow::Cow<'_, str> {
+        K::version(&self.dt)
+    }
+
+    /// The `apiVersion` (`apps/v1`).
+    pub fn api_version(&self) -> std::borrow::Cow<'_, str> {
+        K::api_version(&self.dt)
+    }
+
+    /// The path of the kind's objects in `namespace` (all namespaces for `None`, and for a
+    /// cluster-scoped kind).
+    pub fn url_path(&self, namespace: Option<&str>) -> String {
+        K::url_path(&self.dt, namespace.filter(|_| self.namespaced))
+    }
+
+    /// An [`Api`] for the kind in `namespace` (`None`: all namespaces; ignored for a
+    /// cluster-scoped kind).
+    pub fn api(&self, client: Client, namespace: Option<&str>) -> Api<K> {
+        (self.make)(client, namespace.filter(|_| self.namespaced), &self.dt)
+    }
+
+    /// The reference to `obj` (of an event about it).
+    pub fn object_ref(&self, obj: &K) -> k8s_openapi::api::core::v1::ObjectReference {
+        obj.object_ref(&self.dt)
+    }
+}

@@ -437,9 +437,15 @@ impl<W> Handler<W> {
         }
         if !held(&new) {
             let api = self.api_for(new.as_ref());
-            let Some(with) =
-                crate::controller::finalizer::add(&api, &ctx.wiring, new.as_ref(), finalizer, None)
-                    .await?
+            let Some(with) = crate::controller::finalizer::add(
+                &api,
+                &crate::scope::KindType::of(),
+                &ctx.wiring,
+                new.as_ref(),
+                finalizer,
+                None,
+            )
+            .await?
             else {
                 return Ok(()); // gone meanwhile
             };
@@ -478,8 +484,14 @@ impl<W> Handler<W> {
             self.finalized().cleaned(&uid);
         }
         let api = self.api_for(obj.as_ref());
-        crate::controller::finalizer::remove(&api, &self.ctx.wiring, obj.as_ref(), finalizer)
-            .await?;
+        crate::controller::finalizer::remove(
+            &api,
+            &crate::scope::KindType::of(),
+            &self.ctx.wiring,
+            obj.as_ref(),
+            finalizer,
+        )
+        .await?;
         self.finalized().released(&uid, std::time::Instant::now());
         Ok(())
     }

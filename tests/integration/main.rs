@@ -19,6 +19,7 @@ mod crd;
 mod database;
 mod dependents;
 mod deploy;
+mod dynamic;
 mod events;
 mod faults;
 mod finalizers;

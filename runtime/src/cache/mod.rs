@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -39,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
 use crate::informer::{ApplyHook, Informer, InformerConfig};
-use crate::scope::{Kind, Scoped};
+use crate::scope::{Kind, KindType, Scoped};
 use crate::store::{
     MemoryStore, Reader, Refill, RemoteStore, SharedBackend, SkeletonStore, Store, StoreChoice,
 };
@@ -91,8 +92,13 @@ struct Handle<K: Resource>(Arc<Informer<K>>);
 
 impl<K> ErasedInformer for Handle<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::Scope: Scoped,
+    K: Resource<DynamicType: Clone + Debug + Send + Sync + 'static>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
 {
     fn as_any(&self) -> Arc<dyn Any + Send + Sync> {
         self.0.clone()
@@ -267,7 +273,34 @@ impl Cache {
                 Chosen::Custom(store) => store,
             }
         };
-        self.shared_informer(api, config, store, false)
+        self.shared_informer(api, config, store, false, Informer::with_store)
+    }
+
+    /// The shared informer of a kind known only at run time (see [`KindType::dynamic`]) for
+    /// `api`'s namespace with `config`'s selectors, created on first use, its objects in memory
+    /// (a store backend in `config` is a [problem](Cache::problems): it stores static kinds).
+    ///
+    /// [`KindType::dynamic`]: crate::KindType::dynamic
+    pub fn dynamic_informer(
+        &self,
+        api: Api<DynamicObject>,
+        ty: &KindType<DynamicObject>,
+        config: InformerConfig,
+    ) -> Arc<Informer<DynamicObject>> {
+        if config.store.is_some() {
+            self.lock().problems.push(format!(
+                "{} asks for a store backend: a kind known at run time is cached in memory",
+                api.resource_url()
+            ));
+        }
+        let ty = ty.clone();
+        self.shared_informer(
+            api,
+            config,
+            |_| Arc::new(MemoryStore::<DynamicObject>::new()),
+            false,
+            move |api, config, _| Informer::dynamic(api, ty, config),
+        )
     }
 
     /// The store `config` chooses; a backend name the cache does not know, or a custom store
@@ -316,6 +349,11 @@ impl Cache {
         self.lock().backends.get(name).cloned()
     }
 
+    /// Records a misconfiguration that stops controllers at start-up.
+    pub(crate) fn problem(&self, problem: String) {
+        self.lock().problems.push(problem);
+    }
+
     /// What is wrong with the cache's configuration (an informer asked for a backend the cache
     /// does not have); controllers refuse to start while this is not empty.
     pub fn problems(&self) -> Vec<String> {
@@ -334,7 +372,13 @@ impl Cache {
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.shared_informer(api, config, |_| Arc::new(SkeletonStore::<C>::new()), true)
+        self.shared_informer(
+            api,
+            config,
+            |_| Arc::new(SkeletonStore::<C>::new()),
+            true,
+            Informer::with_store,
+        )
     }
 
     fn shared_informer<K>(
@@ -343,10 +387,16 @@ impl Cache {
         config: InformerConfig,
         store: impl FnOnce(&str) -> Arc<dyn Store<K>>,
         skeleton: bool,
+        build: impl FnOnce(Api<K>, InformerConfig, Arc<dyn Store<K>>) -> Informer<K>,
     ) -> Arc<Informer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-        K::Scope: Scoped,
+        K: Resource<DynamicType: Clone + Debug + Send + Sync + 'static>
+            + Clone
+            + DeserializeOwned
+            + Debug
+            + Send
+            + Sync
+            + 'static,
     {
         let key = InformerKey {
             kind: TypeId::of::<K>(),
@@ -385,7 +435,7 @@ impl Cache {
             }
         }
         let informer = Arc::new(
-            Informer::with_store(api, config.clone(), store(&name))
+            build(api, config.clone(), store(&name))
                 .on_apply(self.hook.clone())
                 .events_through(self.writer.clone()),
         );

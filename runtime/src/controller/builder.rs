@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::{Api, Resource};
 use tokio::sync::watch;
@@ -16,10 +17,10 @@ use crate::informer::{Event, Informer, InformerConfig};
 use crate::namespaces::IntoApis;
 use crate::queue::{WorkQueue, default_rate_limiter};
 use crate::runner::{Lifecycle, Stage};
-use crate::scope::Scoped;
+use crate::scope::{AnyKind, KindType, Scoped};
 
 use super::handlers::{
-    Origin, OwnEvents, Sink, Source, Subscribe, owner_keys, source, source_async,
+    Origin, OwnEvents, Sink, Source, Subscribe, owner_keys, source, source_async, source_of,
 };
 use super::predicate::MetadataPredicates;
 use super::progress::Progress;
@@ -40,6 +41,8 @@ use super::{
 pub struct Controller<K: Resource> {
     name: Arc<str>,
     wiring: Wiring,
+    /// The primary kind's type information (static, or known at run time).
+    ty: KindType<K>,
     /// One informer per namespace watched (one for all namespaces).
     primary: Vec<Arc<Informer<K>>>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
@@ -108,7 +111,6 @@ where
         api: impl IntoApis<K>,
         config: InformerConfig,
     ) -> Self {
-        let name: Arc<str> = name.into().into();
         let mut primary = Vec::new();
         for api in api.into_apis().into_vec() {
             let sharded = wiring
@@ -121,6 +123,70 @@ where
             }
             primary.push(informer);
         }
+        Self::build(name.into(), wiring, KindType::of(), primary)
+    }
+}
+
+impl Controller<DynamicObject> {
+    /// A controller of a kind known only at run time — from discovery or a configuration file
+    /// (kube's `Controller::new_with`) — named `name`, for the objects of `api` (or one `Api` per
+    /// namespace of a set) matching `config`'s selectors. `ty` says what the kind is
+    /// ([`KindType::dynamic`]); its objects are cached in memory.
+    ///
+    /// A manager that shards cannot split a kind known at run time between its replicas: the
+    /// controller then refuses to start, saying so (see [`Cache::problems`]).
+    ///
+    /// [`Cache::problems`]: crate::cache::Cache::problems
+    ///
+    /// ```no_run
+    /// # fn doc(wiring: &kubeforge::controller::Wiring, client: kubeforge::kube::Client) {
+    /// use kubeforge::KindType;
+    /// use kubeforge::controller::Controller;
+    /// use kubeforge::informer::InformerConfig;
+    /// use kubeforge::kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+    /// let gvk = GroupVersionKind::gvk("example.com", "v1", "Gadget");
+    /// let resource = ApiResource::from_gvk(&gvk);
+    /// let api = Api::<DynamicObject>::all_with(client, &resource);
+    /// let ty = KindType::dynamic(resource, true);
+    /// let controller = Controller::dynamic("gadgets", wiring, api, ty, InformerConfig::default());
+    /// # }
+    /// ```
+    pub fn dynamic(
+        name: impl Into<String>,
+        wiring: &Wiring,
+        api: impl IntoApis<DynamicObject>,
+        ty: KindType<DynamicObject>,
+        config: InformerConfig,
+    ) -> Self {
+        let name: String = name.into();
+        if wiring.shard().is_some() {
+            wiring.cache().problem(format!(
+                "controller {name}: {} is a kind known at run time, which a sharded manager cannot split between its replicas",
+                ty.kind()
+            ));
+        }
+        let primary = api
+            .into_apis()
+            .into_vec()
+            .into_iter()
+            .map(|api| wiring.cache().dynamic_informer(api, &ty, config.clone()))
+            .collect();
+        Self::build(name, wiring, ty, primary)
+    }
+}
+
+impl<K> Controller<K>
+where
+    K: AnyKind,
+{
+    /// The controller over `primary`, with the wiring's metrics.
+    fn build(
+        name: String,
+        wiring: &Wiring,
+        ty: KindType<K>,
+        primary: Vec<Arc<Informer<K>>>,
+    ) -> Self {
+        let name: Arc<str> = name.into();
         let mut config = ControllerConfig::default();
         if let Some(metrics) = wiring.metrics() {
             config = config.metrics_hooks(Arc::clone(metrics));
@@ -128,6 +194,7 @@ where
         Self {
             name,
             wiring: wiring.clone(),
+            ty,
             primary,
             predicates: Vec::new(),
             sources: Vec::new(),
@@ -183,6 +250,11 @@ where
         Idle {
             running: self.running.subscribe(),
         }
+    }
+
+    /// The primary kind's type information.
+    pub fn kind_type(&self) -> &KindType<K> {
+        &self.ty
     }
 
     /// The controller's name.
@@ -272,7 +344,10 @@ where
         let predicates: MetadataPredicates = owns.predicates.into();
         for api in apis.into_apis().into_vec() {
             let events = informer(self.wiring.cache(), api, self.wiring.narrow(config.clone()));
-            let map = gated(Arc::clone(&predicates), owner_keys::<K, T>(!owns.any_owner));
+            let map = gated(
+                Arc::clone(&predicates),
+                owner_keys::<K, T>(&self.ty, !owns.any_owner),
+            );
             self.sources.push(source(events, Origin::Owned, map));
         }
         self
@@ -369,6 +444,7 @@ where
         let Controller {
             name,
             wiring,
+            ty,
             primary,
             predicates,
             mut sources,
@@ -381,26 +457,7 @@ where
         // Subscribed now, not when the controller was built: a controller that waits to lead
         // (its informers warm) holds no subscription whose events would pile up meanwhile; it
         // gets the cache's state as its start-up state when it starts.
-        let predicates: Arc<[Arc<dyn Predicate<K>>]> = predicates.into();
-        for informer in &primary {
-            let informer = Arc::clone(informer);
-            let predicates = Arc::clone(&predicates);
-            let events = move || informer.subscription();
-            sources.push(source(events, Origin::Primary, move |event: &Event<K>| {
-                let pass = match event {
-                    Event::Applied {
-                        old: Some(old),
-                        new,
-                    } => predicate::passes(&predicates, old, new),
-                    _ => true,
-                };
-                if pass {
-                    vec![ObjectKey::of(event.object().as_ref())]
-                } else {
-                    Vec::new()
-                }
-            }));
-        }
+        sources.extend(primary_sources(&primary, &ty, predicates));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
         let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
 
@@ -436,6 +493,7 @@ where
             conditions: std::sync::OnceLock::new(),
             stalled: super::stalled::Stalled::default(),
             traces: super::trace_link::GenerationTraces::default(),
+            ty,
         });
         progress.started(config.concurrency, queue.clone());
         let mut workers = AbortOnDrop(
@@ -681,7 +739,7 @@ fn watched<W: Kind>(
 }
 
 /// One reader over the primary informers: the one, or those of each namespace of a set merged.
-fn primary_store<K: Kind>(primary: &[Arc<Informer<K>>]) -> crate::store::Reader<K> {
+fn primary_store<K: AnyKind>(primary: &[Arc<Informer<K>>]) -> crate::store::Reader<K> {
     let parts = primary
         .iter()
         .map(|informer| {
@@ -695,4 +753,37 @@ fn primary_store<K: Kind>(primary: &[Arc<Informer<K>>]) -> crate::store::Reader<
             crate::store::Reader::new(Arc::new(crate::store::MemoryStore::<K>::new()))
         }),
     }
+}
+
+/// The sources of the primary informers: each event's own key, for the updates `predicates`
+/// accept (creations, deletions and resyncs always).
+fn primary_sources<K: AnyKind>(
+    primary: &[Arc<Informer<K>>],
+    ty: &KindType<K>,
+    predicates: Vec<Arc<dyn Predicate<K>>>,
+) -> Vec<Source> {
+    let predicates: Arc<[Arc<dyn Predicate<K>>]> = predicates.into();
+    primary
+        .iter()
+        .map(|informer| {
+            let informer = Arc::clone(informer);
+            let predicates = Arc::clone(&predicates);
+            let events = move || informer.subscription();
+            let map = move |event: &Event<K>| {
+                let pass = match event {
+                    Event::Applied {
+                        old: Some(old),
+                        new,
+                    } => predicate::passes(&predicates, old, new),
+                    _ => true,
+                };
+                if pass {
+                    vec![ObjectKey::of(event.object().as_ref())]
+                } else {
+                    Vec::new()
+                }
+            };
+            source_of(ty.kind().into_owned(), events, Origin::Primary, map)
+        })
+        .collect()
 }

@@ -25,7 +25,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Kind, Wiring};
+use super::Wiring;
+use crate::scope::{AnyKind, KindType};
 use crate::writes::Writer;
 
 /// Why adding or removing a controller's finalizer failed (the key is retried with backoff).
@@ -163,15 +164,16 @@ pub(super) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Op
 /// changed meanwhile; `None` if the object is gone. The patch goes through the metadata API (its
 /// answer is metadata only, so it decodes even if the object no longer fits `K`); the returned
 /// object is `obj` with the new metadata, recorded for read-your-writes.
-pub(crate) async fn add<K: Kind>(
+pub(crate) async fn add<K: AnyKind>(
     api: &Api<K>,
+    ty: &KindType<K>,
     wiring: &Wiring,
     obj: &K,
     finalizer: &str,
     writer: Option<Writer>,
 ) -> Result<Option<Arc<K>>, FinalizerError> {
     let meta = obj.meta();
-    let name = format!("{} {}", K::kind(&()), crate::ObjectKey::of(obj));
+    let name = format!("{} {}", ty.kind(), crate::ObjectKey::of(obj));
     let error = |source| FinalizerError::Add {
         name: name.clone(),
         finalizer: finalizer.to_owned(),
@@ -189,14 +191,15 @@ pub(crate) async fn add<K: Kind>(
 /// Removes `finalizer` from `obj` with a JSON patch guarded by tests of the UID and of the list
 /// (from the metadata alone: it works on an object that no longer decodes as `K`). Done also when
 /// the object is gone, or when another object took its name.
-pub(crate) async fn remove<K: Kind>(
+pub(crate) async fn remove<K: AnyKind>(
     api: &Api<K>,
+    ty: &KindType<K>,
     wiring: &Wiring,
     obj: &K,
     finalizer: &str,
 ) -> Result<(), FinalizerError> {
     let meta = obj.meta();
-    let name = format!("{} {}", K::kind(&()), crate::ObjectKey::of(obj));
+    let name = format!("{} {}", ty.kind(), crate::ObjectKey::of(obj));
     let error = |source| FinalizerError::Remove {
         name: name.clone(),
         finalizer: finalizer.to_owned(),
@@ -228,7 +231,7 @@ pub(crate) async fn remove<K: Kind>(
 /// Sends the JSON patch `patch` of `obj`'s metadata through the metadata API (its answer decodes
 /// whatever the object's body) and returns `obj` with the new metadata, recorded for
 /// read-your-writes (as `writer`'s own, if given).
-async fn patch_metadata<K: Kind>(
+async fn patch_metadata<K: AnyKind>(
     api: &Api<K>,
     wiring: &Wiring,
     obj: &K,

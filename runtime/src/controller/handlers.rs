@@ -12,7 +12,6 @@ use crate::ObjectKey;
 use crate::informer::{Event, Replayed, Subscription};
 use crate::queue::{Priority, WorkQueue};
 use crate::retry::{NewEvent, ResourceAction};
-use crate::scope::Scoped;
 
 use super::ControllerMetrics;
 use super::retries::Retries;
@@ -22,15 +21,16 @@ use crate::writes::OwnWrites;
 /// Maps an event of a child kind `C` to the keys of its owners of kind `K` (only the owner
 /// reference marked `controller: true` if `controller_only`).
 pub(super) fn owner_keys<K, C>(
+    ty: &crate::scope::KindType<K>,
     controller_only: bool,
 ) -> impl Fn(&Event<C>) -> Vec<ObjectKey> + Send + 'static
 where
-    K: Resource<DynamicType = ()>,
-    K::Scope: Scoped,
+    K: Resource,
     C: Resource,
 {
-    let kind = K::kind(&()).into_owned();
-    let group = K::group(&()).into_owned();
+    let kind = ty.kind().into_owned();
+    let group = ty.group().into_owned();
+    let namespaced = ty.namespaced();
     move |event: &Event<C>| {
         let mut keys = Vec::new();
         for obj in event.versions() {
@@ -41,7 +41,7 @@ where
                     && owner_group == group
                     && (!controller_only || owner.controller == Some(true))
                 {
-                    let namespace = if <K::Scope as Scoped>::NAMESPACED {
+                    let namespace = if namespaced {
                         meta.namespace.clone()
                     } else {
                         None
@@ -253,7 +253,21 @@ where
     T: kube::Resource + Send + Sync + 'static,
     T::DynamicType: Default,
 {
-    source_async(events, origin, move |event: Event<T>| {
+    let kind = T::kind(&T::DynamicType::default()).into_owned();
+    source_of(kind, events, origin, map)
+}
+
+/// [`source`] of a kind named `kind` (one known at run time).
+pub(super) fn source_of<T>(
+    kind: String,
+    events: impl FnOnce() -> Subscription<T> + Send + 'static,
+    origin: Origin,
+    map: impl Fn(&Event<T>) -> Vec<ObjectKey> + Send + 'static,
+) -> Source
+where
+    T: kube::Resource + Send + Sync + 'static,
+{
+    mapped(kind, events, origin, move |event: Event<T>| {
         std::future::ready(map(&event))
     })
 }
@@ -271,11 +285,26 @@ where
     F: Fn(Event<T>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Vec<ObjectKey>> + Send + 'static,
 {
+    let kind = T::kind(&T::DynamicType::default()).into_owned();
+    mapped(kind, subscribe, origin, map)
+}
+
+/// The source of the events of kind `kind`, mapped by `map`.
+fn mapped<T, F, Fut>(
+    kind: String,
+    subscribe: impl FnOnce() -> Subscription<T> + Send + 'static,
+    origin: Origin,
+    map: F,
+) -> Source
+where
+    T: kube::Resource + Send + Sync + 'static,
+    F: Fn(Event<T>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Vec<ObjectKey>> + Send + 'static,
+{
     let related = NewEvent {
         action: ResourceAction::Update,
         generation_changed: false,
     };
-    let kind = T::kind(&T::DynamicType::default()).into_owned();
     let primary = origin == Origin::Primary;
     Box::new(move |sink, shutdown| {
         let Subscription { mut events, mark } = subscribe();

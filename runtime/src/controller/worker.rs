@@ -14,16 +14,14 @@ use tracing::Instrument;
 
 use crate::ObjectKey;
 use crate::queue::WorkQueue;
-use crate::scope::Scoped;
+use crate::scope::{AnyKind, KindType};
 use crate::store::Reader;
 
 use super::outcome::{self, Next, Outcome};
 use super::retries::{Retries, Scheduled};
 use super::stalled;
 use super::trigger::{self, Trigger};
-use super::{
-    Action, Context, ControllerConfig, Kind, ReconcileResult, Reconciler, Wiring, finalizer,
-};
+use super::{Action, Context, ControllerConfig, ReconcileResult, Reconciler, Wiring, finalizer};
 use crate::BoxError;
 use crate::retry::RetryError;
 
@@ -45,12 +43,14 @@ pub(super) struct Worker<K: Resource, R> {
     /// The keys this process marked `Stalled`.
     pub(super) stalled: stalled::Stalled,
     /// The trace of each object's current generation, while spans are exported.
+    /// The primary kind's type information.
+    pub(super) ty: KindType<K>,
     pub(super) traces: super::trace_link::GenerationTraces,
 }
 
 impl<K, R> Worker<K, R>
 where
-    K: Kind,
+    K: AnyKind,
     R: Reconciler<K>,
 {
     pub(super) async fn process(&self, key: &ObjectKey) {
@@ -201,7 +201,8 @@ where
         let mut took = started.elapsed();
         if cleanup && let (Outcome::Finished(Ok(_)), Some(f)) = (&outcome, finalizer) {
             self.finalized().cleaned(&uid);
-            if let Err(error) = finalizer::remove(&self.api_for(&obj), &self.wiring, &obj, f).await
+            if let Err(error) =
+                finalizer::remove(&self.api_for(&obj), &self.ty, &self.wiring, &obj, f).await
             {
                 let text = crate::text::concise(&error);
                 tracing::warn!(error = %text, "removing the finalizer failed; retrying");
@@ -288,7 +289,7 @@ where
     /// schema says so).
     fn has_conditions(&self) -> bool {
         *self.conditions.get_or_init(|| {
-            stalled::has_conditions(&K::group(&()), &K::version(&()), &K::kind(&()))
+            stalled::has_conditions(&self.ty.group(), &self.ty.version(), &self.ty.kind())
         })
     }
 
@@ -320,19 +321,19 @@ where
                 self.name.to_string(),
             ))
         }));
-        let obj = Arc::clone(obj);
+        let regarding = self.ty.object_ref(obj);
         let note = format!(
             "reconcile failed {attempts} times in a row, giving up until the object changes: {}",
             crate::text::truncate(reason, 512)
         );
         if self.has_conditions() {
             self.stalled.marked(&ObjectKey::of(obj.as_ref()));
-            self.mark_stalled(&obj, Some(note.clone()));
+            self.mark_stalled(obj, Some(note.clone()));
         }
         crate::task::spawn(async move {
             let published = recorder
-                .publish(
-                    obj.as_ref(),
+                .publish_ref(
+                    regarding,
                     crate::events::EventType::Warning,
                     "RetriesExhausted",
                     "Reconcile",
@@ -355,7 +356,16 @@ where
         started: Instant,
     ) -> Option<Arc<K>> {
         let writer = crate::writes::Writer::new(&self.name, key);
-        match finalizer::add(&self.api_for(obj), &self.wiring, obj, f, Some(writer)).await {
+        match finalizer::add(
+            &self.api_for(obj),
+            &self.ty,
+            &self.wiring,
+            obj,
+            f,
+            Some(writer),
+        )
+        .await
+        {
             Ok(Some(updated)) => Some(updated),
             Ok(None) => {
                 tracing::debug!(
@@ -415,7 +425,8 @@ where
     }
 
     fn api_for(&self, obj: &K) -> Api<K> {
-        <K::Scope as Scoped>::api::<K>(self.wiring.client(), obj.meta().namespace.as_deref())
+        self.ty
+            .api(self.wiring.client(), obj.meta().namespace.as_deref())
     }
 
     fn finalized(&self) -> std::sync::MutexGuard<'_, finalizer::Finalized> {

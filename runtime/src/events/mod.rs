@@ -291,6 +291,29 @@ impl Recorder {
         self.publish_about(obj.object_ref(&()), occurrence).await
     }
 
+    /// [`publish`](Self::publish) about the object `regarding` refers to (a kind known at run
+    /// time: `KindType::object_ref`).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub async fn publish_ref(
+        &self,
+        regarding: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: Option<String>,
+    ) -> Result<(), kube::Error> {
+        let occurrence = Occurrence {
+            type_,
+            reason,
+            action,
+            note,
+        };
+        self.publish_about(regarding, occurrence).await
+    }
+
     /// [`publish`](Self::publish) once the object is known by its reference: not generic, so a
     /// kind costs the user's crate only the shell above.
     async fn publish_about(

@@ -72,7 +72,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
-use crate::scope::Scoped;
+use crate::scope::{KindType, Scoped};
 use crate::store::{MemoryStore, Reader, Store};
 
 pub use backoff::WatchBackoff;
@@ -542,6 +542,11 @@ pub(crate) fn excerpt(error: &impl std::fmt::Display) -> String {
 /// A list+watch of one kind feeding a [`Store`] and notifying subscribers.
 pub struct Informer<K: Resource> {
     api: Api<K>,
+    /// The kind's type information (its `DynamicType`, whether it is namespaced).
+    ty: KindType<K>,
+    /// Builds the lenient decoder's `Api` (`None`: the kind decodes any object, a
+    /// `DynamicObject`, so the stream never needs one).
+    lenient_api: Option<LenientApi<K>>,
     config: InformerConfig,
     store: Arc<dyn Store<K>>,
     transform: Option<Transform<K>>,
@@ -577,6 +582,10 @@ impl<K: Resource> Debug for Informer<K> {
     }
 }
 
+/// Builds an `Api` of the lenient decoder in a namespace (or all).
+type LenientApi<K> =
+    fn(kube::Client, Option<&str>, &<K as Resource>::DynamicType) -> Api<lenient::Lenient<K>>;
+
 impl<K> Informer<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -590,6 +599,47 @@ where
     /// An informer over `api` writing into `store` (another backend, or a [`MemoryStore`] with
     /// custom indexers).
     pub fn with_store(api: Api<K>, config: InformerConfig, store: Arc<dyn Store<K>>) -> Self {
+        let ty = KindType {
+            dt: (),
+            namespaced: <K::Scope as Scoped>::NAMESPACED,
+            make: |client, namespace, ()| <K::Scope as Scoped>::api::<K>(client, namespace),
+        };
+        let lenient: LenientApi<K> = |client, namespace, ()| {
+            <K::Scope as Scoped>::api::<lenient::Lenient<K>>(client, namespace)
+        };
+        Self::build(api, ty, Some(lenient), config, store)
+    }
+}
+
+impl Informer<kube::api::DynamicObject> {
+    /// An informer of a kind known only at run time (`ty`: [`KindType::dynamic`]) over `api`,
+    /// with an in-memory store.
+    pub fn dynamic(
+        api: Api<kube::api::DynamicObject>,
+        ty: KindType<kube::api::DynamicObject>,
+        config: InformerConfig,
+    ) -> Self {
+        Self::build(api, ty, None, config, Arc::new(MemoryStore::new()))
+    }
+}
+
+impl<K> Informer<K>
+where
+    K: Resource<DynamicType: Clone + Debug + Send + Sync + 'static>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    fn build(
+        api: Api<K>,
+        ty: KindType<K>,
+        lenient_api: Option<LenientApi<K>>,
+        config: InformerConfig,
+        store: Arc<dyn Store<K>>,
+    ) -> Self {
         let (replays, replays_rx) = mpsc::unbounded_channel();
         let own = config.kind_options.of::<K>().0.transform;
         let transform: Option<Transform<K>> = match (config.keep_managed_fields, own) {
@@ -602,6 +652,8 @@ where
         };
         let informer = Self {
             api,
+            ty,
+            lenient_api,
             config,
             store,
             transform,
@@ -633,7 +685,7 @@ where
             if self.store.add_indexer(&name, indexer) == crate::store::AddIndex::Unsupported {
                 problems.push(format!(
                     "index `{name}` of {}: the {} store keeps no custom indexes",
-                    K::kind(&()),
+                    self.ty.kind(),
                     self.store.backend()
                 ));
             }
@@ -790,7 +842,7 @@ where
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
-        let mut watching = Watching::new::<K>(self.api.namespace(), &self.config);
+        let mut watching = Watching::new(&self.ty.kind(), self.api.namespace(), &self.config);
         let mut replays = self
             .replays_rx
             .lock()
@@ -1082,13 +1134,13 @@ where
     ) -> BoxStream<'static, watcher::Result<watcher::Event<Decoded<K>>>> {
         let config = self.config.watcher_config();
         let namespace = self.api.namespace();
-        if lenient {
-            let api = <K::Scope as Scoped>::api::<lenient::Lenient<K>>(client.clone(), namespace);
+        if lenient && let Some(lenient_api) = self.lenient_api {
+            let api = lenient_api(client.clone(), namespace, self.ty.dynamic_type());
             watcher::watcher(api, config)
                 .map_ok(|event| map_event(event, |guard| guard.0.map_err(Box::new)))
                 .boxed()
         } else {
-            let api = <K::Scope as Scoped>::api::<K>(client.clone(), namespace);
+            let api = self.ty.api(client.clone(), namespace);
             watcher::watcher(api, config)
                 .map_ok(|event| map_event(event, Ok))
                 .boxed()
@@ -1151,10 +1203,14 @@ where
             Arc::new(crate::events::Recorder::new(client, "kubeforge-informer"))
         }));
         let object = PartialObjectMeta::<K> {
-            types: Some(kube::core::TypeMeta::resource::<K>()),
+            types: Some(kube::core::TypeMeta {
+                api_version: self.ty.api_version().into_owned(),
+                kind: self.ty.kind().into_owned(),
+            }),
             metadata: invalid.metadata.clone(),
             _phantom: std::marker::PhantomData,
         };
+        let regarding = object.object_ref(self.ty.dynamic_type());
         let note = format!(
             "this operator cannot decode the object and skips it until it is fixed: {}",
             excerpt(&invalid.error)
@@ -1162,8 +1218,8 @@ where
         crate::task::spawn_on(&runtime, async move {
             let _permit = permit;
             if let Err(error) = recorder
-                .publish(
-                    &object,
+                .publish_ref(
+                    regarding,
                     crate::events::EventType::Warning,
                     "Undecodable",
                     "Decode",
@@ -1219,15 +1275,12 @@ struct Watching {
 
 impl Watching {
     /// For an informer of `K` in `namespace` (`None`: all namespaces, or a cluster-scoped kind).
-    fn new<K: Resource<DynamicType = ()>>(
-        namespace: Option<&str>,
-        config: &InformerConfig,
-    ) -> Self {
+    fn new(kind: &str, namespace: Option<&str>, config: &InformerConfig) -> Self {
         Self {
             backoff: backoff::Backoff::new(config.backoff),
             lifecycle: outage::Lifecycle::default(),
             subject: outage::Subject {
-                kind: K::kind(&()).into_owned(),
+                kind: kind.to_owned(),
                 namespace: namespace.map(str::to_owned),
                 labels: config.label_selector.clone(),
                 fields: config.field_selector.clone(),
@@ -1369,7 +1422,7 @@ mod tests {
     #[test]
     fn a_relist_failing_again_and_again_should_back_off() {
         // kube sends `Init` before each attempt to list: it is no answer of the apiserver.
-        let mut watching = Watching::new::<ConfigMap>(Some("shop"), &InformerConfig::default());
+        let mut watching = Watching::new("ConfigMap", Some("shop"), &InformerConfig::default());
         let refused =
             watcher::Error::InitialListFailed(kube::Error::Service("connection refused".into()));
         let mut delays = Vec::new();

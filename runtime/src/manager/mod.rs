@@ -191,7 +191,7 @@ impl Runnable for RunOnce {
 }
 
 /// `controller` reconciling with `reconciler`, runnable once.
-fn controller_runnable<K: Kind, R: Reconciler<K>>(
+fn controller_runnable<K: crate::scope::AnyKind, R: Reconciler<K>>(
     controller: Controller<K>,
     reconciler: R,
 ) -> Arc<dyn Runnable> {
@@ -530,10 +530,12 @@ impl Manager {
     #[must_use]
     pub fn add_controller<K, R>(mut self, controller: Controller<K>, reconciler: R) -> Self
     where
-        K: Kind,
+        K: crate::scope::AnyKind,
         R: Reconciler<K>,
     {
-        self.primary::<K>();
+        let ty = controller.kind_type();
+        self.primary_kinds
+            .push((ty.group().into_owned(), ty.kind().into_owned()));
         let metrics = Arc::clone(&self.metrics) as Arc<dyn ControllerMetrics>;
         let controller = controller.default_metrics(&metrics);
         self.runnables
