@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use kubeforge::crd::compat::{Acceptance, Class, compare, judge};
 use kubeforge::manager::Manager;
@@ -140,6 +140,15 @@ async fn a_kind_should_upgrade_over_three_releases_with_its_objects_and_concurre
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // A CRD left by an earlier run on the same plane (its storedVersions say v2) would refuse
+    // release 1: start from none.
+    let _ = crds.delete(CRD, &DeleteParams::default()).await;
+    eventually(
+        "an earlier run's CRD to be gone",
+        Duration::from_secs(60),
+        async || crate::support::is_not_found(crds.get(CRD).await).then_some(()),
+    )
+    .await;
     // Release 1: 40 notes stored in v1.
     apply_crds(&client, [release_1()], Duration::from_secs(30))
         .await

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, LimitRange, ResourceQuota, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -46,15 +46,16 @@ async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up()
     // Outside the role: the operator may not read ResourceQuotas or create Pods.
     let quotas: Api<ResourceQuota> = Api::namespaced(operator.clone(), ns.name());
     assert_eq!(status_code(quotas.list(&ListParams::default()).await), 403);
-    let pod: Pod = serde_json::from_value(json!({
+    // A kind none of the binary's controllers touches (other tests' controllers watch Pods).
+    let limits: LimitRange = serde_json::from_value(json!({
         "metadata": { "name": "intruder" },
-        "spec": { "containers": [{ "name": "c", "image": "x" }] },
+        "spec": { "limits": [{ "type": "Container", "max": { "cpu": "1" } }] },
     }))
     .unwrap();
     assert_eq!(
         status_code(
-            Api::<Pod>::namespaced(operator.clone(), ns.name())
-                .create(&PostParams::default(), &pod)
+            Api::<LimitRange>::namespaced(operator.clone(), ns.name())
+                .create(&PostParams::default(), &limits)
                 .await
         ),
         403
@@ -251,8 +252,8 @@ fn crdgen_rbac_should_print_the_wiring_rules() {
         "the second example's rules too:\n{yaml}"
     );
     assert!(
-        !yaml.contains("pods"),
-        "no controller touches Pods:\n{yaml}"
+        !yaml.contains("limitranges"),
+        "no controller touches LimitRanges:\n{yaml}"
     );
     let _ = WebApp::new("x", spec(1)).name_any();
 }
