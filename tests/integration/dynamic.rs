@@ -234,3 +234,134 @@ async fn a_sharded_manager_should_refuse_a_kind_known_at_run_time() {
     let error = stopped.expect_err("refused").to_string();
     assert!(error.contains("known at run time"), "{error}");
 }
+
+/// A ConfigMap that owns a Gadget (a kind known at run time) and follows others that name it.
+struct Owner {
+    resource: ApiResource,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Reconciler<ConfigMap> for Owner {
+    type Error = kube::Error;
+
+    async fn reconcile(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, kube::Error> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        let ns = cm.metadata.namespace.clone().unwrap_or_default();
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        let size: i64 = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("size"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default();
+        let gadget = json!({
+            "apiVersion": self.resource.api_version,
+            "kind": self.resource.kind,
+            "metadata": {
+                "name": format!("{name}-gadget"),
+                "ownerReferences": [{
+                    "apiVersion": "v1", "kind": "ConfigMap", "name": name,
+                    "uid": cm.metadata.uid, "controller": true,
+                }],
+            },
+            "spec": { "size": size },
+        });
+        Api::<DynamicObject>::namespaced_with(ctx.client(), &ns, &self.resource)
+            .patch(
+                &format!("{name}-gadget"),
+                &PatchParams::apply("dynamic-owner").force(),
+                &Patch::Apply(&gadget),
+            )
+            .await?;
+        Ok(Action::Done)
+    }
+}
+
+#[tokio::test]
+async fn a_static_controller_should_own_and_watch_a_kind_known_at_run_time() {
+    let ns = TestNamespace::new().await.unwrap();
+    let client = ns.client();
+    apply_crds(&client, [gadget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
+    let (resource, ty) = discovered(&client).await;
+    let gadgets = Api::<DynamicObject>::namespaced_with(client.clone(), ns.name(), &resource);
+    let wiring = Wiring::new(client.clone());
+    // Gadgets labelled `for=<ConfigMap>` reconcile that ConfigMap.
+    let follows = kubeforge::controller::Watches::map(|gadget: &DynamicObject| {
+        let ns = gadget.metadata.namespace.clone().unwrap_or_default();
+        gadget
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("for"))
+            .map(|name| vec![kubeforge::ObjectKey::namespaced(ns, name.clone())])
+            .unwrap_or_default()
+    });
+    let controller = Controller::new(
+        "gadget-owner",
+        &wiring,
+        ns.api::<ConfigMap>(),
+        InformerConfig::default().labels("gadget-owner=yes"),
+    )
+    .owns_dynamic(gadgets.clone(), &ty, Owns::full())
+    .watches_dynamic(gadgets.clone(), &ty, follows);
+    let idle = controller.idle();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let reconciler = Owner {
+        resource: resource.clone(),
+        runs: Arc::clone(&runs),
+    };
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(controller.run(reconciler, shutdown.clone()));
+
+    let mut cm = crate::support::configmap("cfg", &[("size", "1")]);
+    cm.metadata.labels = Some([("gadget-owner".to_owned(), "yes".to_owned())].into());
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let size_is = async |n: i64| {
+        let g = gadgets.get_opt("cfg-gadget").await.ok().flatten()?;
+        (g.data["spec"]["size"].as_i64() == Some(n)).then_some(())
+    };
+    eventually(
+        "cfg-gadget of size 1",
+        Duration::from_secs(60),
+        async || size_is(1).await,
+    )
+    .await;
+    // The owned dynamic child deleted: its owner reconciles and makes it again.
+    gadgets
+        .delete("cfg-gadget", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("cfg-gadget back", Duration::from_secs(60), async || {
+        size_is(1).await
+    })
+    .await;
+
+    // A gadget of nobody's that names the ConfigMap reconciles it on each change.
+    let mut foreign = DynamicObject::new("foreign", &resource).within(ns.name());
+    foreign.metadata.labels = Some([("for".to_owned(), "cfg".to_owned())].into());
+    foreign.data = json!({ "spec": { "size": 7 } });
+    // Nothing queued, in flight or pending: the next reconcile is the foreign gadget's.
+    idle.wait(Duration::from_millis(500)).await;
+    let before = runs.load(Ordering::SeqCst);
+    gadgets
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    eventually(
+        "cfg reconciled for the foreign gadget",
+        Duration::from_secs(60),
+        async || (runs.load(Ordering::SeqCst) > before).then_some(()),
+    )
+    .await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

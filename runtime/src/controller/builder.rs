@@ -20,7 +20,7 @@ use crate::runner::{Lifecycle, Stage};
 use crate::scope::{AnyKind, KindType, Scoped};
 
 use super::handlers::{
-    Origin, OwnEvents, Sink, Source, Subscribe, owner_keys, source, source_async, source_of,
+    Origin, OwnEvents, Sink, Source, Subscribe, mapped, owner_keys, source, source_of,
 };
 use super::predicate::MetadataPredicates;
 use super::progress::Progress;
@@ -364,11 +364,69 @@ where
             .informer
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let predicates: MetadataPredicates = watches.predicates.into();
+        let kind = W::kind(&()).into_owned();
         for api in api.into_apis().into_vec() {
             let informer = self.wiring.cache().informer(api, config.clone());
             let events = move || informer.subscription();
-            let source = watched(events, Arc::clone(&predicates), &watches.mapper);
+            let source = watched(&kind, events, Arc::clone(&predicates), &watches.mapper);
             self.sources.push(source);
+        }
+        self
+    }
+
+    /// [`watches`](Self::watches) of a kind known only at run time (`ty`:
+    /// [`KindType::dynamic`]), cached in memory.
+    #[must_use]
+    pub fn watches_dynamic(
+        mut self,
+        api: impl IntoApis<DynamicObject>,
+        ty: &KindType<DynamicObject>,
+        watches: Watches<DynamicObject>,
+    ) -> Self {
+        let config = watches
+            .informer
+            .unwrap_or_else(|| self.wiring.informer_defaults.clone());
+        let predicates: MetadataPredicates = watches.predicates.into();
+        let kind = ty.kind().into_owned();
+        for api in api.into_apis().into_vec() {
+            let informer = self
+                .wiring
+                .cache()
+                .dynamic_informer(api, ty, config.clone());
+            let events = move || informer.subscription();
+            let source = watched(&kind, events, Arc::clone(&predicates), &watches.mapper);
+            self.sources.push(source);
+        }
+        self
+    }
+
+    /// [`owns`](Self::owns) of a kind known only at run time (`ty`: [`KindType::dynamic`]),
+    /// cached in full, in memory: its objects whose owner reference names the primary
+    /// reconcile it.
+    #[must_use]
+    pub fn owns_dynamic(
+        mut self,
+        api: impl IntoApis<DynamicObject>,
+        ty: &KindType<DynamicObject>,
+        owns: Owns,
+    ) -> Self {
+        let config = owns
+            .informer
+            .unwrap_or_else(|| self.wiring.informer_defaults.clone());
+        let predicates: MetadataPredicates = owns.predicates.into();
+        for api in api.into_apis().into_vec() {
+            let informer =
+                self.wiring
+                    .cache()
+                    .dynamic_informer(api, ty, self.wiring.narrow(config.clone()));
+            let events = move || informer.subscription();
+            let map = gated(
+                Arc::clone(&predicates),
+                owner_keys::<K, DynamicObject>(&self.ty, !owns.any_owner),
+            );
+            let kind = ty.kind().into_owned();
+            self.sources
+                .push(source_of(kind, events, Origin::Owned, map));
         }
         self
     }
@@ -699,7 +757,8 @@ fn gated<T: Resource>(
 }
 
 /// The source of one informer of a watched kind `W`: its events mapped to keys by `mapper`.
-fn watched<W: Kind>(
+fn watched<W: AnyKind>(
+    kind: &str,
     events: impl FnOnce() -> crate::informer::Subscription<W> + Send + 'static,
     predicates: MetadataPredicates,
     mapper: &Mapper<W>,
@@ -707,7 +766,8 @@ fn watched<W: Kind>(
     match mapper {
         Mapper::Sync(mapper) => {
             let mapper = Arc::clone(mapper);
-            source(
+            source_of(
+                kind.to_owned(),
                 events,
                 Origin::Watched,
                 gated(predicates, move |event: &Event<W>| {
@@ -721,19 +781,24 @@ fn watched<W: Kind>(
         }
         Mapper::Async(mapper) => {
             let mapper = Arc::clone(mapper);
-            source_async(events, Origin::Watched, move |event: Event<W>| {
-                let mapper = Arc::clone(&mapper);
-                let passes = predicate::event_passes(&predicates, &event);
-                async move {
-                    let mut keys = Vec::new();
-                    if passes {
-                        for obj in event.versions() {
-                            add_new(&mut keys, mapper(Arc::clone(obj)).await);
+            mapped(
+                kind.to_owned(),
+                events,
+                Origin::Watched,
+                move |event: Event<W>| {
+                    let mapper = Arc::clone(&mapper);
+                    let passes = predicate::event_passes(&predicates, &event);
+                    async move {
+                        let mut keys = Vec::new();
+                        if passes {
+                            for obj in event.versions() {
+                                add_new(&mut keys, mapper(Arc::clone(obj)).await);
+                            }
                         }
+                        keys
                     }
-                    keys
-                }
-            })
+                },
+            )
         }
     }
 }

@@ -272,25 +272,10 @@ where
     })
 }
 
-/// Like [`source`], with an asynchronous mapper (a watched kind's mapper that reads the cache);
-/// events are mapped one at a time, in order.
-pub(super) fn source_async<T, F, Fut>(
-    subscribe: impl FnOnce() -> Subscription<T> + Send + 'static,
-    origin: Origin,
-    map: F,
-) -> Source
-where
-    T: kube::Resource + Send + Sync + 'static,
-    T::DynamicType: Default,
-    F: Fn(Event<T>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Vec<ObjectKey>> + Send + 'static,
-{
-    let kind = T::kind(&T::DynamicType::default()).into_owned();
-    mapped(kind, subscribe, origin, map)
-}
-
-/// The source of the events of kind `kind`, mapped by `map`.
-fn mapped<T, F, Fut>(
+/// The source of the events of kind `kind` (also one known at run time), mapped by `map`, an
+/// asynchronous mapper (a watched kind's mapper that reads the cache); events are mapped one at
+/// a time, in order.
+pub(super) fn mapped<T, F, Fut>(
     kind: String,
     subscribe: impl FnOnce() -> Subscription<T> + Send + 'static,
     origin: Origin,
