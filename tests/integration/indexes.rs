@@ -196,3 +196,73 @@ async fn informer_options_of_another_kind_should_stop_the_controller_saying_so()
         "{error}"
     );
 }
+
+/// What the watcher saw: per added ConfigMap, the names sharing its app (from the index) and
+/// its cached data keys.
+#[derive(Clone, Default)]
+struct Told(Arc<Mutex<BTreeMap<String, Names>>>);
+
+/// The names sharing an app, and the data keys.
+type Names = (Vec<String>, Vec<String>);
+
+#[kubeforge::controller(for = ConfigMap, watcher, name = "indexed-watcher",
+    indexes(Self::by_app), transform = Self::slim)]
+impl Told {
+    async fn add(
+        &self,
+        cm: Arc<ConfigMap>,
+        ctx: &kubeforge::watcher::WatchContext,
+    ) -> Result<(), kubeforge::BoxError> {
+        let Some(app) = cm.labels().get("app").cloned() else {
+            return Ok(());
+        };
+        let ns = cm.namespace().unwrap_or_default();
+        let same_app = ctx
+            .cache()
+            .store::<ConfigMap>(&kubeforge::cache::Lookup::namespace(ns))?
+            .by_index("by_app", &app)
+            .await?;
+        let keys = cm
+            .data
+            .as_ref()
+            .map(|d| d.keys().cloned().collect())
+            .unwrap_or_default();
+        self.0
+            .lock()
+            .unwrap()
+            .insert(cm.name_any(), (names(&same_app), keys));
+        Ok(())
+    }
+
+    fn by_app(cm: &ConfigMap) -> Vec<String> {
+        Apps::by_app(cm)
+    }
+
+    fn slim(cm: &mut ConfigMap) {
+        Apps::slim(cm);
+    }
+}
+
+#[tokio::test]
+async fn a_watcher_should_get_its_indexes_and_transform_from_the_controller_attribute() {
+    let ns = TestNamespace::new().await.unwrap();
+    let cms = ns.api::<ConfigMap>();
+    for (name, app) in [("a-1", "a"), ("a-2", "a")] {
+        let cm = labelled(name, app, &[("keep", "1"), ("drop", "x")]);
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let told = Told::default();
+    let manager = Manager::new(ns.client())
+        .namespace(Some(ns.name().to_owned()))
+        .watcher(told.clone());
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let seen = eventually("a-1 told", Duration::from_secs(60), async || {
+        told.0.lock().unwrap().get("a-1").cloned()
+    })
+    .await;
+    assert_eq!(seen.0, ["a-1", "a-2"], "the index");
+    assert_eq!(seen.1, ["keep"], "the transform");
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+}

@@ -672,7 +672,6 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         Key::new(
             "indexes",
             Value::Custom(|a: &mut ControllerArgs, meta, e| {
-                a.reconciler_key("indexes", meta);
                 let content;
                 syn::parenthesized!(content in meta.input);
                 let paths = Punctuated::<Path, Token![,]>::parse_terminated(&content)?;
@@ -681,17 +680,16 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
             }),
         )
         .syntax("`(f, ..)`")
-        .doc("custom indexes of the cached primary objects: `fn(&K) -> Vec<String>` paths such as `Self::by_node`, each an index named after the function, which `ctx.indexed::<K>(\"by_node\", value)` queries"),
+        .doc("custom indexes of the cached primary objects: `fn(&K) -> Vec<String>` paths such as `Self::by_node`, each an index named after the function, which `ctx.indexed::<K>(\"by_node\", value)` queries; also in the watcher mode"),
         Key::new(
             "transform",
             Value::Custom(|a: &mut ControllerArgs, meta, _| {
-                a.reconciler_key("transform", meta);
                 a.primary.transform = Some(meta.value()?.parse()?);
                 Ok(())
             }),
         )
         .syntax("a path")
-        .doc("a `fn(&mut K)` path applied to each primary object before it is cached (after `managedFields` are stripped): drop what the operator never reads"),
+        .doc("a `fn(&mut K)` path applied to each primary object before it is cached (after `managedFields` are stripped): drop what the operator never reads; also in the watcher mode"),
         Key::new(
             "every",
             Value::Custom(|a: &mut ControllerArgs, meta, _| {

@@ -964,11 +964,12 @@ fn watcher_spec_impl(model: &WatcherModel) -> TokenStream {
     let retry = model.retry.as_ref().map(|retry| retry_call(kf, retry));
     let dequeue = dequeue_call(kf, model.dequeue);
     // `new` takes the wiring's informer defaults; `with_informer` the store `store = ..` names.
-    let (constructor, informer) = match &model.store {
-        None => (quote!(new), None),
-        Some(store) => {
-            let config = informer_config(Some(store));
-            (quote!(with_informer), Some(quote!(#config,)))
+    let cache = watcher_cache_calls(&model.primary);
+    let (constructor, informer) = match (&model.store, cache.is_empty()) {
+        (None, true) => (quote!(new), None),
+        (store, _) => {
+            let config = informer_config(store.as_ref());
+            (quote!(with_informer), Some(quote!(#config #cache,)))
         }
     };
     quote! {
@@ -1145,4 +1146,21 @@ impl CacheFns {
         }
         quote!(#(#calls)*)
     }
+}
+
+/// `.index::<Self::Kind>(..)` / `.transform::<Self::Kind>(..)` of a watcher's informer: in
+/// `WatcherSpec::watcher`, where `Self` is the watcher, so the user's paths are used as they are.
+fn watcher_cache_calls(select: &Select) -> TokenStream {
+    let indexes = select.indexes.iter().map(|path| {
+        let name = path
+            .segments
+            .last()
+            .map(|last| LitStr::new(&last.ident.to_string(), last.ident.span()));
+        quote!(.index::<Self::Kind>(#name, #path))
+    });
+    let transform = select
+        .transform
+        .as_ref()
+        .map(|path| quote!(.transform::<Self::Kind>(#path)));
+    quote!(#(#indexes)* #transform)
 }

@@ -35,6 +35,8 @@ pub struct WatcherModel {
     pub store: Option<Keyed<String>>,
     /// `rbac(..)`: extra RBAC rules.
     pub rbac: Vec<super::attrs::RbacRule>,
+    /// `indexes(..)` / `transform = ..` of the kind's cache (its selectors are reconciler-only).
+    pub primary: super::attrs::Select,
     /// The error type all the handlers return.
     pub error_ty: Type,
     pub add: ImplItemFn,
@@ -149,6 +151,7 @@ pub fn check(
         opinionated: args.opinionated,
         store: args.store,
         rbac: args.rbac,
+        primary: std::mem::take(&mut args.primary),
         error_ty: error_ty?,
         add,
         update,
