@@ -87,7 +87,6 @@ pub enum What {
 /// The problems found, in order, and the estimated cost.
 pub struct Report {
     pub errors: Vec<String>,
-    #[cfg_attr(not(test), allow(dead_code))]
     pub cost: u64,
 }
 

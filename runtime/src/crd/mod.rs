@@ -54,6 +54,7 @@ mod checks;
 #[cfg(feature = "crdgen")]
 pub mod compat;
 mod condition;
+pub mod cost;
 pub mod conversion;
 mod kind;
 mod migrate;
