@@ -1333,6 +1333,20 @@ impl Checker {
                         };
                         (factor(n, STRING_TRAVERSAL_COST_FACTOR), Size::exact(size))
                     }
+                    // cel-go knows no size of `string(<int, double, bool, ...>)`: it assumes
+                    // the largest (`math.MaxUint64`), so concatenating it is over any budget.
+                    ("string", Some(k)) if !matches!(k, Kind::String | Kind::Dyn) => (
+                        1,
+                        Size {
+                            max: Some(u64::MAX),
+                            hint: Some(Rc::new(Hint {
+                                what: "the apiserver assumes `string(..)` of a number can be of any length".to_owned(),
+                                fix: Fix::Newtype(
+                                    "`'%d'.format([x])` instead of `string(x)`".to_owned(),
+                                ),
+                            })),
+                        },
+                    ),
                     _ => one,
                 };
                 (kind, cost)

@@ -55,7 +55,11 @@ pub fn unbounded_cardinality(min_size: u64) -> u64 {
 /// properties or a scalar; `None` for an unbounded list or map.
 #[must_use]
 pub fn max_elements(node: &Map<String, Value>) -> Option<u64> {
-    let bound = |key: &str| node.get(key).and_then(Value::as_i64).map(|n| n.max(0) as u64);
+    let bound = |key: &str| {
+        node.get(key)
+            .and_then(Value::as_i64)
+            .map(|n| n.max(0) as u64)
+    };
     match node.get("type").and_then(Value::as_str) {
         Some("object") if node.contains_key("additionalProperties") => bound("maxProperties"),
         Some("array") => bound("maxItems"),
@@ -300,14 +304,25 @@ mod tests {
 
     #[test]
     fn max_elements_should_follow_extract_max_elements() {
-        assert_eq!(max_elements(&obj(json!({"type": "array", "maxItems": 7}))), Some(7));
+        assert_eq!(
+            max_elements(&obj(json!({"type": "array", "maxItems": 7}))),
+            Some(7)
+        );
         assert_eq!(max_elements(&obj(json!({"type": "array"}))), None);
         assert_eq!(
-            max_elements(&obj(json!({"type": "object", "additionalProperties": {}, "maxProperties": 3}))),
+            max_elements(&obj(
+                json!({"type": "object", "additionalProperties": {}, "maxProperties": 3})
+            )),
             Some(3)
         );
-        assert_eq!(max_elements(&obj(json!({"type": "object", "additionalProperties": {}}))), None);
-        assert_eq!(max_elements(&obj(json!({"type": "object", "properties": {}}))), Some(1));
+        assert_eq!(
+            max_elements(&obj(json!({"type": "object", "additionalProperties": {}}))),
+            None
+        );
+        assert_eq!(
+            max_elements(&obj(json!({"type": "object", "properties": {}}))),
+            Some(1)
+        );
         assert_eq!(max_elements(&obj(json!({"type": "string"}))), Some(1));
     }
 
@@ -342,7 +357,10 @@ mod tests {
         assert_eq!(report.problems[0].cardinality, 1_000);
         assert_eq!(report.problems[0].total, 10_001_000);
         assert_eq!(report.problems[0].path, ".spec.outer[*].inner[*]");
-        assert!(report.to_string().contains("by a factor of 1.000100x"), "{report}");
+        assert!(
+            report.to_string().contains("by a factor of 1.000100x"),
+            "{report}"
+        );
     }
 
     #[test]
@@ -378,7 +396,11 @@ mod tests {
         assert!(report.problems.is_empty());
         assert_eq!(report.total, 104_500_000);
         assert!(!report.is_ok());
-        assert!(report.to_string().contains("per-CRD limit 100000000 by a factor of 1.045000x"));
+        assert!(
+            report
+                .to_string()
+                .contains("per-CRD limit 100000000 by a factor of 1.045000x")
+        );
         let rules: Vec<Value> = (0..10).map(|_| rule(9_500_000)).collect();
         assert!(check(&json!({"type": "object", VALIDATIONS: rules})).is_ok());
     }

@@ -54,8 +54,8 @@ mod checks;
 #[cfg(feature = "crdgen")]
 pub mod compat;
 mod condition;
-pub mod cost;
 pub mod conversion;
+pub mod cost;
 mod kind;
 mod migrate;
 mod paths;
