@@ -148,6 +148,18 @@ pub fn check(expr: &IdedExpr, env: &Env, what: What) -> Report {
     }
 }
 
+/// The size of `string(<int, double, bool, ...>)`: cel-go knows none and assumes the largest
+/// (`math.MaxUint64`), so concatenating it is over any budget.
+fn unsized_string() -> Size {
+    Size {
+        max: Some(u64::MAX),
+        hint: Some(Rc::new(Hint {
+            what: "the apiserver assumes `string(..)` of a number can be of any length".to_owned(),
+            fix: Fix::Newtype("`'%d'.format([x])` instead of `string(x)`".to_owned()),
+        })),
+    }
+}
+
 /// "add `max_items = …` and `items(max_length = …)` to `items`; use a newtype ...".
 fn fixes(hints: &[Rc<Hint>]) -> String {
     let mut fields: Vec<(&str, Vec<&str>)> = Vec::new();
@@ -1333,20 +1345,9 @@ impl Checker {
                         };
                         (factor(n, STRING_TRAVERSAL_COST_FACTOR), Size::exact(size))
                     }
-                    // cel-go knows no size of `string(<int, double, bool, ...>)`: it assumes
-                    // the largest (`math.MaxUint64`), so concatenating it is over any budget.
-                    ("string", Some(k)) if !matches!(k, Kind::String | Kind::Dyn) => (
-                        1,
-                        Size {
-                            max: Some(u64::MAX),
-                            hint: Some(Rc::new(Hint {
-                                what: "the apiserver assumes `string(..)` of a number can be of any length".to_owned(),
-                                fix: Fix::Newtype(
-                                    "`'%d'.format([x])` instead of `string(x)`".to_owned(),
-                                ),
-                            })),
-                        },
-                    ),
+                    ("string", Some(k)) if !matches!(k, Kind::String | Kind::Dyn) => {
+                        (1, unsized_string())
+                    }
                     _ => one,
                 };
                 (kind, cost)

@@ -39,7 +39,7 @@ const VALIDATIONS: &str = "x-kubernetes-validations";
 /// `baseCost * cardinality`, `u64::MAX` on overflow (`multiplyWithOverflowGuard`).
 #[must_use]
 pub fn multiply(cost: u64, cardinality: u64) -> u64 {
-    cost.checked_mul(cardinality).unwrap_or(u64::MAX)
+    cost.saturating_mul(cardinality)
 }
 
 /// How many values of `min_size` serialized bytes fit in a request, one comma each
@@ -199,7 +199,7 @@ impl fmt::Display for CostReport {
 pub fn check(schema: &Value) -> CostReport {
     let mut report = CostReport::default();
     walk(schema, ".", Some(1), &mut report);
-    report.contributions.sort_by(|a, b| b.2.cmp(&a.2));
+    report.contributions.sort_by_key(|c| std::cmp::Reverse(c.2));
     report
 }
 
