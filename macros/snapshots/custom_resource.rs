@@ -8,7 +8,8 @@
 #[schemars(
     extend(
         "x-kubernetes-validations" = [{"message":"not negative",
-        "rule":"self.replicas >= 0"}]
+        "rule":"self.replicas >= 0",
+        "x-kubeforge-cost":3}]
     )
 )]
 /// Spec.
@@ -366,7 +367,7 @@ impl ::kubeforge::__private::garde::Validate for WebApp {
 }
 ::kubeforge::__private::inventory::submit! {
     ::kubeforge::crd::Registration { crd : < WebApp as ::kubeforge::crd::CustomResource >
-    ::crd, }
+    ::crd, schema : < WebApp as ::kubeforge::crd::CustomResource > ::schema, }
 }
 ::kubeforge::__private::inventory::submit! {
     ::kubeforge::webhook::Registration { webhooks : { fn __kubeforge_webhooks() ->

@@ -5,7 +5,12 @@
 )]
 #[serde(crate = "::kubeforge::__private::serde")]
 #[schemars(crate = "::kubeforge::__private::schemars")]
-#[schemars(extend("x-kubernetes-validations" = [{"rule":"self.a <= self.b"}]))]
+#[schemars(
+    extend(
+        "x-kubernetes-validations" = [{"rule":"self.a <= self.b",
+        "x-kubeforge-cost":5}]
+    )
+)]
 #[derive(Clone, Debug)]
 pub struct Range {
     #[schemars(extend("minimum" = 0))]

@@ -292,6 +292,17 @@ pub struct Rule {
     pub reason: Option<LitStr>,
     pub field_path: Option<LitStr>,
     pub optional_old_self: Option<bool>,
+    /// The estimated costs of the rule and of its message expression with `self` typed, set by
+    /// the typed check (`cel::check_typed`) and emitted next to the rule for the runtime's
+    /// CRD-wide cost check; shared by clones, since the check may see a clone.
+    pub costs: std::rc::Rc<std::cell::Cell<Option<RuleCosts>>>,
+}
+
+/// The estimated costs of a rule (and of its message expression), before any cardinality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleCosts {
+    pub rule: u64,
+    pub message_expression: Option<u64>,
 }
 
 impl Rule {
@@ -304,6 +315,7 @@ impl Rule {
             reason: attrs.reason,
             field_path: attrs.field_path,
             optional_old_self: attrs.optional_old_self,
+            costs: std::rc::Rc::default(),
         })
     }
 }

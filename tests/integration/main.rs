@@ -9,6 +9,7 @@ mod support;
 
 mod admission_policies;
 mod cel;
+mod cel_cost;
 mod cli;
 mod client;
 mod config_audit;

@@ -87,7 +87,6 @@ pub enum What {
 /// The problems found, in order, and the estimated cost.
 pub struct Report {
     pub errors: Vec<String>,
-    #[cfg_attr(not(test), allow(dead_code))]
     pub cost: u64,
 }
 
@@ -146,6 +145,18 @@ pub fn check(expr: &IdedExpr, env: &Env, what: What) -> Report {
     Report {
         errors: checker.errors,
         cost: out.cost,
+    }
+}
+
+/// The size of `string(<int, double, bool, ...>)`: cel-go knows none and assumes the largest
+/// (`math.MaxUint64`), so concatenating it is over any budget.
+fn unsized_string() -> Size {
+    Size {
+        max: Some(u64::MAX),
+        hint: Some(Rc::new(Hint {
+            what: "the apiserver assumes `string(..)` of a number can be of any length".to_owned(),
+            fix: Fix::Newtype("`'%d'.format([x])` instead of `string(x)`".to_owned()),
+        })),
     }
 }
 
@@ -1333,6 +1344,9 @@ impl Checker {
                             n
                         };
                         (factor(n, STRING_TRAVERSAL_COST_FACTOR), Size::exact(size))
+                    }
+                    ("string", Some(k)) if !matches!(k, Kind::String | Kind::Dyn) => {
+                        (1, unsized_string())
                     }
                     _ => one,
                 };

@@ -882,3 +882,30 @@ mod expansions {
         );
     }
 }
+
+/// The apiserver's verdicts on message expressions with `string(<int>)` (Kubernetes 1.37,
+/// `kubectl apply --dry-run=server`): `string(self.count)` alone is accepted, concatenated it is
+/// refused as "more than 100x" over budget (cel-go knows no size of the conversion and assumes
+/// the largest), `format` is accepted. A regression: the estimate used to be 3.
+#[test]
+fn cost_should_refuse_concatenating_string_of_an_int_like_the_apiserver() {
+    let spec = object(syn::parse_quote!({ count: i64 }));
+    let message = |source: &str| {
+        check(
+            &parse(source),
+            &Env::new(spec.clone(), false),
+            What::MessageExpression,
+        )
+    };
+    assert!(message("string(self.count)").errors.is_empty());
+    assert!(message("'count %d'.format([self.count])").errors.is_empty());
+    let refused = message("'count is ' + string(self.count)");
+    assert!(refused.cost > COST_LIMIT * 100, "{}", refused.cost);
+    assert_eq!(
+        refused.errors,
+        [format!(
+            "CEL message expression is too expensive for the apiserver: estimated cost {} exceeds the limit 10000000 (the apiserver assumes `string(..)` of a number can be of any length); use `'%d'.format([x])` instead of `string(x)`",
+            refused.cost
+        )]
+    );
+}

@@ -25,7 +25,7 @@ use types::Ty;
 
 use crate::errors::Errors;
 use crate::fields::Field;
-use crate::model::{AdmissionRule, Rule};
+use crate::model::{AdmissionRule, Rule, RuleCosts};
 
 /// Parses `source` as a CEL expression; the error names line, column and problem.
 pub fn check(source: &str) -> Result<(), String> {
@@ -130,9 +130,17 @@ fn visit_entry(entry: &EntryExpr, out: &mut Vec<String>) {
 /// The type errors of `source` (a rule or a message expression) in `env`, and a cost above the
 /// apiserver's limit; nothing when it does not parse (reported elsewhere).
 pub fn diagnose(source: &str, env: &Env, what: What) -> Vec<String> {
+    diagnose_with_cost(source, env, what).0
+}
+
+/// [`diagnose`] and the estimated cost (`None` when it does not parse).
+fn diagnose_with_cost(source: &str, env: &Env, what: What) -> (Vec<String>, Option<u64>) {
     match parse(source) {
-        Ok(expr) => check::check(&expr, env, what).errors,
-        Err(_) => Vec::new(),
+        Ok(expr) => {
+            let report = check::check(&expr, env, what);
+            (report.errors, Some(report.cost))
+        }
+        Err(_) => (Vec::new(), None),
     }
 }
 
@@ -167,15 +175,25 @@ fn check_typed(rules: &[Rule], self_ty: &Ty, strict: bool, errors: &mut Errors) 
     for rule in rules {
         let mut env = Env::new(self_ty.clone(), rule.optional_old_self == Some(true));
         env.strict_fields = strict;
+        let mut costs = RuleCosts {
+            rule: 0,
+            message_expression: None,
+        };
         for (lit, what) in expressions(rule) {
             let source = lit.value();
             let untyped = diagnose(&source, &untyped_env(rule), what);
-            for message in diagnose(&source, &env, what) {
+            let (messages, cost) = diagnose_with_cost(&source, &env, what);
+            for message in messages {
                 if !untyped.contains(&message) {
                     errors.spanned(lit, message);
                 }
             }
+            match what {
+                What::Rule => costs.rule = cost.unwrap_or(0),
+                What::MessageExpression => costs.message_expression = cost,
+            }
         }
+        rule.costs.set(Some(costs));
     }
 }
 

@@ -19,6 +19,12 @@ pub(super) const ONE_OF: &str = "x-kubeforge-one-of";
 /// The key prefix of a type's own markers (one key per type), merged by the structural pass.
 pub(super) const TYPE_MARKERS: &str = "x-kubeforge-type-markers:";
 
+/// The key of a rule's estimated cost (before cardinality), read by the runtime's cost check.
+pub(super) const RULE_COST: &str = "x-kubeforge-cost";
+
+/// The key of a rule's message expression's estimated cost.
+pub(super) const MESSAGE_EXPRESSION_COST: &str = "x-kubeforge-message-expression-cost";
+
 /// A rule as an `x-kubernetes-validations` entry.
 pub(super) fn rule_json(rule: &Rule) -> Value {
     let mut m = Map::new();
@@ -34,6 +40,13 @@ pub(super) fn rule_json(rule: &Rule) -> Value {
     put("fieldPath", &rule.field_path);
     if let Some(o) = rule.optional_old_self {
         m.insert("optionalOldSelf".to_owned(), Value::Bool(o));
+    }
+    // The typed estimate, for the runtime's CRD-wide cost check (removed from the CRD there).
+    if let Some(costs) = rule.costs.get() {
+        m.insert(RULE_COST.to_owned(), json!(costs.rule));
+        if let Some(c) = costs.message_expression {
+            m.insert(MESSAGE_EXPRESSION_COST.to_owned(), json!(c));
+        }
     }
     Value::Object(m)
 }

@@ -557,6 +557,7 @@ impl<'a> Root<'a> {
             #private::inventory::submit! {
                 #krate::crd::Registration {
                     crd: <#root as #krate::crd::CustomResource>::crd,
+                    schema: <#root as #krate::crd::CustomResource>::schema,
                 }
             }
             #webhooks

@@ -55,6 +55,7 @@ mod checks;
 pub mod compat;
 mod condition;
 pub mod conversion;
+pub mod cost;
 mod kind;
 mod migrate;
 mod paths;

@@ -12,6 +12,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 pub struct Registration {
     /// Builds the single-version CRD of the kind version.
     pub crd: fn() -> CustomResourceDefinition,
+    /// Builds the version's structural schema with the macros' cost estimates (see
+    /// [`cost`](super::cost)).
+    pub schema: fn() -> Value,
 }
 
 inventory::collect!(Registration);
@@ -45,6 +48,17 @@ pub enum MergeError {
         /// The version defined twice.
         version: String,
     },
+    /// The version's CEL rules are too expensive for the apiserver (see [`cost`](super::cost)):
+    /// the apiserver would refuse the CRD.
+    #[error("CRD {crd}, version {version}: {report}")]
+    CelCost {
+        /// The CRD's name.
+        crd: String,
+        /// The version whose rules are too expensive.
+        version: String,
+        /// What exceeds which limit, by what factor, and what to do.
+        report: String,
+    },
     /// Not exactly one version is marked as storage version.
     #[error(
         "CRD {crd}: exactly one version must be the storage version, found {found:?}; \
@@ -72,8 +86,26 @@ pub fn registered() -> Vec<CustomResourceDefinition> {
 ///
 /// # Errors
 ///
-/// [`MergeError`] when the versions of a kind cannot be merged (see [`merge_crds`]).
+/// [`MergeError`] when the versions of a kind cannot be merged (see [`merge_crds`]), or
+/// [`MergeError::CelCost`] when a version's CEL rules exceed the apiserver's cost limits, with
+/// every rule multiplied by how often its node can occur (see [`cost`](super::cost)).
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, MergeError> {
+    for r in inventory::iter::<Registration> {
+        let report = super::cost::check(&(r.schema)());
+        if !report.is_ok() {
+            let crd = (r.crd)();
+            return Err(MergeError::CelCost {
+                crd: crd.metadata.name.unwrap_or_default(),
+                version: crd
+                    .spec
+                    .versions
+                    .first()
+                    .map(|v| v.name.clone())
+                    .unwrap_or_default(),
+                report: report.to_string(),
+            });
+        }
+    }
     merge_crds(registered())
 }
 

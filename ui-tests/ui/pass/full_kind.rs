@@ -19,7 +19,7 @@ pub struct ThingStatus {
     scale(spec = ".spec.size", status = ".status.replicas", selector = ".status.selector"),
     rule(cel = "self.size >= 0", message = "size is not negative", reason = "FieldValueInvalid",
         field_path = ".size"),
-    rule(cel = "self.size < 100", message_expression = "'size ' + string(self.size) + ' too big'"),
+    rule(cel = "self.size < 100", message_expression = "'size %d too big'.format([self.size])"),
     selectable_field(json_path = ".spec.size"),
     label(key = "app.kubernetes.io/part-of", value = "ui"),
     annotation(key = "example.com/owner", value = "team"),
