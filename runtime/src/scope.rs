@@ -17,30 +17,10 @@ use serde::de::DeserializeOwned;
     note = "a kind implements `kube::Resource<DynamicType = ()>` with a `Scoped` scope, `Clone`, `Debug`, `Serialize`, `DeserializeOwned`, `Send` and `Sync`",
     note = "a #[kubeforge::view] is a kind when it has `metadata: ObjectMeta`; a view without it is a part of one"
 )]
-pub trait Kind:
-    Resource<DynamicType = (), Scope: Scoped>
-    + Clone
-    + DeserializeOwned
-    + serde::Serialize
-    + Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
+pub trait Kind: AnyKind + Resource<DynamicType = (), Scope: Scoped> {}
 
 #[diagnostic::do_not_recommend]
-impl<K> Kind for K where
-    K: Resource<DynamicType = (), Scope: Scoped>
-        + Clone
-        + DeserializeOwned
-        + serde::Serialize
-        + Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
+impl<K> Kind for K where K: AnyKind + Resource<DynamicType = (), Scope: Scoped> {}
 
 /// Implemented by k8s-openapi's scope markers so generic code can tell namespaced kinds from
 /// cluster-scoped ones and build the right [`Api`].
@@ -110,10 +90,10 @@ impl<K> AnyKind for K where
 /// What generic code needs to know of a kind at run time: its `DynamicType` (`()` for a static
 /// kind, the `ApiResource` of a `DynamicObject`) and whether its objects live in namespaces.
 pub struct KindType<K: Resource> {
-    pub(crate) dt: K::DynamicType,
-    pub(crate) namespaced: bool,
+    dt: K::DynamicType,
+    namespaced: bool,
     /// Builds an [`Api`] in a namespace (or all): kube's constructors differ by scope.
-    pub(crate) make: ApiMaker<K>,
+    make: ApiMaker<K>,
 }
 
 /// How a [`KindType`] builds an [`Api`].
@@ -138,7 +118,7 @@ impl<K: Resource<DynamicType: Debug>> Debug for KindType<K> {
     }
 }
 
-impl<K: Kind> KindType<K> {
+impl<K: Resource<DynamicType = (), Scope: Scoped>> KindType<K> {
     /// The type information of a static kind.
     pub fn of() -> Self {
         Self {

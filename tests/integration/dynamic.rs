@@ -111,8 +111,12 @@ impl Reconciler<DynamicObject> for Gadgets {
     }
 }
 
-/// The Gadget kind as an operator that knows it only by name finds it: by discovery.
+/// The Gadget CRD installed, and the kind found as an operator that knows it only by name finds
+/// it: by discovery.
 async fn discovered(client: &kube::Client) -> (ApiResource, KindType<DynamicObject>) {
+    apply_crds(client, [gadget_crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
     let gvk = GroupVersionKind::gvk(GROUP, "v1", "Gadget");
     let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
     let ty = KindType::dynamic(resource.clone(), capabilities.scope == Scope::Namespaced);
@@ -123,9 +127,6 @@ async fn discovered(client: &kube::Client) -> (ApiResource, KindType<DynamicObje
 async fn a_controller_of_a_kind_known_at_run_time_should_reconcile_own_and_finalize_it() {
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();
-    apply_crds(&client, [gadget_crd()], Duration::from_secs(30))
-        .await
-        .unwrap();
     let (resource, ty) = discovered(&client).await;
     let gadgets = Api::<DynamicObject>::namespaced_with(client.clone(), ns.name(), &resource);
     let wiring = Wiring::new(client.clone());
@@ -205,9 +206,6 @@ async fn a_controller_of_a_kind_known_at_run_time_should_reconcile_own_and_final
 async fn a_sharded_manager_should_refuse_a_kind_known_at_run_time() {
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();
-    apply_crds(&client, [gadget_crd()], Duration::from_secs(30))
-        .await
-        .unwrap();
     let (resource, ty) = discovered(&client).await;
     let manager = kubeforge::manager::Manager::new(client.clone())
         .namespace(Some(ns.name().to_owned()))
@@ -285,9 +283,6 @@ impl Reconciler<ConfigMap> for Owner {
 async fn a_static_controller_should_own_and_watch_a_kind_known_at_run_time() {
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();
-    apply_crds(&client, [gadget_crd()], Duration::from_secs(30))
-        .await
-        .unwrap();
     let (resource, ty) = discovered(&client).await;
     let gadgets = Api::<DynamicObject>::namespaced_with(client.clone(), ns.name(), &resource);
     let wiring = Wiring::new(client.clone());

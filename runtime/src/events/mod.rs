@@ -282,13 +282,8 @@ impl Recorder {
         action: &str,
         note: Option<String>,
     ) -> Result<(), kube::Error> {
-        let occurrence = Occurrence {
-            type_,
-            reason,
-            action,
-            note,
-        };
-        self.publish_about(obj.object_ref(&()), occurrence).await
+        self.publish_ref(obj.object_ref(&()), type_, reason, action, note)
+            .await
     }
 
     /// [`publish`](Self::publish) about the object `regarding` refers to (a kind known at run

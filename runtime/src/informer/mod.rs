@@ -599,11 +599,7 @@ where
     /// An informer over `api` writing into `store` (another backend, or a [`MemoryStore`] with
     /// custom indexers).
     pub fn with_store(api: Api<K>, config: InformerConfig, store: Arc<dyn Store<K>>) -> Self {
-        let ty = KindType {
-            dt: (),
-            namespaced: <K::Scope as Scoped>::NAMESPACED,
-            make: |client, namespace, ()| <K::Scope as Scoped>::api::<K>(client, namespace),
-        };
+        let ty = KindType::of();
         let lenient: LenientApi<K> = |client, namespace, ()| {
             <K::Scope as Scoped>::api::<lenient::Lenient<K>>(client, namespace)
         };
