@@ -7,7 +7,7 @@
 //! | `for = K` | `get list watch update patch` on K; `get update patch` on `K/status`; `update` on `K/finalizers` with a finalizer or owned kinds (children get `blockOwnerDeletion`) |
 //! | `owns(C)` | `get list watch create update patch delete` on C |
 //! | `watches(W, ..)` | `get list watch` on W |
-//! | always | `create patch` on `events.k8s.io` events; `get list create update delete` on `coordination.k8s.io` leases (leader election; `list`, `delete`: the sharder finds the shard members' Leases and deletes those of departed members) |
+//! | always | `create patch` on `events.k8s.io` events; `get list watch create update delete` on `coordination.k8s.io` leases (leader election; `list`, `delete`: the sharder finds the shard members' Leases and deletes those of departed members; `watch`: members follow the assignment of hash ranges) |
 //! | `rbac(group = .., resources = [..], verbs = [..], resource_names = [..])` | those verbs on those resources (only on the named objects with `resource_names`) |
 //! | `rbac(non_resource_urls = [..], verbs = [..])` | those verbs on those paths (`nonResourceURLs`; always in the ClusterRole: a Role cannot grant them) |
 //!
@@ -233,13 +233,14 @@ impl Rules {
     }
 
     /// Leader election and shard membership on Leases (`list`, `delete`: the sharder lists the
-    /// members' Leases and deletes those of departed members).
+    /// members' Leases and deletes those of departed members; `watch`: members follow the
+    /// group's assignment of hash ranges).
     #[must_use]
     pub fn leases(self) -> Self {
         self.allow(
             "coordination.k8s.io",
             "leases",
-            &["get", "list", "create", "update", "delete"],
+            &["get", "list", "watch", "create", "update", "delete"],
         )
     }
 

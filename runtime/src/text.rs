@@ -117,6 +117,19 @@ pub(crate) fn table_cell(text: &str) -> String {
         .join("`")
 }
 
+/// `text` escaped for a query value (everything but RFC 3986's unreserved characters).
+pub(crate) fn query_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::{concise, truncate};

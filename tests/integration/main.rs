@@ -47,6 +47,7 @@ mod rollout;
 mod root_rules;
 mod secret_mirror;
 mod selectors;
+mod shard_ranges;
 mod sharding;
 mod sources;
 mod stalled;

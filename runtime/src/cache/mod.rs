@@ -54,6 +54,8 @@ struct InformerKey {
     url: String,
     labels: Option<String>,
     fields: Option<String>,
+    /// Its shard narrowing ([`InformerConfig::shard`]).
+    shard: Option<String>,
     /// Its store keeps skeletons only ([`SkeletonStore`]).
     skeleton: bool,
 }
@@ -403,6 +405,7 @@ impl Cache {
             url: api.resource_url().to_owned(),
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
+            shard: config.shard.key(),
             skeleton,
         };
         let full = InformerKey {
@@ -428,6 +431,7 @@ impl Cache {
         for (param, value) in [
             ("labelSelector", &key.labels),
             ("fieldSelector", &key.fields),
+            ("shard", &key.shard),
         ] {
             if let Some(value) = value {
                 name.push(if name.contains('?') { '&' } else { '?' });
@@ -472,21 +476,22 @@ impl Cache {
             Ok(reader) => return Ok(reader),
             Err(refused) => refused,
         };
-        let mut selections: Vec<(Option<String>, Option<String>)> = self
+        let mut selections: Vec<(Option<String>, Option<String>, Option<String>)> = self
             .lock()
             .entries
             .iter()
             .filter(|(key, _)| key.kind == TypeId::of::<K>() && !key.skeleton)
-            .map(|(key, _)| (key.labels.clone(), key.fields.clone()))
+            .map(|(key, _)| (key.labels.clone(), key.fields.clone(), key.shard.clone()))
             .collect();
         selections.sort();
         selections.dedup();
-        let [(labels, fields)] = selections.as_slice() else {
+        let [(labels, fields, shard)] = selections.as_slice() else {
             return Err(refused);
         };
         let mut lookup = lookup;
         lookup.labels.clone_from(labels);
         lookup.fields.clone_from(fields);
+        lookup.shard.clone_from(shard);
         self.store::<K>(&lookup)
     }
 
@@ -523,6 +528,7 @@ impl Cache {
                     && !key.skeleton
                     && key.labels == lookup.labels
                     && key.fields == lookup.fields
+                    && key.shard == lookup.shard
             })
         };
         let reader = |(_, entry): &(InformerKey, Entry)| {

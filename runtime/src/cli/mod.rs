@@ -13,6 +13,7 @@
 //! | `--leader-election-lease-duration`, `--leader-election-renew-deadline`, `--leader-election-retry-period` | | `15s`, `10s`, `2s` |
 //! | `--warm-standby BOOL` | `WARM_STANDBY` | `true`: standby replicas keep their caches synced for a fast failover |
 //! | `--shards GROUP` | `SHARDS` | off: split the work between the replicas of shard group `GROUP` ([`crate::shard`]); its Leases live in the leader-election namespace and use its timings; excludes `--leader-elect` |
+//! | `--shard-mode MODE` | `SHARD_MODE` | `auto`: hash ranges (`shardSelector`) where the apiserver serves them, else labels; `labels`; `ranges`; `auto`/`ranges` take `:uid` (default) or `:namespace` |
 //! | `--kube-api-qps N`, `--kube-api-burst N` | `KUBE_API_QPS`, `KUBE_API_BURST` | no client-side limit |
 //! | `--log-format text\|json` | `LOG_FORMAT` | `text` (level from `RUST_LOG`, default `info`) |
 //!
@@ -206,6 +207,17 @@ pub struct Options {
         conflicts_with = "leader_elect"
     )]
     pub shards: Option<String>,
+    /// How the shard group assigns objects: `auto` (hash ranges where the apiserver serves
+    /// shardSelector, else labels), `labels`, `ranges`; `auto` and `ranges` take the hashed
+    /// field as `:uid` (default) or `:namespace`.
+    #[arg(
+        long,
+        env = "SHARD_MODE",
+        value_name = "MODE",
+        default_value = "auto",
+        requires = "shards"
+    )]
+    pub shard_mode: crate::shard::ShardMode,
     /// Client-side limit of API requests per second (with --kube-api-burst).
     #[arg(long, env = "KUBE_API_QPS", value_name = "N")]
     pub kube_api_qps: Option<f64>,
@@ -631,11 +643,13 @@ impl Options {
                 .leader_election_namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_owned());
-            let mut config = crate::shard::ShardConfig::new(group.clone(), namespace).timings(
-                self.leader_election_lease_duration,
-                self.leader_election_renew_deadline,
-                self.leader_election_retry_period,
-            );
+            let mut config = crate::shard::ShardConfig::new(group.clone(), namespace)
+                .timings(
+                    self.leader_election_lease_duration,
+                    self.leader_election_renew_deadline,
+                    self.leader_election_retry_period,
+                )
+                .mode(self.shard_mode);
             if let Some(connected) = self.connected.get() {
                 config = config.connection(connected.clone());
             }

@@ -343,7 +343,11 @@ where
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let predicates: MetadataPredicates = owns.predicates.into();
         for api in apis.into_apis().into_vec() {
-            let events = informer(self.wiring.cache(), api, self.wiring.narrow(config.clone()));
+            let events = informer(
+                self.wiring.cache(),
+                api,
+                self.wiring.narrow_owned(config.clone()),
+            );
             let map = gated(
                 Arc::clone(&predicates),
                 owner_keys::<K, T>(&self.ty, !owns.any_owner),
@@ -415,10 +419,11 @@ where
             .unwrap_or_else(|| self.wiring.informer_defaults.clone());
         let predicates: MetadataPredicates = owns.predicates.into();
         for api in api.into_apis().into_vec() {
-            let informer =
-                self.wiring
-                    .cache()
-                    .dynamic_informer(api, ty, self.wiring.narrow(config.clone()));
+            let informer = self.wiring.cache().dynamic_informer(
+                api,
+                ty,
+                self.wiring.narrow_owned(config.clone()),
+            );
             let events = move || informer.subscription();
             let map = gated(
                 Arc::clone(&predicates),

@@ -285,7 +285,9 @@ impl<K> Context<K> {
         let (mut stored, created) = crate::client::create_owned(&api, owner, child).await?;
         if created {
             self.record_write(&stored);
-        } else if let Some(membership) = self.wiring.shard() {
+        } else if let Some(membership) = self.wiring.shard()
+            && membership.mode() == crate::shard::Mode::Labels
+        {
             // Created by the owner's previous shard: take it along, so this replica's narrowed
             // informer sees it.
             if !membership.is_mine(stored.meta()) {

@@ -95,12 +95,23 @@ impl Wiring {
         self.shard.as_ref()
     }
 
-    /// `config`, narrowed to this replica's shard when there is one.
+    /// `config` (of a controller's primary kind), narrowed to this replica's shard when there
+    /// is one.
     pub(crate) fn narrow(&self, config: InformerConfig) -> InformerConfig {
-        match &self.shard {
-            Some(membership) => membership.narrow(config),
-            None => config,
+        self.narrowed(config, false)
+    }
+
+    /// `config` of an owned kind, narrowed to this replica's shard where owned objects can
+    /// follow their owner's (see [`crate::shard`]).
+    pub(crate) fn narrow_owned(&self, config: InformerConfig) -> InformerConfig {
+        self.narrowed(config, true)
+    }
+
+    fn narrowed(&self, mut config: InformerConfig, owned: bool) -> InformerConfig {
+        if let Some(membership) = &self.shard {
+            config.shard = crate::informer::ShardNarrowing::new(Arc::clone(membership), owned);
         }
+        config
     }
 
     /// The shared informer cache.

@@ -101,6 +101,17 @@ where
             self.let_go(key, &obj, membership).await;
             return;
         }
+        // With hash ranges: only while the object's range is this replica's, and a range let
+        // go waits for the reconciles running in it (the guard lives until this one ends).
+        let _serving = match self.wiring.shard().map(|m| m.admit(obj.meta())) {
+            Some(crate::shard::Serving::No) => {
+                tracing::debug!(controller = %self.name, %key, "not in this replica's shard ranges; skipped");
+                self.retries.forget(key);
+                return;
+            }
+            Some(crate::shard::Serving::Yes(guard)) => guard,
+            None => None,
+        };
         let triggers = self.retries.triggers().take(key);
         let id = self.ids.fetch_add(1, Ordering::Relaxed);
         let make_span = || {

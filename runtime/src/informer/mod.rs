@@ -180,6 +180,73 @@ pub struct InformerConfig {
     /// Custom indexes and a transform of the cached objects ([`InformerConfig::index`],
     /// [`InformerConfig::transform`]).
     pub kind_options: KindOptions,
+    /// Set by a sharded manager's wiring: the informer watches only this replica's share,
+    /// by label or by hash range, as the manager decided when it started ([`crate::shard`]).
+    pub shard: ShardNarrowing,
+}
+
+/// The narrowing of an informer to one replica's shard ([`crate::shard`]), resolved when the
+/// informer runs (the manager decides between labels and hash ranges as it starts).
+#[derive(Clone, Default)]
+pub struct ShardNarrowing {
+    /// The membership, and whether the informer is of an owned kind (which follows its owner's
+    /// shard only where it can).
+    of: Option<(Arc<crate::shard::Membership>, bool)>,
+}
+
+impl Debug for ShardNarrowing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.of {
+            None => f.write_str("ShardNarrowing(none)"),
+            Some((membership, owned)) => f
+                .debug_struct("ShardNarrowing")
+                .field("group", &membership.group())
+                .field("member", &membership.member())
+                .field("owned", owned)
+                .finish(),
+        }
+    }
+}
+
+impl ShardNarrowing {
+    /// Narrowed to `membership`'s share (`owned`: an owned kind's informer).
+    pub(crate) fn new(membership: Arc<crate::shard::Membership>, owned: bool) -> Self {
+        Self {
+            of: Some((membership, owned)),
+        }
+    }
+
+    /// What tells narrowed informers apart in the cache (group, member, owned).
+    pub(crate) fn key(&self) -> Option<String> {
+        self.of.as_ref().map(|(m, owned)| {
+            format!(
+                "{}/{}{}",
+                m.group(),
+                m.member(),
+                if *owned { "/owned" } else { "" }
+            )
+        })
+    }
+
+    fn applies(&self) -> Option<&crate::shard::Membership> {
+        match &self.of {
+            Some((membership, owned)) if !owned || membership.narrows_owned() => Some(membership),
+            _ => None,
+        }
+    }
+
+    /// The label selector the informer adds to its own (label mode).
+    fn label_selector(&self) -> Option<String> {
+        self.applies()
+            .filter(|m| m.mode() == crate::shard::Mode::Labels)
+            .map(|m| m.selector())
+    }
+
+    /// The `shardSelector` the informer lists and watches with (range mode), which changes as
+    /// ranges move.
+    fn shard_selector(&self) -> Option<watch::Receiver<String>> {
+        self.applies().and_then(|m| m.shard_selector())
+    }
 }
 
 /// The options of an [`InformerConfig`] that name the kind they apply to: custom indexers and
@@ -280,6 +347,7 @@ impl Default for InformerConfig {
             backoff: WatchBackoff::default(),
             store: None,
             kind_options: KindOptions::default(),
+            shard: ShardNarrowing::default(),
         }
     }
 }
@@ -432,9 +500,18 @@ impl InformerConfig {
         self
     }
 
+    /// The label selector the informer lists and watches with: its own, and its shard's.
+    fn effective_labels(&self) -> Option<String> {
+        match (self.label_selector.clone(), self.shard.label_selector()) {
+            (Some(own), Some(shard)) if !own.trim().is_empty() => Some(format!("{own},{shard}")),
+            (_, Some(shard)) => Some(shard),
+            (own, None) => own,
+        }
+    }
+
     fn watcher_config(&self) -> watcher::Config {
         watcher::Config {
-            label_selector: self.label_selector.clone(),
+            label_selector: self.effective_labels(),
             field_selector: self.field_selector.clone(),
             page_size: self.page_size,
             bookmarks: true,
@@ -826,10 +903,12 @@ where
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let url = self.api.resource_url().to_owned();
         let (answers, mut answered) = watch::channel(0_u64);
+        let mut ranges = self.config.shard.shard_selector();
         let client = answering(
             self.api.clone().into_client(),
             answers,
             self.config.keep_managed_fields,
+            ranges.clone(),
         );
         let mut listing = Listing::default();
         let mut stream = self.stream(&client, listing.lenient);
@@ -880,6 +959,13 @@ where
                 // nothing else until its first event).
                 Ok(()) = answered.changed() => {
                     watching.answered();
+                    continue;
+                }
+                // This replica's hash ranges changed: list again with the new ones (objects
+                // no longer in them leave the store as deletions).
+                Some(()) = changed(ranges.as_mut()) => {
+                    watching.relist_because("the shard's hash ranges changed");
+                    stream = self.stream(&client, listing.lenient);
                     continue;
                 }
                 item = stream.next() => item,
@@ -1278,7 +1364,7 @@ impl Watching {
             subject: outage::Subject {
                 kind: kind.to_owned(),
                 namespace: namespace.map(str::to_owned),
-                labels: config.label_selector.clone(),
+                labels: config.effective_labels(),
                 fields: config.field_selector.clone(),
             },
         }
@@ -1343,11 +1429,18 @@ fn answering(
     client: kube::Client,
     answered: watch::Sender<u64>,
     keep_managed_fields: bool,
+    ranges: Option<watch::Receiver<String>>,
 ) -> kube::Client {
     let default_namespace = client.default_namespace().to_owned();
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+    let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
         let client = client.clone();
         let answered = answered.clone();
+        if let Some(ranges) = &ranges {
+            let selector = ranges.borrow().clone();
+            if let Err(error) = with_shard_selector(&mut request, &selector) {
+                tracing::warn!(%error, "could not add the shard selector to a request");
+            }
+        }
         async move {
             let response = client.send(request).await?;
             let success = response.status().is_success();
@@ -1360,6 +1453,34 @@ fn answering(
         }
     });
     kube::Client::new(service, default_namespace)
+}
+
+/// Waits for the next change of `ranges` (`None`: never; a closed channel: never again).
+async fn changed(ranges: Option<&mut watch::Receiver<String>>) -> Option<()> {
+    match ranges {
+        Some(rx) => rx.changed().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Adds `shardSelector=<selector>` to the query of a list or watch request.
+fn with_shard_selector(
+    request: &mut http::Request<kube::client::Body>,
+    selector: &str,
+) -> Result<(), http::Error> {
+    let uri = request.uri();
+    let path = uri.path();
+    let query = match uri.query() {
+        Some(query) => format!(
+            "{query}&shardSelector={}",
+            crate::text::query_escape(selector)
+        ),
+        None => format!("shardSelector={}", crate::text::query_escape(selector)),
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(format!("{path}?{query}").parse()?);
+    *request.uri_mut() = http::Uri::from_parts(parts)?;
+    Ok(())
 }
 
 /// The key of an object that did not decode (from its metadata).

@@ -158,6 +158,9 @@ pub enum LeaderElectionError {
     /// The leader could not renew within the renew deadline; its work was cancelled.
     #[error("leadership of lease {0} lost: could not renew within the renew deadline")]
     Lost(String),
+    /// A shard group's mode could not be decided (see [`crate::shard::ShardMode`]).
+    #[error("shard mode: {0}")]
+    ShardMode(String),
 }
 
 /// What a candidate last saw of the Lease, and when (on its own clock).
@@ -180,6 +183,10 @@ pub struct LeaderElector {
     /// cannot look newer to anyone than that, so our validity is counted from it. Counting from
     /// the response instead would stretch it by however long this process stalled in between.
     renewed_at: Mutex<Option<Instant>>,
+    /// Annotations written on the Lease at each acquire or renew (a shard member's
+    /// acknowledgements), and the wake-up of a renewal that carries a change at once.
+    annotations: Mutex<std::collections::BTreeMap<String, String>>,
+    renew_soon: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -213,6 +220,8 @@ impl LeaderElector {
             observed: Mutex::new(None),
             leading: watch::channel(false).0,
             renewed_at: Mutex::new(None),
+            annotations: Mutex::default(),
+            renew_soon: tokio::sync::Notify::new(),
         })
     }
 
@@ -285,6 +294,24 @@ impl LeaderElector {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .map_or(Duration::MAX, |at| at.elapsed())
+    }
+
+    /// Sets annotations the Lease carries from its next acquire or renew on, and renews at
+    /// once if it is held (a shard member acknowledging an assignment: the sharder waits for
+    /// it).
+    pub(crate) fn annotate(&self, annotations: std::collections::BTreeMap<String, String>) {
+        self.annotations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(annotations);
+        self.renew_soon.notify_one();
+    }
+
+    fn annotations(&self) -> std::collections::BTreeMap<String, String> {
+        self.annotations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Follows leadership changes (for metrics and health).
@@ -383,6 +410,7 @@ impl LeaderElector {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 () = tokio::time::sleep(wait) => {}
+                () = self.renew_soon.notified() => {}
             }
             let remaining = deadline.saturating_sub(self.since_renewal());
             if remaining.is_zero() {
@@ -441,6 +469,7 @@ impl LeaderElector {
                     name: Some(self.config.lease_name.clone()),
                     namespace: Some(self.config.lease_namespace.clone()),
                     labels: (!self.config.labels.is_empty()).then(|| self.config.labels.clone()),
+                    annotations: Some(self.annotations()).filter(|a| !a.is_empty()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(LeaseSpec {
@@ -486,6 +515,14 @@ impl LeaderElector {
         if !self.config.labels.is_empty() {
             let labels = lease.metadata.labels.get_or_insert_with(Default::default);
             labels.extend(self.config.labels.clone());
+        }
+        let annotations = self.annotations();
+        if !annotations.is_empty() {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .extend(annotations);
         }
         // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
         api.replace(&self.config.lease_name, &PostParams::default(), &lease)

@@ -622,7 +622,9 @@ impl Manager {
                 self.wiring.gate().install(move || gate.lease_valid());
                 Some(elector)
             }
-            (None, Some((config, membership))) => Some(self.start_sharding(&config, membership)?),
+            (None, Some((config, membership))) => {
+                Some(self.start_sharding(&config, membership).await?)
+            }
             (None, None) => None,
         };
         self.start_webhooks().await?;

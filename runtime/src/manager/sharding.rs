@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::health::check;
 use crate::leader::{LeaderElectionError, LeaderElector};
-use crate::shard::{Membership, ShardConfig, ShardMetrics, Sharder};
+use crate::shard::{Membership, RangeMember, ShardConfig, ShardMetrics, Sharder};
 
 use super::Manager;
 
@@ -29,7 +29,7 @@ impl Manager {
 
     /// Sets up shard mode: installs the membership gate, adds the sharder and the
     /// `shard-member` readiness check; returns the membership elector.
-    pub(super) fn start_sharding(
+    pub(super) async fn start_sharding(
         &mut self,
         config: &ShardConfig,
         membership: Arc<Membership>,
@@ -46,6 +46,24 @@ impl Manager {
             self.client.clone(),
             config.member_election()?,
         )?);
+        // Labels or hash ranges: the apiserver says whether it serves shard selectors.
+        let mode = crate::shard::decide(
+            &self.client,
+            &config.lease.lease_namespace,
+            config.mode,
+            config.lease.lease_duration * 2,
+        )
+        .await
+        .map_err(LeaderElectionError::ShardMode)?;
+        membership.set_mode(mode);
+        if matches!(mode, crate::shard::Mode::Ranges(_)) {
+            self.runnables.push(Arc::new(Arc::new(RangeMember {
+                membership: Arc::clone(&membership),
+                elector: Arc::clone(&member),
+                client: self.client.clone(),
+                lease_namespace: config.lease.lease_namespace.clone(),
+            })));
+        }
         let gate = Arc::clone(&member);
         self.wiring.gate().install(move || gate.lease_valid());
         let elector = LeaderElector::new(self.client.clone(), config.sharder_election())?;

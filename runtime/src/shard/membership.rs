@@ -4,8 +4,8 @@
 use std::any::TypeId;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client, Resource};
@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::Scoped;
 use crate::informer::InformerConfig;
 
+use super::ranges::{RangeKey, SLOTS, SlotSet, fnv1a64, slot_of};
 use super::sharder::{ShardedKind, Typed};
 use crate::scope::Kind;
 
@@ -53,6 +54,46 @@ pub struct Membership {
     /// The kinds the controllers shard, in registration order (the sharder's kind numbers).
     kinds: Mutex<Vec<Registered>>,
     released: AtomicU64,
+    /// How objects are assigned (decided when the manager starts: see [`Mode`]).
+    mode: OnceLock<Mode>,
+    /// Range mode: the slots this replica serves (a [`SlotSet`]), the reconciles running per
+    /// slot, and the `shardSelector` of its narrowed informers.
+    serving: AtomicU64,
+    in_flight: [AtomicUsize; SLOTS],
+    idle: tokio::sync::Notify,
+    selector: tokio::sync::watch::Sender<String>,
+}
+
+/// How a shard group assigns objects to members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A label on each object names its member (a move writes the object).
+    Labels,
+    /// The apiserver's `shardSelector` hash ranges (a move is a change of ranges).
+    Ranges(RangeKey),
+}
+
+/// Whether a reconcile of an object may run on this replica; while it holds a
+/// [`Serving::Yes`], a range this replica lets go waits for it.
+pub(crate) enum Serving<'a> {
+    /// Go on (the guard counts the reconcile in its slot until dropped).
+    Yes(Option<SlotGuard<'a>>),
+    /// The object's slot is not (or no longer) this replica's.
+    No,
+}
+
+/// A reconcile running in a slot.
+pub(crate) struct SlotGuard<'a> {
+    membership: &'a Membership,
+    slot: usize,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if self.membership.in_flight[self.slot].fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.membership.idle.notify_waiters();
+        }
+    }
 }
 
 impl Debug for Membership {
@@ -73,7 +114,105 @@ impl Membership {
             drain_label: format!("{DRAIN_LABEL_PREFIX}{group}"),
             kinds: Mutex::default(),
             released: AtomicU64::new(0),
+            mode: OnceLock::new(),
+            serving: AtomicU64::new(0),
+            in_flight: std::array::from_fn(|_| AtomicUsize::new(0)),
+            idle: tokio::sync::Notify::new(),
+            selector: tokio::sync::watch::channel(SlotSet::default().selector(RangeKey::Uid)).0,
         }
+    }
+
+    /// Fixes the mode (the manager does, once it knows whether the apiserver serves shard
+    /// selectors); later calls change nothing.
+    pub(crate) fn set_mode(&self, mode: Mode) {
+        if self.mode.set(mode).is_ok()
+            && let Mode::Ranges(key) = mode
+        {
+            self.selector.send_replace(SlotSet::default().selector(key));
+        }
+    }
+
+    /// How objects are assigned (labels until the manager decided).
+    pub fn mode(&self) -> Mode {
+        self.mode.get().copied().unwrap_or(Mode::Labels)
+    }
+
+    fn labels_mode(&self) -> bool {
+        self.mode() == Mode::Labels
+    }
+
+    /// Range mode: the slots this replica serves.
+    pub fn serving(&self) -> SlotSet {
+        SlotSet(self.serving.load(Ordering::SeqCst))
+    }
+
+    /// Range mode: serve `slots` from now on. Reconciles of objects in the slots left start no
+    /// more; [`Membership::drained`] waits for those running. The narrowed informers list again
+    /// with the new ranges.
+    pub(crate) fn serve(&self, slots: SlotSet) {
+        self.serving.store(slots.0, Ordering::SeqCst);
+        if let Mode::Ranges(key) = self.mode() {
+            self.selector.send_replace(slots.selector(key));
+        }
+    }
+
+    /// Waits until no reconcile runs in any of `slots`.
+    pub(crate) async fn drained(&self, slots: SlotSet) {
+        loop {
+            let idle = self.idle.notified();
+            if slots
+                .iter()
+                .all(|slot| self.in_flight[slot].load(Ordering::SeqCst) == 0)
+            {
+                return;
+            }
+            // A guard dropped between the check and here wakes `idle`; a bound keeps a missed
+            // wake-up from mattering.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(50), idle).await;
+        }
+    }
+
+    /// The slot an object falls in (range mode).
+    fn slot(key: RangeKey, meta: &ObjectMeta) -> usize {
+        let value = key.value(meta.uid.as_deref(), meta.namespace.as_deref());
+        slot_of(fnv1a64(value.as_bytes()))
+    }
+
+    /// Whether a reconcile of the object may start here: always in label mode (the informers
+    /// only hold this replica's objects; drains are acknowledged apart), in range mode while
+    /// the object's slot is served — and then the reconcile counts in its slot until the guard
+    /// drops.
+    pub(crate) fn admit(&self, meta: &ObjectMeta) -> Serving<'_> {
+        let Mode::Ranges(key) = self.mode() else {
+            return Serving::Yes(None);
+        };
+        let slot = Self::slot(key, meta);
+        // Counted first, checked second: `serve` followed by `drained` then either sees this
+        // reconcile or this check sees the slot gone.
+        self.in_flight[slot].fetch_add(1, Ordering::SeqCst);
+        let guard = SlotGuard {
+            membership: self,
+            slot,
+        };
+        if self.serving().contains(slot) {
+            Serving::Yes(Some(guard))
+        } else {
+            Serving::No
+        }
+    }
+
+    /// The selector narrowed informers add in range mode (`None` in label mode).
+    pub(crate) fn shard_selector(&self) -> Option<tokio::sync::watch::Receiver<String>> {
+        matches!(self.mode(), Mode::Ranges(_)).then(|| self.selector.subscribe())
+    }
+
+    /// Whether owned kinds' informers are narrowed with the primary's: in label mode (children
+    /// carry their owner's label) and with ranges of namespaces, not with ranges of UIDs.
+    pub(crate) fn narrows_owned(&self) -> bool {
+        matches!(
+            self.mode(),
+            Mode::Labels | Mode::Ranges(RangeKey::Namespace)
+        )
     }
 
     /// The shard group.
@@ -101,20 +240,12 @@ impl Membership {
         format!("{}={}", self.owner_label, self.member)
     }
 
-    /// `config`, narrowed to this replica's own objects (its selector added to any it has).
-    pub fn narrow(&self, mut config: InformerConfig) -> InformerConfig {
-        config.label_selector = Some(match config.label_selector.take() {
-            Some(selector) if !selector.trim().is_empty() => {
-                format!("{selector},{}", self.selector())
-            }
-            _ => self.selector(),
-        });
-        config
-    }
-
     /// Labels `meta` (a child about to be written) as this replica's: children follow their
     /// owner's shard, so the informers of owned kinds, narrowed too, see them.
     pub fn label(&self, meta: &mut ObjectMeta) {
+        if !self.labels_mode() {
+            return;
+        }
         meta.labels
             .get_or_insert_with(BTreeMap::new)
             .insert(self.owner_label.clone(), self.member.clone());
@@ -130,9 +261,11 @@ impl Membership {
 
     /// Whether the sharder asked this replica to let the object go.
     pub fn is_draining(&self, meta: &ObjectMeta) -> bool {
-        meta.labels
-            .as_ref()
-            .is_some_and(|labels| labels.contains_key(&self.drain_label))
+        self.labels_mode()
+            && meta
+                .labels
+                .as_ref()
+                .is_some_and(|labels| labels.contains_key(&self.drain_label))
     }
 
     /// Acknowledges a drain: removes both labels, guarded by the resourceVersion the caller
@@ -286,22 +419,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn narrow_should_add_the_members_selector_to_any_other() {
-        let m = Membership::new("web", "replica-1");
-        assert_eq!(
-            m.narrow(InformerConfig::default())
-                .label_selector
-                .as_deref(),
-            Some("shard.kubeforge.dev/web=replica-1")
-        );
-        let narrowed = m.narrow(InformerConfig::default().labels("app=x"));
-        assert_eq!(
-            narrowed.label_selector.as_deref(),
-            Some("app=x,shard.kubeforge.dev/web=replica-1")
-        );
-    }
 
     #[test]
     fn label_values_and_names_should_be_checked() {

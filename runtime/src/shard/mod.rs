@@ -73,20 +73,26 @@
 //! would both hold its Lease. The sharder deletes the Leases of members gone for ten lease
 //! durations (a Deployment's replicas get new names at each rollout).
 
+mod assign;
 mod members;
 mod membership;
 mod metrics;
 mod plan;
+pub mod ranges;
 mod ring;
 mod sharder;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use membership::{DRAIN_LABEL_PREFIX, MEMBER_OF_LABEL, Membership, OWNER_LABEL_PREFIX};
+pub(crate) use membership::Serving;
+pub use membership::{DRAIN_LABEL_PREFIX, MEMBER_OF_LABEL, Membership, Mode, OWNER_LABEL_PREFIX};
 pub use plan::{Move, Placement, plan};
+pub use ranges::RangeKey;
 pub use ring::Ring;
 
+pub use assign::serves_shard_selectors;
+pub(crate) use assign::{RangeMember, decide};
 pub(crate) use metrics::ShardMetrics;
 pub(crate) use sharder::Sharder;
 
@@ -101,6 +107,55 @@ pub struct ShardConfig {
     pub group: String,
     /// The Leases' namespace, identity, timings and connection (its `lease_name` is unused).
     pub lease: LeaderElectionConfig,
+    /// How objects are assigned to members (default: hash ranges of UIDs where the apiserver
+    /// serves them, else labels).
+    pub mode: ShardMode,
+}
+
+/// How a shard group assigns objects to its members.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShardMode {
+    /// Hash ranges where the apiserver serves `shardSelector` (feature gate
+    /// `ShardedListAndWatch`), labels where it does not (decided, and logged, when the manager
+    /// starts). The default, with [`RangeKey::Uid`].
+    Auto(RangeKey),
+    /// Labels written on the objects (`shard.kubeforge.dev/<group>: <member>`).
+    Labels,
+    /// Hash ranges only: the manager fails to start where the apiserver ignores them.
+    Ranges(RangeKey),
+}
+
+impl Default for ShardMode {
+    fn default() -> Self {
+        Self::Auto(RangeKey::Uid)
+    }
+}
+
+impl std::str::FromStr for ShardMode {
+    type Err = String;
+
+    /// `auto`, `labels`, `ranges`, each range mode optionally with its key: `ranges:namespace`,
+    /// `auto:uid`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (mode, key) = text.split_once(':').unwrap_or((text, "uid"));
+        let key = match key {
+            "uid" => RangeKey::Uid,
+            "namespace" => RangeKey::Namespace,
+            other => {
+                return Err(format!(
+                    "unknown shard range key {other:?} (uid or namespace)"
+                ));
+            }
+        };
+        match mode {
+            "auto" => Ok(Self::Auto(key)),
+            "ranges" => Ok(Self::Ranges(key)),
+            "labels" if !text.contains(':') => Ok(Self::Labels),
+            _ => Err(format!(
+                "unknown shard mode {text:?} (auto, labels, ranges; ranges and auto take :uid or :namespace)"
+            )),
+        }
+    }
 }
 
 impl ShardConfig {
@@ -109,7 +164,19 @@ impl ShardConfig {
     pub fn new(group: impl Into<String>, namespace: impl Into<String>) -> Self {
         let group = group.into();
         let lease = LeaderElectionConfig::new(group.clone(), namespace);
-        Self { group, lease }
+        Self {
+            group,
+            lease,
+            mode: ShardMode::default(),
+        }
+    }
+
+    /// Sets how objects are assigned ([`ShardMode`]; default hash ranges of UIDs where the
+    /// apiserver serves them, else labels).
+    #[must_use]
+    pub fn mode(mut self, mode: ShardMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// Sets this replica's identity (a label value: at most 63 characters of `[A-Za-z0-9_.-]`).

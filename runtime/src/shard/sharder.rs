@@ -275,6 +275,9 @@ impl Sharder {
     }
 
     async fn lead(self: Arc<Self>, writer: Client, leading: CancellationToken) {
+        if let super::Mode::Ranges(key) = self.membership.mode() {
+            return self.lead_ranges(key, writer, leading).await;
+        }
         tracing::info!(group = %self.membership.group(), "sharding");
         let notify = Arc::new(Notify::new());
         let mut kinds: Vec<Arc<dyn ShardedKind>> = Vec::new();
@@ -472,7 +475,7 @@ impl Sharder {
     /// clean shutdown, or never renewed again): replicas of a Deployment get new identities, and
     /// their Leases would pile up. Guarded by the `resourceVersion` seen, so a member that came
     /// back meanwhile keeps its Lease.
-    async fn forget_departed(&self, members: &LiveMembers, writer: &Client) {
+    pub(super) async fn forget_departed(&self, members: &LiveMembers, writer: &Client) {
         let leases: Api<Lease> = Api::namespaced(writer.clone(), &self.lease_namespace);
         for (name, rv) in members.departed(DEPARTED_AFTER) {
             let params = kube::api::DeleteParams {

@@ -54,7 +54,7 @@ impl ControlPlane {
             });
         }
         let keep = std::env::var_os("KUBEFORGE_KEEP_PLANE").is_some();
-        Self::start_local(None, keep)
+        Self::start_local(None, keep, "")
     }
 
     /// Starts a control plane of its own (separate etcd, apiserver and controller-manager, named
@@ -66,6 +66,16 @@ impl ControlPlane {
     /// Fails when the plane cannot be built or started, or when `KUBEFORGE_TEST_KUBECONFIG`
     /// points at an external cluster (nothing local to start).
     pub fn dedicated(name: &str) -> Result<ControlPlane, TestingError> {
+        Self::dedicated_with_gates(name, "")
+    }
+
+    /// A [dedicated](Self::dedicated) control plane whose apiserver runs with these feature
+    /// gates (`--feature-gates`, e.g. `ShardedListAndWatch=true`), for tests of alpha features.
+    ///
+    /// # Errors
+    ///
+    /// As [`ControlPlane::dedicated`].
+    pub fn dedicated_with_gates(name: &str, gates: &str) -> Result<ControlPlane, TestingError> {
         if std::env::var_os("KUBEFORGE_TEST_KUBECONFIG").is_some() {
             return Err(TestingError::Unavailable {
                 message: "a dedicated control plane needs the local control plane \
@@ -75,10 +85,14 @@ impl ControlPlane {
         }
         let dir =
             std::env::temp_dir().join(format!("kubeforge-plane-{name}-{}", std::process::id()));
-        Self::start_local(Some(dir), false)
+        Self::start_local(Some(dir), false, gates)
     }
 
-    fn start_local(dir: Option<PathBuf>, keep: bool) -> Result<ControlPlane, TestingError> {
+    fn start_local(
+        dir: Option<PathBuf>,
+        keep: bool,
+        gates: &str,
+    ) -> Result<ControlPlane, TestingError> {
         let script = std::env::var_os("KUBEFORGE_CONTROLPLANE")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_SCRIPT));
@@ -87,7 +101,7 @@ impl ControlPlane {
             args.push("--until-pid".to_owned());
             args.push(std::process::id().to_string());
         }
-        let stdout = run_script(&script, dir.as_deref(), &args)?;
+        let stdout = run_script(&script, dir.as_deref(), &args, gates)?;
         let path =
             last_line(&stdout)
                 .map(PathBuf::from)
@@ -181,7 +195,7 @@ impl ControlPlane {
                     .to_owned(),
             })?;
         let dir = self.dedicated.clone();
-        tokio::task::spawn_blocking(move || run_script(&script, dir.as_deref(), &args))
+        tokio::task::spawn_blocking(move || run_script(&script, dir.as_deref(), &args, ""))
             .await
             .map_err(|e| TestingError::Unavailable {
                 message: format!("control-plane script task failed: {e}"),
@@ -256,17 +270,25 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         if let (Some(dir), Some(script)) = (&self.dedicated, &self.script)
-            && let Err(e) = run_script(script, Some(dir), &["down".to_owned()])
+            && let Err(e) = run_script(script, Some(dir), &["down".to_owned()], "")
         {
             eprintln!("kubeforge::testing: stopping the dedicated control plane: {e}");
         }
     }
 }
 
-fn run_script(script: &Path, dir: Option<&Path>, args: &[String]) -> Result<String, TestingError> {
+fn run_script(
+    script: &Path,
+    dir: Option<&Path>,
+    args: &[String],
+    gates: &str,
+) -> Result<String, TestingError> {
     let mut command = Command::new(script);
     if let Some(dir) = dir {
         command.env("KUBEFORGE_PLANE_DIR", dir);
+    }
+    if !gates.is_empty() {
+        command.env("KUBEFORGE_PLANE_FEATURE_GATES", gates);
     }
     let output = command
         .args(args)

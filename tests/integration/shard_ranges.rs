@@ -1,0 +1,396 @@
+//! Server-side sharding (hash ranges, `shardSelector`) with `shard-operator` processes against a
+//! dedicated control plane whose apiserver runs with the `ShardedListAndWatch` feature gate:
+//! the split (each replica caches only its ranges' objects, as the apiserver filters them),
+//! a replica joining while every object changes, one killed, and no object ever written to
+//! move it or reconciled by two replicas at once. On the shared plane (gate off) the default
+//! mode falls back to labels, and mode `ranges` refuses to start.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use kubeforge::shard::ranges::{ASSIGNMENT_ANNOTATION, Assignment, fnv1a64, slot_of};
+use kubeforge::testing::{ControlPlane, TestNamespace};
+
+use crate::sharding::{GROUP, LEASE, Replica, assert_no_overlap, logs_dir};
+use crate::support::{configmap, eventually};
+
+/// The plane with the gate on, shared by this module's tests (stopped when the test process
+/// exits).
+async fn gated_plane() -> &'static ControlPlane {
+    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
+    if let Some(plane) = PLANE.get() {
+        return plane;
+    }
+    let plane = tokio::task::spawn_blocking(|| {
+        ControlPlane::dedicated_with_gates("ranges", "ShardedListAndWatch=true")
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let _ = PLANE.set(plane);
+    PLANE.get().unwrap()
+}
+
+async fn namespace(client: &Client, name: &str) -> Api<ConfigMap> {
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": name } })).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    Api::namespaced(client.clone(), name)
+}
+
+async fn create_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
+    futures::stream::iter(0..count)
+        .map(|i| async move {
+            let mut cm = configmap(&format!("obj-{i}"), &[("value", value)]);
+            cm.metadata.labels = Some([("shard-test".to_owned(), "true".to_owned())].into());
+            api.create(&PostParams::default(), &cm).await.unwrap();
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+async fn update_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
+    futures::stream::iter(0..count)
+        .map(|i| async move {
+            let patch = serde_json::json!({ "data": { "value": value } });
+            api.patch(
+                &format!("obj-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            )
+            .await
+            .unwrap();
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// The group's assignment, once every slot is served (no slot free or moving).
+async fn settled(leases: &Api<Lease>) -> Option<Assignment> {
+    let lease = leases.get_opt(&format!("{GROUP}-ranges")).await.ok()??;
+    let text = lease.metadata.annotations?.remove(ASSIGNMENT_ANNOTATION)?;
+    let assignment: Assignment = serde_json::from_str(&text).ok()?;
+    assignment
+        .slots
+        .iter()
+        .all(|slot| slot.server().is_some())
+        .then_some(assignment)
+}
+
+/// The member the assignment gives an object to.
+fn server<'a>(assignment: &'a Assignment, cm: &ConfigMap) -> Option<&'a str> {
+    let uid = cm.metadata.uid.as_deref()?;
+    assignment.slots[slot_of(fnv1a64(uid.as_bytes()))].server()
+}
+
+fn annotation<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a str> {
+    cm.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// `None` until the assignment is settled on `members` and every object carries `value`,
+/// stamped by the member serving its range; then the objects per member.
+async fn converged(
+    api: &Api<ConfigMap>,
+    leases: &Api<Lease>,
+    count: usize,
+    value: &str,
+    members: &[&str],
+) -> Option<HashMap<String, usize>> {
+    let assignment = settled(leases).await?;
+    let objects = api
+        .list(&ListParams::default().labels("shard-test=true"))
+        .await
+        .ok()?
+        .items;
+    if objects.len() != count {
+        return None;
+    }
+    let mut per_member: HashMap<String, usize> = HashMap::new();
+    for cm in &objects {
+        let owner = server(&assignment, cm)?;
+        let done = members.contains(&owner)
+            && annotation(cm, "shard/by") == Some(owner)
+            && annotation(cm, "shard/value") == Some(value);
+        if !done {
+            return None;
+        }
+        *per_member.entry(owner.to_owned()).or_default() += 1;
+    }
+    Some(per_member)
+}
+
+async fn members_up(leases: &Api<Lease>, names: &[&str]) {
+    eventually("the members' leases", Duration::from_secs(60), async || {
+        let list = leases
+            .list(&ListParams::default().labels(&format!("shard.kubeforge.dev/member-of={GROUP}")))
+            .await
+            .ok()?;
+        let holders: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|l| l.spec?.holder_identity)
+            .collect();
+        names
+            .iter()
+            .all(|n| holders.iter().any(|h| h == n))
+            .then_some(())
+    })
+    .await;
+}
+
+/// Each replica's cache holds exactly the objects of its ranges (the apiserver filtered them).
+async fn caches_hold_their_shares(replicas: &[&Replica], per_member: &HashMap<String, usize>) {
+    eventually(
+        "the caches to hold the shares",
+        Duration::from_secs(30),
+        async || {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            replicas
+                .iter()
+                .all(|r| r.owned() == Some(per_member.get(&r.name).copied().unwrap_or(0)))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// No object carries a shard label: moving it never wrote it.
+async fn unlabelled(api: &Api<ConfigMap>) {
+    for cm in api.list(&ListParams::default()).await.unwrap().items {
+        let labels = cm.metadata.labels.unwrap_or_default();
+        assert!(
+            labels.keys().all(|k| !k.contains("shard.kubeforge.dev/")),
+            "{:?} carries {labels:?}",
+            cm.metadata.name
+        );
+    }
+}
+
+#[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: split, a join under changes, a kill"
+)]
+async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_object() {
+    const COUNT: usize = 300;
+    let plane = gated_plane().await;
+    let client = plane.client().await.unwrap();
+    let ns = "ranges-handoff";
+    let api = namespace(&client, ns).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    assert!(
+        kubeforge::shard::serves_shard_selectors(&client, ns)
+            .await
+            .unwrap(),
+        "the gated plane serves shard selectors"
+    );
+    let logs = std::env::temp_dir().join(format!("kubeforge-ranges-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    // Long reconciles on many workers: ranges often move while reconciles of theirs run.
+    let env = [
+        ("SHARD_MODE", "ranges"),
+        ("SHARD_RECONCILE_MS", "2000"),
+        ("SHARD_WORKERS", "128"),
+    ];
+    let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns, name, &logs, &env);
+    let mut replicas = vec![start("r0"), start("r1")];
+    members_up(&leases, &["r0", "r1"]).await;
+    create_objects(&api, COUNT, "v1").await;
+    let two = eventually("converged on 2", Duration::from_secs(120), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        converged(&api, &leases, COUNT, "v1", &["r0", "r1"]).await
+    })
+    .await;
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    caches_hold_their_shares(&refs, &two).await;
+
+    // A third replica joins while every object keeps changing.
+    let churn = tokio_util::sync::CancellationToken::new();
+    let churning = {
+        let (api, stop) = (api.clone(), churn.clone());
+        tokio::spawn(async move {
+            let mut round = 0;
+            while !stop.is_cancelled() {
+                round += 1;
+                update_objects(&api, COUNT, &format!("c{round}")).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            round
+        })
+    };
+    let joined = Instant::now();
+    replicas.push(start("r2"));
+    eventually(
+        "r2 to serve a third of the ranges",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let assignment = settled(&leases).await?;
+            (assignment.served_by("r2").len() >= 21).then_some(())
+        },
+    )
+    .await;
+    let assigned_in = joined.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    churn.cancel();
+    let rounds = churning.await.unwrap();
+    update_objects(&api, COUNT, "v3").await;
+    let three = eventually("converged on 3", Duration::from_secs(60), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        converged(&api, &leases, COUNT, "v3", &["r0", "r1", "r2"]).await
+    })
+    .await;
+    let join_took = joined.elapsed();
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    caches_hold_their_shares(&refs, &three).await;
+    for name in ["r0", "r1", "r2"] {
+        let n = three.get(name).copied().unwrap_or(0);
+        assert!(n >= COUNT / 6, "{name} serves {n} of {COUNT}: {three:?}");
+    }
+
+    // kill -9 a replica that is not the sharder, and change every object at once: its ranges
+    // go to the others a lease duration after its last renewal.
+    let sharder = eventually("a sharder", Duration::from_secs(30), async || {
+        leases
+            .get_opt(&format!("{GROUP}-sharder"))
+            .await
+            .ok()??
+            .spec?
+            .holder_identity
+            .filter(|h| !h.is_empty())
+    })
+    .await;
+    let victim = ["r1", "r2", "r0"]
+        .into_iter()
+        .find(|n| *n != sharder)
+        .unwrap();
+    let rest: Vec<&str> = ["r0", "r1", "r2"]
+        .into_iter()
+        .filter(|n| *n != victim)
+        .collect();
+    let killed = Instant::now();
+    replicas
+        .iter_mut()
+        .find(|r| r.name == victim)
+        .unwrap()
+        .kill();
+    update_objects(&api, COUNT, "v4").await;
+    let after = eventually(
+        "converged without the killed one",
+        LEASE + Duration::from_secs(30),
+        async || {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            converged(&api, &leases, COUNT, "v4", &rest).await
+        },
+    )
+    .await;
+    let moved_in = killed.elapsed();
+    let refs: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
+    caches_hold_their_shares(&refs, &after).await;
+
+    unlabelled(&api).await;
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let (audited, handed) = assert_no_overlap(&refs);
+    println!(
+        "hash ranges: on 2 {two:?}; r2 joined, was assigned its ranges in {assigned_in:?} and converged in {join_took:?} ({rounds} rounds of changes meanwhile): {three:?}; {victim} killed, its ranges moved and converged in {moved_in:?}: {after:?}; {audited} reconciles audited, {handed} objects handed over, 0 objects written to move them"
+    );
+    assert!(
+        handed >= COUNT / 6,
+        "objects moved between replicas: {handed}"
+    );
+    assert!(
+        moved_in <= LEASE + Duration::from_secs(20),
+        "{victim}'s ranges took {moved_in:?} to move and converge (lease {LEASE:?})"
+    );
+}
+
+#[tokio::test]
+async fn without_the_gate_the_default_mode_should_use_labels_and_mode_ranges_should_refuse_to_start()
+ {
+    use kubeforge::controller::Controller;
+    use kubeforge::informer::InformerConfig;
+    use kubeforge::manager::Manager;
+    use kubeforge::shard::{Mode, ShardConfig, ShardMode};
+
+    let ns = TestNamespace::new().await.unwrap();
+    assert!(
+        !kubeforge::shard::serves_shard_selectors(&ns.client(), ns.name())
+            .await
+            .unwrap(),
+        "the shared plane runs without the gate"
+    );
+    let logs = logs_dir(&ns);
+    let plane = ControlPlane::shared().unwrap();
+    // The operator in the default mode: labels, and it says so.
+    let replica = Replica::start(plane.kubeconfig_path(), ns.name(), "solo", &logs, &[]);
+    let mut cm = configmap("obj-0", &[("value", "v")]);
+    cm.metadata.labels = Some([("shard-test".to_owned(), "true".to_owned())].into());
+    ns.api::<ConfigMap>()
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    eventually(
+        "the object labelled for its member",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let cm = ns.api::<ConfigMap>().get("obj-0").await.ok()?;
+            (crate::sharding::owner(&cm) == Some("solo")
+                && annotation(&cm, "shard/by") == Some("solo"))
+            .then_some(())
+        },
+    )
+    .await;
+    let log = std::fs::read_to_string(&replica.log).unwrap();
+    assert!(
+        log.contains("the apiserver ignores shardSelector"),
+        "the fallback is logged:\n{log}"
+    );
+    drop(replica);
+
+    // Mode `ranges` refuses to start, naming the gate.
+    let config = ShardConfig::new(GROUP, ns.name())
+        .identity("strict")
+        .mode(ShardMode::Ranges(kubeforge::shard::RangeKey::Uid));
+    let manager = Manager::new(ns.client()).shards(config);
+    let membership = manager.wiring().shard().cloned().unwrap();
+    let controller = Controller::new(
+        "shard-test",
+        manager.wiring(),
+        ns.api::<ConfigMap>(),
+        InformerConfig::default().labels("shard-test=true"),
+    );
+    struct Noop;
+    impl kubeforge::controller::Reconciler<ConfigMap> for Noop {
+        type Error = kube::Error;
+        async fn reconcile(
+            &self,
+            _: std::sync::Arc<ConfigMap>,
+            _: &kubeforge::controller::Context<ConfigMap>,
+        ) -> Result<kubeforge::controller::Action, kube::Error> {
+            Ok(kubeforge::controller::Action::Done)
+        }
+    }
+    let error = manager
+        .add_controller(controller, Noop)
+        .run_until(tokio_util::sync::CancellationToken::new())
+        .await
+        .expect_err("refused");
+    assert!(error.to_string().contains("ShardedListAndWatch"), "{error}");
+    assert_eq!(membership.mode(), Mode::Labels, "undecided: nothing ran");
+}
