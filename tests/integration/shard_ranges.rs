@@ -6,7 +6,6 @@
 //! mode falls back to labels, and mode `ranges` refuses to start.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -23,18 +22,17 @@ use crate::support::{configmap, eventually};
 /// The plane with the gate on, shared by this module's tests (stopped when the test process
 /// exits).
 async fn gated_plane() -> &'static ControlPlane {
-    static PLANE: OnceLock<ControlPlane> = OnceLock::new();
-    if let Some(plane) = PLANE.get() {
-        return plane;
-    }
-    let plane = tokio::task::spawn_blocking(|| {
-        ControlPlane::dedicated_with_gates("ranges", "ShardedListAndWatch=true")
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let _ = PLANE.set(plane);
-    PLANE.get().unwrap()
+    static PLANE: tokio::sync::OnceCell<ControlPlane> = tokio::sync::OnceCell::const_new();
+    PLANE
+        .get_or_init(|| async {
+            tokio::task::spawn_blocking(|| {
+                ControlPlane::dedicated_with_gates("ranges", "ShardedListAndWatch=true")
+            })
+            .await
+            .unwrap()
+            .unwrap()
+        })
+        .await
 }
 
 async fn namespace(client: &Client, name: &str) -> Api<ConfigMap> {
@@ -393,4 +391,107 @@ async fn without_the_gate_the_default_mode_should_use_labels_and_mode_ranges_sho
         .expect_err("refused");
     assert!(error.to_string().contains("ShardedListAndWatch"), "{error}");
     assert_eq!(membership.mode(), Mode::Labels, "undecided: nothing ran");
+}
+
+#[tokio::test]
+async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_labelled_member_lives()
+{
+    const COUNT: usize = 40;
+    let plane = gated_plane().await;
+    let client = plane.client().await.unwrap();
+    let ns = "ranges-upgrade";
+    let api = namespace(&client, ns).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let logs = std::env::temp_dir().join(format!("kubeforge-ranges-up-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    // The release before: labels (what a kubeforge without range mode does).
+    let old = Replica::start(
+        plane.kubeconfig_path(),
+        ns,
+        "old",
+        &logs,
+        &[("SHARD_MODE", "labels")],
+    );
+    members_up(&leases, &["old"]).await;
+    create_objects(&api, COUNT, "v1").await;
+    eventually(
+        "the old member to serve everything",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let items = api
+                .list(&ListParams::default().labels("shard-test=true"))
+                .await
+                .ok()?
+                .items;
+            (items.len() == COUNT
+                && items.iter().all(|cm| {
+                    crate::sharding::owner(cm) == Some("old")
+                        && annotation(cm, "shard/value") == Some("v1")
+                }))
+            .then_some(())
+        },
+    )
+    .await;
+    // The new release joins, in range mode: while the old one lives, no range is assigned and
+    // the new one reconciles nothing (the old one keeps the objects labelled for it).
+    let new = Replica::start(
+        plane.kubeconfig_path(),
+        ns,
+        "new",
+        &logs,
+        &[("SHARD_MODE", "ranges")],
+    );
+    members_up(&leases, &["old", "new"]).await;
+    update_objects(&api, COUNT, "v2").await;
+    tokio::time::sleep(LEASE).await;
+    let log = std::fs::read_to_string(&new.log).unwrap();
+    assert!(
+        !log.lines().any(|l| l.starts_with("start ")),
+        "the new member reconciled while a labelled one lived:\n{log}"
+    );
+    assert!(
+        settled(&leases).await.is_none(),
+        "no range is served while a labelled member lives"
+    );
+    // The old one stops (a clean shutdown releases its Leases): the new one takes every range.
+    old.signal("-TERM");
+    let stopped = Instant::now();
+    update_objects(&api, COUNT, "v3").await;
+    let all = eventually(
+        "the new member to serve everything",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            converged(&api, &leases, COUNT, "v3", &["new"]).await
+        },
+    )
+    .await;
+    let took = stopped.elapsed();
+    // A member sharding by labels joins the range-sharded group (a rollback begun, or
+    // `--shard-mode labels` by mistake): the ranges stay where they are (giving it some would
+    // strand their objects), and the new member keeps serving every object.
+    let back = Replica::start(
+        plane.kubeconfig_path(),
+        ns,
+        "back",
+        &logs,
+        &[("SHARD_MODE", "labels")],
+    );
+    members_up(&leases, &["new", "back"]).await;
+    tokio::time::sleep(LEASE).await;
+    update_objects(&api, COUNT, "v4").await;
+    eventually(
+        "the new member to serve everything still",
+        Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            converged(&api, &leases, COUNT, "v4", &["new"]).await
+        },
+    )
+    .await;
+    let (audited, _) = assert_no_overlap(&[&old, &new, &back]);
+    println!(
+        "labels → ranges: the new member served nothing beside the old one, then {all:?} {took:?} after the old one stopped; a member by labels joining moved no range; {audited} reconciles audited"
+    );
 }

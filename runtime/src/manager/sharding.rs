@@ -56,6 +56,17 @@ impl Manager {
         .await
         .map_err(LeaderElectionError::ShardMode)?;
         membership.set_mode(mode);
+        let mode_name = match mode {
+            crate::shard::Mode::Labels => "labels",
+            crate::shard::Mode::Ranges(_) => "ranges",
+        };
+        member.annotate(
+            [(
+                crate::shard::ranges::MODE_ANNOTATION.to_owned(),
+                mode_name.to_owned(),
+            )]
+            .into(),
+        );
         if matches!(mode, crate::shard::Mode::Ranges(_)) {
             self.runnables.push(Arc::new(Arc::new(RangeMember {
                 membership: Arc::clone(&membership),

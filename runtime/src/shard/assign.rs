@@ -24,8 +24,8 @@ use crate::runner::Runnable;
 use super::members::{Listing, LiveMembers};
 use super::membership::{MEMBER_OF_LABEL, Membership, Mode};
 use super::ranges::{
-    ACKED_ANNOTATION, ASSIGNMENT_ANNOTATION, Acked, Assignment, RangeKey, SERVING_ANNOTATION,
-    SlotSet, rebalance,
+    ACKED_ANNOTATION, ASSIGNMENT_ANNOTATION, Acked, Assignment, MODE_ANNOTATION, RangeKey,
+    SERVING_ANNOTATION, SlotSet, rebalance,
 };
 use super::sharder::Sharder;
 
@@ -138,6 +138,7 @@ impl Sharder {
         let name = ranges_lease(&group);
         let selector = format!("{MEMBER_OF_LABEL}={group}");
         let mut members = LiveMembers::default();
+        let mut held_off = BTreeSet::new();
         // Members started together: let their Leases appear before the first assignment.
         tokio::select! {
             () = leading.cancelled() => return,
@@ -157,11 +158,22 @@ impl Sharder {
                     let live: BTreeSet<String> = members.live().into_iter().collect();
                     self.metrics.set_live(live.len());
                     let acked = acknowledged(&list.items);
-                    match self.assign(&records, &name, key, &live, &acked).await {
-                        Ok(still_moving) => moving = still_moving,
-                        Err(error) => {
-                            tracing::warn!(error = %crate::text::concise(&error), "writing the shard assignment failed; trying again");
+                    // Members sharding by labels (a release without range mode in a rolling
+                    // upgrade, or `--shard-mode labels`) serve the objects labelled for them:
+                    // ranges are not assigned while one is live (members of a new group serve
+                    // nothing until then).
+                    let labelled = by_labels(&list.items, &live);
+                    if labelled.is_empty() {
+                        held_off.clear();
+                        match self.assign(&records, &name, key, &live, &acked).await {
+                            Ok(still_moving) => moving = still_moving,
+                            Err(error) => {
+                                tracing::warn!(error = %crate::text::concise(&error), "writing the shard assignment failed; trying again");
+                            }
                         }
+                    } else if labelled != held_off {
+                        tracing::warn!(members = ?labelled, "members of the group shard by labels: no range is assigned until they are gone");
+                        held_off = labelled;
                     }
                 }
                 Err(error) => {
@@ -266,6 +278,23 @@ fn acknowledged(leases: &[Lease]) -> Acked {
                 .parse()
                 .ok()?;
             Some((holder, epoch))
+        })
+        .collect()
+}
+
+/// The live members whose Lease does not say they shard by ranges.
+fn by_labels(leases: &[Lease], live: &BTreeSet<String>) -> BTreeSet<String> {
+    leases
+        .iter()
+        .filter_map(|lease| {
+            let holder = lease.spec.as_ref()?.holder_identity.clone()?;
+            let ranges = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(MODE_ANNOTATION))
+                .is_some_and(|mode| mode == "ranges");
+            (!ranges && live.contains(&holder)).then_some(holder)
         })
         .collect()
 }

@@ -30,6 +30,9 @@ pub const ASSIGNMENT_ANNOTATION: &str = "shard.kubeforge.dev/assignment";
 /// The annotation of a member's Lease: the last assignment epoch it has fully applied (its
 /// drains done).
 pub const ACKED_ANNOTATION: &str = "shard.kubeforge.dev/acked-epoch";
+/// The annotation of a member's Lease: its mode (`ranges` or `labels`; absent on releases
+/// without range mode, which shard by labels).
+pub const MODE_ANNOTATION: &str = "shard.kubeforge.dev/mode";
 /// The annotation of a member's Lease: the slots it serves (a 64-bit mask in hex; informative).
 pub const SERVING_ANNOTATION: &str = "shard.kubeforge.dev/slots";
 
