@@ -9,9 +9,6 @@ pub struct Lookup {
     pub(super) namespaces: crate::Namespaces,
     pub(super) labels: Option<String>,
     pub(super) fields: Option<String>,
-    /// The shard narrowing of the informer (a sharded manager's controllers': only found
-    /// through the one selection of a kind the cache holds).
-    pub(super) shard: Option<String>,
 }
 
 impl Lookup {

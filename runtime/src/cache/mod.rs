@@ -48,6 +48,9 @@ use crate::store::{
 mod lookup;
 pub use lookup::{Lookup, NotCached};
 
+/// The selectors of an informer: labels, fields, shard narrowing.
+type Selection = (Option<String>, Option<String>, Option<Box<str>>);
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct InformerKey {
     kind: TypeId,
@@ -55,7 +58,7 @@ struct InformerKey {
     labels: Option<String>,
     fields: Option<String>,
     /// Its shard narrowing ([`InformerConfig::shard`]).
-    shard: Option<String>,
+    shard: Option<Box<str>>,
     /// Its store keeps skeletons only ([`SkeletonStore`]).
     skeleton: bool,
 }
@@ -405,7 +408,7 @@ impl Cache {
             url: api.resource_url().to_owned(),
             labels: config.label_selector.clone(),
             fields: config.field_selector.clone(),
-            shard: config.shard.key(),
+            shard: config.shard.key().map(String::into_boxed_str),
             skeleton,
         };
         let full = InformerKey {
@@ -428,10 +431,11 @@ impl Cache {
             return informer;
         }
         let mut name = key.url.clone();
+        let shard = key.shard.as_deref().map(str::to_owned);
         for (param, value) in [
             ("labelSelector", &key.labels),
             ("fieldSelector", &key.fields),
-            ("shard", &key.shard),
+            ("shard", &shard),
         ] {
             if let Some(value) = value {
                 name.push(if name.contains('?') { '&' } else { '?' });
@@ -476,7 +480,7 @@ impl Cache {
             Ok(reader) => return Ok(reader),
             Err(refused) => refused,
         };
-        let mut selections: Vec<(Option<String>, Option<String>, Option<String>)> = self
+        let mut selections: Vec<Selection> = self
             .lock()
             .entries
             .iter()
@@ -491,8 +495,7 @@ impl Cache {
         let mut lookup = lookup;
         lookup.labels.clone_from(labels);
         lookup.fields.clone_from(fields);
-        lookup.shard.clone_from(shard);
-        self.store::<K>(&lookup)
+        self.store_narrowed::<K>(&lookup, shard.as_deref())
     }
 
     /// Reads the cached objects of kind `K` that `lookup` names: the store of the informer
@@ -521,6 +524,20 @@ impl Cache {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
         K::Scope: Scoped,
     {
+        self.store_narrowed(lookup, None)
+    }
+
+    /// [`Cache::store`] from the informers narrowed to `shard` (a sharded manager's
+    /// controllers', [`InformerConfig::shard`]) or from those not narrowed.
+    fn store_narrowed<K>(
+        &self,
+        lookup: &Lookup,
+        shard: Option<&str>,
+    ) -> Result<Reader<K>, NotCached>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K::Scope: Scoped,
+    {
         let inner = self.lock();
         let candidates = || {
             inner.entries.iter().filter(|(key, _)| {
@@ -528,7 +545,7 @@ impl Cache {
                     && !key.skeleton
                     && key.labels == lookup.labels
                     && key.fields == lookup.fields
-                    && key.shard == lookup.shard
+                    && key.shard.as_deref() == shard
             })
         };
         let reader = |(_, entry): &(InformerKey, Entry)| {
