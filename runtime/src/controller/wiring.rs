@@ -109,7 +109,8 @@ impl Wiring {
 
     fn narrowed(&self, mut config: InformerConfig, owned: bool) -> InformerConfig {
         if let Some(membership) = &self.shard {
-            config.shard = crate::informer::ShardNarrowing::new(Arc::clone(membership), owned);
+            let narrow: Arc<dyn crate::informer::Narrow> = Arc::clone(membership) as _;
+            config.shard = crate::informer::ShardNarrowing::new(narrow, owned);
         }
         config
     }

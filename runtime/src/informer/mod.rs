@@ -191,17 +191,28 @@ pub struct InformerConfig {
 pub struct ShardNarrowing {
     /// The membership, and whether the informer is of an owned kind (which follows its owner's
     /// shard only where it can).
-    of: Option<(Arc<crate::shard::Membership>, bool)>,
+    of: Option<(Arc<dyn Narrow>, bool)>,
+}
+
+/// What an informer needs of a shard membership (implemented by
+/// [`Membership`](crate::shard::Membership)).
+pub(crate) trait Narrow: Send + Sync {
+    /// Tells the narrowed informers of one member apart from the others (group/member).
+    fn key(&self) -> String;
+    /// The label selector a narrowed informer adds to its own (label mode).
+    fn label_selector(&self, owned: bool) -> Option<String>;
+    /// The `shardSelector` a narrowed informer lists and watches with (range mode), which
+    /// changes as ranges move.
+    fn shard_selector(&self, owned: bool) -> Option<watch::Receiver<String>>;
 }
 
 impl Debug for ShardNarrowing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.of {
             None => f.write_str("ShardNarrowing(none)"),
-            Some((membership, owned)) => f
+            Some((narrow, owned)) => f
                 .debug_struct("ShardNarrowing")
-                .field("group", &membership.group())
-                .field("member", &membership.member())
+                .field("member", &narrow.key())
                 .field("owned", owned)
                 .finish(),
         }
@@ -210,7 +221,7 @@ impl Debug for ShardNarrowing {
 
 impl ShardNarrowing {
     /// Narrowed to `membership`'s share (`owned`: an owned kind's informer).
-    pub(crate) fn new(membership: Arc<crate::shard::Membership>, owned: bool) -> Self {
+    pub(crate) fn new(membership: Arc<dyn Narrow>, owned: bool) -> Self {
         Self {
             of: Some((membership, owned)),
         }
@@ -218,34 +229,21 @@ impl ShardNarrowing {
 
     /// What tells narrowed informers apart in the cache (group, member, owned).
     pub(crate) fn key(&self) -> Option<String> {
-        self.of.as_ref().map(|(m, owned)| {
-            format!(
-                "{}/{}{}",
-                m.group(),
-                m.member(),
-                if *owned { "/owned" } else { "" }
-            )
-        })
+        self.of
+            .as_ref()
+            .map(|(m, owned)| format!("{}{}", m.key(), if *owned { "/owned" } else { "" }))
     }
 
-    fn applies(&self) -> Option<&crate::shard::Membership> {
-        match &self.of {
-            Some((membership, owned)) if !owned || membership.narrows_owned() => Some(membership),
-            _ => None,
-        }
-    }
-
-    /// The label selector the informer adds to its own (label mode).
     fn label_selector(&self) -> Option<String> {
-        self.applies()
-            .filter(|m| m.mode() == crate::shard::Mode::Labels)
-            .map(|m| m.selector())
+        self.of
+            .as_ref()
+            .and_then(|(m, owned)| m.label_selector(*owned))
     }
 
-    /// The `shardSelector` the informer lists and watches with (range mode), which changes as
-    /// ranges move.
     fn shard_selector(&self) -> Option<watch::Receiver<String>> {
-        self.applies().and_then(|m| m.shard_selector())
+        self.of
+            .as_ref()
+            .and_then(|(m, owned)| m.shard_selector(*owned))
     }
 }
 

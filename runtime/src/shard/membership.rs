@@ -201,18 +201,15 @@ impl Membership {
         }
     }
 
-    /// The selector narrowed informers add in range mode (`None` in label mode).
-    pub(crate) fn shard_selector(&self) -> Option<tokio::sync::watch::Receiver<String>> {
-        matches!(self.mode(), Mode::Ranges(_)).then(|| self.selector.subscribe())
-    }
-
-    /// Whether owned kinds' informers are narrowed with the primary's: in label mode (children
-    /// carry their owner's label) and with ranges of namespaces, not with ranges of UIDs.
-    pub(crate) fn narrows_owned(&self) -> bool {
-        matches!(
-            self.mode(),
-            Mode::Labels | Mode::Ranges(RangeKey::Namespace)
-        )
+    /// Whether an informer is narrowed: always a primary kind's; an owned kind's in label mode
+    /// (children carry their owner's label) and with ranges of namespaces, not with ranges of
+    /// UIDs (children have UIDs of their own).
+    fn narrows(&self, owned: bool) -> bool {
+        !owned
+            || matches!(
+                self.mode(),
+                Mode::Labels | Mode::Ranges(RangeKey::Namespace)
+            )
     }
 
     /// The shard group.
@@ -377,6 +374,21 @@ impl Membership {
             .iter()
             .map(|kind| (kind.plural.clone(), (kind.cached)()))
             .collect()
+    }
+}
+
+impl crate::informer::Narrow for Membership {
+    fn key(&self) -> String {
+        format!("{}/{}", self.group, self.member)
+    }
+
+    fn label_selector(&self, owned: bool) -> Option<String> {
+        (self.narrows(owned) && self.labels_mode()).then(|| self.selector())
+    }
+
+    fn shard_selector(&self, owned: bool) -> Option<tokio::sync::watch::Receiver<String>> {
+        (self.narrows(owned) && matches!(self.mode(), Mode::Ranges(_)))
+            .then(|| self.selector.subscribe())
     }
 }
 
