@@ -1,6 +1,26 @@
 //! Active-active sharding across replicas: several replicas of an operator split the objects
 //! of its controllers' kinds between them, with Kubernetes itself as the engine — Leases for
-//! membership, labels and label-selected watches for assignment.
+//! membership; for assignment, the apiserver's hash ranges (`shardSelector`) where it serves
+//! them, else labels and label-selected watches.
+//!
+//! **Two modes** ([`ShardMode`], `--shard-mode`; decided and logged when the manager starts):
+//! - **Hash ranges** ([`ranges`]), where the apiserver runs with the `ShardedListAndWatch`
+//!   feature gate (alpha since Kubernetes 1.36): the apiserver hashes each object's UID (or
+//!   namespace) and serves each replica's lists and watches only the objects of its ranges.
+//!   The sharder assigns the 64 slots of the hash space to the members in the Lease
+//!   `<group>-ranges`; a move is a change of that assignment — no object is written, no object
+//!   carries a label of ours, and the sharder watches no object. A slot leaves a live member in
+//!   two steps: marked moving, the member starts no more reconciles of its objects, waits for
+//!   those running, and acknowledges the epoch on its membership Lease; only then does the
+//!   sharder give the slot to its new member (see [`ranges::rebalance`]). From a member whose
+//!   Lease expired, at once. The sharder assigns no range while a live member shards by labels
+//!   (a release without range mode during a rolling upgrade): a new group's members serve
+//!   nothing until then, and a group already in range mode keeps its ranges where they are.
+//!   With UIDs hashed, owned kinds are not narrowed (children have UIDs of their own: each
+//!   replica caches them all); with namespaces hashed, a namespace's objects and children go to
+//!   one replica.
+//! - **Labels** (the rest of these docs), where the gate is off: `auto`, the default, falls
+//!   back to them; `ranges` refuses to start there.
 //!
 //! Turn it on with [`Manager::shards`](crate::manager::Manager::shards) (or `--shards <group>`
 //! on the command line, [`crate::cli`]); it replaces leader election (each replica works, on
