@@ -301,11 +301,47 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
     let refs: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
     caches_hold_their_shares(&refs, &after).await;
 
+    // A clean shutdown of the other one that is not the sharder: it releases its Lease after
+    // its last reconcile, so its ranges move at once — not a lease duration later.
+    let leaving = rest
+        .iter()
+        .copied()
+        .find(|n| *n != sharder)
+        .unwrap_or(rest[0]);
+    let last: Vec<&str> = rest.iter().copied().filter(|n| *n != leaving).collect();
+    let stopped = Instant::now();
+    replicas
+        .iter()
+        .find(|r| r.name == leaving)
+        .unwrap()
+        .signal("-TERM");
+    eventually(
+        "the stopped member's ranges to move",
+        LEASE * 2,
+        async || {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let assignment = settled(&leases).await?;
+            (assignment.served_by(last[0]).len() == kubeforge::shard::ranges::SLOTS).then_some(())
+        },
+    )
+    .await;
+    let released_in = stopped.elapsed();
+    update_objects(&api, COUNT, "v5").await;
+    let one = eventually("converged on 1", Duration::from_secs(60), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        converged(&api, &leases, COUNT, "v5", &last).await
+    })
+    .await;
+
     unlabelled(&api).await;
     let refs: Vec<&Replica> = replicas.iter().collect();
     let (audited, handed) = assert_no_overlap(&refs);
     println!(
-        "hash ranges: on 2 {two:?}; r2 joined, was assigned its ranges in {assigned_in:?} and converged in {join_took:?} ({rounds} rounds of changes meanwhile): {three:?}; {victim} killed, its ranges moved and converged in {moved_in:?}: {after:?}; {audited} reconciles audited, {handed} objects handed over, 0 objects written to move them"
+        "hash ranges: on 2 {two:?}; r2 joined, was assigned its ranges in {assigned_in:?} and converged in {join_took:?} ({rounds} rounds of changes meanwhile): {three:?}; {victim} killed, its ranges moved and converged in {moved_in:?}: {after:?}; {leaving} stopped, its ranges moved in {released_in:?}: {one:?}; {audited} reconciles audited, {handed} objects handed over, 0 objects written to move them"
+    );
+    assert!(
+        released_in < LEASE,
+        "a released member's ranges moved in {released_in:?}, not at once (lease {LEASE:?})"
     );
     assert!(
         handed >= COUNT / 6,

@@ -85,6 +85,10 @@ struct Args {
     /// largest of `--n`, the first `--concurrency`); empty: skipped.
     #[arg(long, value_delimiter = ',')]
     shard_replicas: Vec<usize>,
+    /// The shard modes of the sharded scenario (`labels`; `ranges`: the apiserver's hash ranges,
+    /// skipped with a note when the plane's apiserver lacks the `ShardedListAndWatch` gate).
+    #[arg(long, value_delimiter = ',', default_value = "labels,ranges")]
+    shard_modes: Vec<String>,
     /// The scenarios to run (`reconcile`: converge, update storm, cost, latency and memory;
     /// `sharded`; `wave`: restart waves; `sync`: memory and sync; `failover`: a leader's SIGKILL
     /// with a warm and a cold standby).
@@ -172,8 +176,8 @@ struct Start {
     keep_managed_fields: bool,
     /// Print `heap <bytes>` every second (`BENCH_REPORT_HEAP`).
     report_heap: bool,
-    /// Replica `i` of shard group `bench`.
-    shard: Option<usize>,
+    /// Replica `i` of shard group `bench`, and its shard mode (`--shard-mode`).
+    shard: Option<(usize, String)>,
     /// A replica under leader election (the kubeforge driver): [`Harness::start`] does not wait
     /// for `synced` (a cold standby syncs only once it leads).
     leader: Option<Elected>,
@@ -486,9 +490,9 @@ impl Harness {
             command.arg("--keep-managed-fields");
         }
         // Replica `i` of shard group `bench` (its Leases in the run's namespace).
-        if let Some(i) = shard {
+        if let Some((i, mode)) = shard {
             command
-                .args(["--shards", "bench"])
+                .args(["--shards", "bench", "--shard-mode", &mode])
                 .env("POD_NAME", format!("bench-r{i}"));
         }
         // A replica under leader election, the Lease in the run's namespace.
@@ -668,8 +672,10 @@ async fn wait_idle(pid: u32) {
 }
 
 /// The sharded scenario: 1, 2, 3... replicas of the kubeforge driver in one shard group
-/// converge N Benches; throughput, and the RSS of each replica afterwards (its cache holds its
-/// share). Columns `kubeforge ×<replicas>`.
+/// converge N Benches, in each shard mode; throughput, the RSS of each replica afterwards (its
+/// cache holds its share) and the drivers' API requests per object (the label mode's sharder
+/// writes a label on each object). Columns `kubeforge ×<replicas>` (labels) and
+/// `kubeforge ×<replicas> ranges`.
 async fn sharded(h: &mut Harness, results: &mut Results) {
     let Some((_, path)) = h
         .args
@@ -684,60 +690,100 @@ async fn sharded(h: &mut Harness, results: &mut Results) {
         return;
     };
     let scenario = format!("sharded converge (c={concurrency}, N={n})");
-    for replicas in h.args.shard_replicas.clone() {
-        let column = format!("kubeforge ×{replicas}");
-        for _ in 0..h.args.repeats {
-            let ns = h.namespace("shard").await;
-            let mut processes = Vec::new();
-            for i in 0..replicas {
-                let driver = format!("kubeforge-shard-{i}");
-                processes.push(
-                    h.start(
-                        &driver,
-                        &path,
-                        &ns,
-                        Start {
-                            shard: Some(i),
-                            ..Start::reconciling(concurrency)
-                        },
-                    )
-                    .await,
+    for mode in h.args.shard_modes.clone() {
+        if mode == "ranges" {
+            let probe = h.namespace("shard-probe").await;
+            let serves = kubeforge::shard::serves_shard_selectors(&h.admin, &probe).await;
+            h.drop_namespace(&probe).await;
+            if !matches!(serves, Ok(true)) {
+                eprintln!(
+                    "== sharded: the apiserver does not serve shardSelector (gate ShardedListAndWatch off): mode ranges skipped"
                 );
+                continue;
             }
-            // Every member's Lease up, and the sharder's first pass done.
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            let (store, stop) = h.watch_benches(&ns).await;
-            let start = Instant::now();
-            h.create(&ns, 0..n, 1).await;
-            let took = converged(&store, n, 1, start).await.as_secs_f64();
-            record_converge(results, &scenario, &column, n, took);
-            for process in &processes {
-                wait_idle(process.child.id()).await;
+        }
+        for replicas in h.args.shard_replicas.clone() {
+            let column = match mode.as_str() {
+                "labels" => format!("kubeforge ×{replicas}"),
+                other => format!("kubeforge ×{replicas} {other}"),
+            };
+            for _ in 0..h.args.repeats {
+                sharded_run(h, results, (&scenario, &column), &path, (replicas, &mode)).await;
             }
-            let rss: Vec<f64> = processes.iter().map(|p| rss_mib(p.child.id())).collect();
-            let mean = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
-            record(
-                results,
-                &scenario,
-                "rss per replica (mean)",
-                "MiB",
-                &column,
-                mean,
-            );
-            let max = rss.iter().copied().fold(0.0, f64::max);
-            record(
-                results,
-                &scenario,
-                "rss per replica (max)",
-                "MiB",
-                &column,
-                max,
-            );
-            stop.cancel();
-            drop(processes);
-            h.drop_namespace(&ns).await;
         }
     }
+}
+
+/// One run of the sharded scenario: `replicas` replicas in `mode`.
+async fn sharded_run(
+    h: &mut Harness,
+    results: &mut Results,
+    (scenario, column): (&str, &str),
+    path: &PathBuf,
+    (replicas, mode): (usize, &str),
+) {
+    let (Some(&n), Some(&concurrency)) = (h.args.n.iter().max(), h.args.concurrency.first()) else {
+        return;
+    };
+    let ns = h.namespace("shard").await;
+    let mut processes = Vec::new();
+    for i in 0..replicas {
+        let driver = format!("kubeforge-shard-{i}");
+        processes.push(
+            h.start(
+                &driver,
+                path,
+                &ns,
+                Start {
+                    shard: Some((i, mode.to_owned())),
+                    ..Start::reconciling(concurrency)
+                },
+            )
+            .await,
+        );
+    }
+    // Every member's Lease up, and the sharder's first pass done.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (store, stop) = h.watch_benches(&ns).await;
+    let mark = h.requests_mark();
+    let start = Instant::now();
+    h.create(&ns, 0..n, 1).await;
+    let took = converged(&store, n, 1, start).await.as_secs_f64();
+    record_converge(results, scenario, column, n, took);
+    for process in &processes {
+        wait_idle(process.child.id()).await;
+    }
+    let requests = h.requests_since(mark);
+    record(
+        results,
+        scenario,
+        "api requests per object",
+        "requests",
+        column,
+        requests / n as f64,
+    );
+    let rss: Vec<f64> = processes.iter().map(|p| rss_mib(p.child.id())).collect();
+    let mean = rss.iter().sum::<f64>() / rss.len().max(1) as f64;
+    record(
+        results,
+        scenario,
+        "rss per replica (mean)",
+        "MiB",
+        column,
+        mean,
+    );
+    let max = rss.iter().copied().fold(0.0, f64::max);
+    record(
+        results,
+        scenario,
+        "rss per replica (max)",
+        "MiB",
+        column,
+        max,
+    );
+    stop.cancel();
+    drop(processes);
+    h.drop_namespace(&ns).await;
 }
 
 fn median(values: &[f64]) -> f64 {
