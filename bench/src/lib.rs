@@ -63,6 +63,10 @@ pub struct DriverArgs {
     /// `--namespace`).
     #[arg(long)]
     pub shards: Option<String>,
+    /// kubeforge only: with `--shards`, how the group assigns objects (`auto`, `labels`,
+    /// `ranges`, as `--shard-mode` of `cli::Options`).
+    #[arg(long, default_value = "auto", requires = "shards")]
+    pub shard_mode: String,
     /// kubeforge only: one replica under leader election on Lease `LEASE` in `--namespace`
     /// (identity `$POD_NAME`): only the leader reconciles. The driver prints `leading` when it
     /// becomes the leader (and `synced <seconds>` once its cache is synced, as always: a cold

@@ -172,10 +172,16 @@ async fn main() {
         .namespace(Some(args.namespace.clone()))
         .informer_defaults(InformerConfig::default().keep_managed_fields(args.keep_managed_fields));
     let manager = match &args.shards {
-        Some(group) => manager.shards(kubeforge::shard::ShardConfig::new(
-            group.clone(),
-            args.namespace.clone(),
-        )),
+        Some(group) => {
+            let mode = args.shard_mode.parse().unwrap_or_else(|e: String| {
+                eprintln!("--shard-mode: {e}");
+                std::process::exit(2)
+            });
+            manager.shards(
+                kubeforge::shard::ShardConfig::new(group.clone(), args.namespace.clone())
+                    .mode(mode),
+            )
+        }
         None => manager,
     };
     // One of several replicas under leader election, as `--leader-elect` of `cli::Options`
