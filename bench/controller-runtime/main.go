@@ -207,8 +207,15 @@ func cachePods(mgr ctrl.Manager, concurrency int) {
 	start := time.Now()
 	ctx := ctrl.SetupSignalHandler()
 	go func() {
-		if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{}); err != nil {
+		// GetInformer called before the cache has started returns the informer without waiting
+		// for its sync: wait for HasSynced (polled every millisecond: the sync of a few
+		// hundred Pods takes milliseconds, client-go's WaitForCacheSync polls every 100 ms).
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
 			return
+		}
+		for !informer.HasSynced() {
+			time.Sleep(time.Millisecond)
 		}
 		fmt.Printf("synced %.6f\n", time.Since(start).Seconds())
 		reportHeap()

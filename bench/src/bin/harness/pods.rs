@@ -15,11 +15,11 @@
 //! kubelet would.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
 use kube::Api;
-use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::{Harness, Results, Start, median, record, record_cache, unit_of};
@@ -55,12 +55,21 @@ pub(super) async fn pods_cached(h: &mut Harness, results: &mut Results) {
         })
         .cloned()
         .collect();
-    for &size in &h.args.pod_sizes.clone() {
-        let ns = h.namespace("pods").await;
+    // One namespace, the sizes in ascending order: each size adds Pods to the last one's.
+    let mut sizes = h.args.pod_sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.is_empty() {
+        return;
+    }
+    let ns = h.namespace("pods").await;
+    let mut created = 0;
+    for size in sizes {
         let start = Instant::now();
-        create_pods(h, &ns, size).await;
+        create_pods(h, &ns, created..size).await;
+        created = size;
         eprintln!(
-            "pods cached: {size} Pods created in {:.0} s",
+            "pods cached: {size} Pods in place after {:.0} s",
             start.elapsed().as_secs_f64()
         );
         for repeat in 0..h.args.repeats {
@@ -89,13 +98,14 @@ pub(super) async fn pods_cached(h: &mut Harness, results: &mut Results) {
             }
         }
         record_ratios(results, size);
-        let start = Instant::now();
-        h.drop_namespace(&ns).await;
-        eprintln!(
-            "pods cached: {size} Pods deleted in {:.0} s",
-            start.elapsed().as_secs_f64()
-        );
     }
+    let start = Instant::now();
+    delete_pods(h, &ns, created).await;
+    h.drop_namespace(&ns).await;
+    eprintln!(
+        "pods cached: {created} Pods deleted in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
 }
 
 /// Per driver, view / full of the medians of each of [`RATIOS`].
@@ -121,10 +131,10 @@ fn record_ratios(results: &mut Results, size: usize) {
     }
 }
 
-/// Creates `n` Pods `p0`..`p<n-1>` in `ns` and writes each one's status as a kubelet would
+/// Creates the Pods `p<i>` of `range` in `ns` and writes each one's status as a kubelet would
 /// (`CREATE_CONCURRENCY` at a time); prints one Pod's size as listed, with and without its
 /// managedFields.
-async fn create_pods(h: &Harness, ns: &str, n: usize) {
+async fn create_pods(h: &Harness, ns: &str, range: std::ops::Range<usize>) {
     // The ServiceAccount admission plugin refuses Pods until the namespace's `default`
     // ServiceAccount exists (kube-controller-manager makes it, a moment after the namespace).
     let accounts: Api<ServiceAccount> = Api::namespaced(h.admin.clone(), ns);
@@ -141,22 +151,26 @@ async fn create_pods(h: &Harness, ns: &str, n: usize) {
         field_manager: Some("kubelet".to_owned()),
         ..PatchParams::default()
     };
-    futures::StreamExt::for_each_concurrent(futures::stream::iter(0..n), CREATE_CONCURRENCY, |i| {
-        let (api, kubelet) = (api.clone(), kubelet.clone());
-        async move {
-            let pod: Pod = serde_json::from_value(pod(i)).expect("a valid Pod");
-            let created = api
-                .create(&PostParams::default(), &pod)
-                .await
-                .expect("create a Pod");
-            let name = created.metadata.name.unwrap_or_default();
-            api.patch_status(&name, &kubelet, &Patch::Strategic(status(i)))
-                .await
-                .expect("write a Pod's status");
-        }
-    })
+    futures::StreamExt::for_each_concurrent(
+        futures::stream::iter(range.clone()),
+        CREATE_CONCURRENCY,
+        |i| {
+            let (api, kubelet) = (api.clone(), kubelet.clone());
+            async move {
+                let pod: Pod = serde_json::from_value(pod(i)).expect("a valid Pod");
+                let created = api
+                    .create(&PostParams::default(), &pod)
+                    .await
+                    .expect("create a Pod");
+                let name = created.metadata.name.unwrap_or_default();
+                api.patch_status(&name, &kubelet, &Patch::Strategic(status(i)))
+                    .await
+                    .expect("write a Pod's status");
+            }
+        },
+    )
     .await;
-    if n > 0 {
+    if range.start == 0 && !range.is_empty() {
         let listed: Value =
             serde_json::to_value(api.get("p0").await.expect("get p0")).expect("a Pod serializes");
         let with = serde_json::to_vec(&listed).map_or(0, |b| b.len());
@@ -169,6 +183,34 @@ async fn create_pods(h: &Harness, ns: &str, n: usize) {
             "pods cached: one Pod is {with} bytes of JSON, {without} without its managedFields"
         );
     }
+}
+
+/// Deletes the Pods `p0`..`p<n-1>` in `ns` at once (grace period 0), `CREATE_CONCURRENCY` at a
+/// time (the apiserver deletes a collection with one worker), and waits until none is left. A
+/// Pod bound to a node is deleted gracefully by default: it waits for its kubelet to confirm,
+/// and there is none here, so the namespace's deletion would wait for ever.
+async fn delete_pods(h: &Harness, ns: &str, n: usize) {
+    let api: Api<Pod> = Api::namespaced(h.admin.clone(), ns);
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    futures::StreamExt::for_each_concurrent(futures::stream::iter(0..n), CREATE_CONCURRENCY, |i| {
+        let (api, now) = (api.clone(), now.clone());
+        async move {
+            let _ = api.delete(&format!("p{i}"), &now).await;
+        }
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < deadline {
+        let _ = api.delete_collection(&now, &ListParams::default()).await;
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(left) if left.items.is_empty() => return,
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+    eprintln!("pods cached: Pods of {ns} still there after 10 minutes; going on");
 }
 
 /// 64 hex digits derived from `i` and `salt` (digests, container ids).
@@ -199,25 +241,18 @@ fn pod(i: usize) -> Value {
         ("LOG_LEVEL", "info"),
         ("LOG_FORMAT", "json"),
         ("HTTP_ADDR", ":8080"),
-        ("GRPC_ADDR", ":9000"),
         ("DATABASE_HOST", "postgres.shop.svc.cluster.local"),
-        ("DATABASE_PORT", "5432"),
-        ("DATABASE_NAME", "shop"),
         (
             "CACHE_URL",
             "redis://redis-master.shop.svc.cluster.local:6379/0",
         ),
-        ("FEATURE_FLAGS", "checkout-v2,recommendations,fast-search"),
         (
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             "http://otel-collector.observability:4317",
         ),
-        ("OTEL_SERVICE_NAME", "shop-frontend"),
-        ("GOMAXPROCS", "2"),
     ]);
     app_env.push(field_env("POD_NAME", "metadata.name"));
     app_env.push(field_env("POD_NAMESPACE", "metadata.namespace"));
-    app_env.push(field_env("POD_IP", "status.podIP"));
     app_env.push(json!({ "name": "DATABASE_PASSWORD", "valueFrom": { "secretKeyRef": { "name": format!("{app}-db"), "key": "password" } } }));
     let probe = |path: &str, port: &str, period: u32| {
         json!({ "httpGet": { "path": path, "port": port, "scheme": "HTTP" }, "initialDelaySeconds": 5,
@@ -243,7 +278,6 @@ fn pod(i: usize) -> Value {
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": "9090",
                 "checksum/config": hex64(i % 20, 1),
-                "kubectl.kubernetes.io/default-container": "app",
             },
         },
         "spec": {
@@ -256,18 +290,15 @@ fn pod(i: usize) -> Value {
                     "env": app_env,
                     "ports": [
                         { "name": "http", "containerPort": 8080, "protocol": "TCP" },
-                        { "name": "grpc", "containerPort": 9000, "protocol": "TCP" },
                     ],
                     "resources": { "requests": { "cpu": "250m", "memory": "256Mi" },
                                    "limits": { "cpu": "1", "memory": "512Mi" } },
                     "livenessProbe": probe("/healthz", "http", 10),
                     "readinessProbe": probe("/ready", "http", 5),
-                    "startupProbe": probe("/healthz", "http", 2),
                     "volumeMounts": [
                         { "name": "config", "mountPath": "/etc/shop", "readOnly": true },
                         { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
                         { "name": "cache", "mountPath": "/var/cache/shop" },
-                        { "name": "tmp", "mountPath": "/tmp" },
                     ],
                     "securityContext": security,
                 },
@@ -275,16 +306,15 @@ fn pod(i: usize) -> Value {
                     "name": "proxy",
                     "image": "registry.example.com/infra/envoy:1.31.2",
                     "args": ["-c", "/etc/envoy/envoy.yaml", "--service-cluster", "shop-frontend"],
-                    "env": env(&[("ENVOY_UID", "101"), ("ENVOY_LOG_LEVEL", "warn")]),
+                    "env": env(&[("ENVOY_LOG_LEVEL", "warn")]),
                     "ports": [{ "name": "https", "containerPort": 8443, "protocol": "TCP" }],
                     "resources": { "requests": { "cpu": "100m", "memory": "64Mi" },
                                    "limits": { "cpu": "500m", "memory": "128Mi" } },
-                    "readinessProbe": probe("/ready", "9901", 5),
+                    "readinessProbe": probe("/ready", "https", 5),
                     "volumeMounts": [
                         { "name": "envoy", "mountPath": "/etc/envoy", "readOnly": true },
                         { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
                     ],
-                    "securityContext": security,
                 },
                 {
                     "name": "metrics",
@@ -293,7 +323,6 @@ fn pod(i: usize) -> Value {
                     "ports": [{ "name": "metrics", "containerPort": 9090, "protocol": "TCP" }],
                     "resources": { "requests": { "cpu": "20m", "memory": "32Mi" },
                                    "limits": { "cpu": "100m", "memory": "64Mi" } },
-                    "securityContext": security,
                 },
             ],
             "volumes": [
@@ -301,17 +330,12 @@ fn pod(i: usize) -> Value {
                 { "name": "envoy", "configMap": { "name": "envoy-frontend" } },
                 { "name": "tls", "secret": { "secretName": format!("{app}-tls") } },
                 { "name": "cache", "emptyDir": { "sizeLimit": "1Gi" } },
-                { "name": "tmp", "emptyDir": {} },
             ],
             "securityContext": { "fsGroup": 2000, "runAsUser": 1000, "runAsGroup": 3000,
                                  "seccompProfile": { "type": "RuntimeDefault" } },
-            "affinity": { "podAntiAffinity": { "preferredDuringSchedulingIgnoredDuringExecution": [{
-                "weight": 100,
-                "podAffinityTerm": { "topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": { "matchLabels": { "app.kubernetes.io/instance": app } } },
-            }] } },
             "tolerations": [{ "key": "dedicated", "operator": "Equal", "value": "shop", "effect": "NoSchedule" }],
             "terminationGracePeriodSeconds": 45,
+            "automountServiceAccountToken": false,
         },
     })
 }
