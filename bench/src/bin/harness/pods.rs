@@ -226,10 +226,8 @@ fn hex64(i: usize, salt: u64) -> String {
         .collect()
 }
 
-/// Pod `p<i>`: a web application with a proxy and a metrics sidecar, as a Deployment's Pod
-/// template would make it, bound to one of 100 nodes.
-fn pod(i: usize) -> Value {
-    let app = format!("shop-{}", i % 20);
+/// The Pod's containers: the application, its proxy, a metrics exporter.
+fn containers(app: &str) -> Value {
     let env = |names: &[(&str, &str)]| -> Vec<Value> {
         names
             .iter()
@@ -260,6 +258,55 @@ fn pod(i: usize) -> Value {
     };
     let security = json!({ "allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
                            "runAsNonRoot": true, "capabilities": { "drop": ["ALL"] } });
+    json!([
+        {
+            "name": "app",
+            "image": "registry.example.com/shop/frontend:2.14.3",
+            "args": ["--config=/etc/shop/config.yaml", "--http-addr=:8080"],
+            "env": app_env,
+            "ports": [
+                { "name": "http", "containerPort": 8080, "protocol": "TCP" },
+            ],
+            "resources": { "requests": { "cpu": "250m", "memory": "256Mi" },
+                           "limits": { "cpu": "1", "memory": "512Mi" } },
+            "livenessProbe": probe("/healthz", "http", 10),
+            "readinessProbe": probe("/ready", "http", 5),
+            "volumeMounts": [
+                { "name": "config", "mountPath": "/etc/shop", "readOnly": true },
+                { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
+                { "name": "cache", "mountPath": "/var/cache/shop" },
+            ],
+            "securityContext": security,
+        },
+        {
+            "name": "proxy",
+            "image": "registry.example.com/infra/envoy:1.31.2",
+            "args": ["-c", "/etc/envoy/envoy.yaml", "--service-cluster", "shop-frontend"],
+            "env": env(&[("ENVOY_LOG_LEVEL", "warn")]),
+            "ports": [{ "name": "https", "containerPort": 8443, "protocol": "TCP" }],
+            "resources": { "requests": { "cpu": "100m", "memory": "64Mi" },
+                           "limits": { "cpu": "500m", "memory": "128Mi" } },
+            "readinessProbe": probe("/ready", "https", 5),
+            "volumeMounts": [
+                { "name": "envoy", "mountPath": "/etc/envoy", "readOnly": true },
+                { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
+            ],
+        },
+        {
+            "name": "metrics",
+            "image": "registry.example.com/infra/statsd-exporter:0.27.1",
+            "args": ["--statsd.listen-udp=:9125", "--web.listen-address=:9090"],
+            "ports": [{ "name": "metrics", "containerPort": 9090, "protocol": "TCP" }],
+            "resources": { "requests": { "cpu": "20m", "memory": "32Mi" },
+                           "limits": { "cpu": "100m", "memory": "64Mi" } },
+        },
+    ])
+}
+
+/// Pod `p<i>`: a web application with a proxy and a metrics sidecar, as a Deployment's Pod
+/// template would make it, bound to one of 100 nodes.
+fn pod(i: usize) -> Value {
+    let app = format!("shop-{}", i % 20);
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -282,49 +329,7 @@ fn pod(i: usize) -> Value {
         },
         "spec": {
             "nodeName": format!("node-{}", i % 100),
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.example.com/shop/frontend:2.14.3",
-                    "args": ["--config=/etc/shop/config.yaml", "--http-addr=:8080"],
-                    "env": app_env,
-                    "ports": [
-                        { "name": "http", "containerPort": 8080, "protocol": "TCP" },
-                    ],
-                    "resources": { "requests": { "cpu": "250m", "memory": "256Mi" },
-                                   "limits": { "cpu": "1", "memory": "512Mi" } },
-                    "livenessProbe": probe("/healthz", "http", 10),
-                    "readinessProbe": probe("/ready", "http", 5),
-                    "volumeMounts": [
-                        { "name": "config", "mountPath": "/etc/shop", "readOnly": true },
-                        { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
-                        { "name": "cache", "mountPath": "/var/cache/shop" },
-                    ],
-                    "securityContext": security,
-                },
-                {
-                    "name": "proxy",
-                    "image": "registry.example.com/infra/envoy:1.31.2",
-                    "args": ["-c", "/etc/envoy/envoy.yaml", "--service-cluster", "shop-frontend"],
-                    "env": env(&[("ENVOY_LOG_LEVEL", "warn")]),
-                    "ports": [{ "name": "https", "containerPort": 8443, "protocol": "TCP" }],
-                    "resources": { "requests": { "cpu": "100m", "memory": "64Mi" },
-                                   "limits": { "cpu": "500m", "memory": "128Mi" } },
-                    "readinessProbe": probe("/ready", "https", 5),
-                    "volumeMounts": [
-                        { "name": "envoy", "mountPath": "/etc/envoy", "readOnly": true },
-                        { "name": "tls", "mountPath": "/etc/tls", "readOnly": true },
-                    ],
-                },
-                {
-                    "name": "metrics",
-                    "image": "registry.example.com/infra/statsd-exporter:0.27.1",
-                    "args": ["--statsd.listen-udp=:9125", "--web.listen-address=:9090"],
-                    "ports": [{ "name": "metrics", "containerPort": 9090, "protocol": "TCP" }],
-                    "resources": { "requests": { "cpu": "20m", "memory": "32Mi" },
-                                   "limits": { "cpu": "100m", "memory": "64Mi" } },
-                },
-            ],
+            "containers": containers(&app),
             "volumes": [
                 { "name": "config", "configMap": { "name": format!("{app}-config") } },
                 { "name": "envoy", "configMap": { "name": "envoy-frontend" } },
