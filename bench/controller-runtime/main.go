@@ -77,12 +77,39 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
+// podsReconciler is the pods-cached scenario's controller: it reconciles nothing.
+type podsReconciler struct{}
+
+func (podsReconciler) Reconcile(context.Context, reconcile.Request) (reconcile.Result, error) {
+	return reconcile.Result{}, nil
+}
+
+// podView cuts a Pod down to the fields of the Rust drivers' PodView (metadata without
+// managedFields, spec.nodeName, the containers' names and images, status.phase) before the
+// informer stores it; anything else (a tombstone) passes unchanged.
+func podView(in interface{}) (interface{}, error) {
+	pod, ok := in.(*corev1.Pod)
+	if !ok {
+		return in, nil
+	}
+	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta}
+	out.ManagedFields = nil
+	out.Spec.NodeName = pod.Spec.NodeName
+	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	}
+	out.Status.Phase = pod.Status.Phase
+	return out, nil
+}
+
 func main() {
 	// --kubeconfig is registered by controller-runtime itself (sigs.k8s.io/controller-runtime/pkg/client/config).
 	namespace := flag.String("namespace", "", "namespace to watch")
 	concurrency := flag.Int("concurrency", 4, "max concurrent reconciles")
 	keepManagedFields := flag.Bool("keep-managed-fields", false, "keep managedFields in the cache")
 	ownedMetadataOnly := flag.Bool("owned-metadata-only", false, "watch the owned ConfigMaps as metadata only")
+	pods := flag.String("pods", "", "the pods-cached scenario: cache the namespace's Pods in full (full) or cut to the view's fields by a transform (view), with a controller that does nothing, instead of the Bench workload")
 	flag.Parse()
 
 	config, err := ctrl.GetConfig()
@@ -97,6 +124,14 @@ func main() {
 	if !*keepManagedFields {
 		cacheOptions.DefaultTransform = cache.TransformStripManagedFields()
 	}
+	switch *pods {
+	case "", "full":
+	case "view":
+		cacheOptions.ByObject = map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: podView}}
+	default:
+		fmt.Fprintln(os.Stderr, "error: --pods takes full or view, not", *pods)
+		os.Exit(2)
+	}
 	mgr, err := ctrl.NewManager(config, ctrl.Options{
 		Cache: cacheOptions,
 		// Reads of unstructured objects bypass the cache unless asked: read the Bench from the
@@ -108,6 +143,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
+	}
+	if *pods != "" {
+		cachePods(mgr, *concurrency)
+		return
 	}
 	bench := &unstructured.Unstructured{}
 	bench.SetGroupVersionKind(benchGVK)
@@ -145,20 +184,59 @@ func main() {
 			return
 		}
 		fmt.Printf("synced %.6f\n", time.Since(start).Seconds())
-		// BENCH_REPORT_HEAP (the memory scenario only): the live heap after a collection, every
-		// second, as the Rust drivers' counting allocator reports theirs.
-		if os.Getenv("BENCH_REPORT_HEAP") != "" {
-			for {
-				time.Sleep(time.Second)
-				runtime.GC()
-				var stats runtime.MemStats
-				runtime.ReadMemStats(&stats)
-				fmt.Printf("heap %d\n", stats.HeapAlloc)
-			}
-		}
+		reportHeap()
 	}()
 	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
+	}
+}
+
+// cachePods runs the pods-cached scenario: a controller of the namespace's Pods that does
+// nothing; "synced" once the Pod informer has synced.
+func cachePods(mgr ctrl.Manager, concurrency int) {
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("pods").
+		For(&corev1.Pod{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(podsReconciler{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+	start := time.Now()
+	ctx := ctrl.SetupSignalHandler()
+	go func() {
+		// GetInformer called before the cache has started returns the informer without waiting
+		// for its sync: wait for HasSynced (polled every millisecond: the sync of a few
+		// hundred Pods takes milliseconds, client-go's WaitForCacheSync polls every 100 ms).
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			return
+		}
+		for !informer.HasSynced() {
+			time.Sleep(time.Millisecond)
+		}
+		fmt.Printf("synced %.6f\n", time.Since(start).Seconds())
+		reportHeap()
+	}()
+	if err := mgr.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// reportHeap (BENCH_REPORT_HEAP, the memory scenarios only) prints the live heap after a
+// collection every second, as the Rust drivers' counting allocator reports theirs.
+func reportHeap() {
+	if os.Getenv("BENCH_REPORT_HEAP") == "" {
+		return
+	}
+	for {
+		time.Sleep(time.Second)
+		runtime.GC()
+		var stats runtime.MemStats
+		runtime.ReadMemStats(&stats)
+		fmt.Printf("heap %d\n", stats.HeapAlloc)
 	}
 }

@@ -5,6 +5,8 @@
 //! owned by it holding `spec.value`, then merge-patch `status.observedValue`.
 
 use clap::Parser;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A benchmark object: `value` to mirror into a ConfigMap, and a ~2 KiB payload.
 #[kubeforge::custom_resource(
@@ -87,6 +89,22 @@ pub struct DriverArgs {
     /// standby, which lists only once it has won the Lease.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_standby: bool,
+    /// The pods-cached scenario: instead of the Bench workload, a controller of the Pods in
+    /// `--namespace` whose reconcile does nothing, caching them in full (managedFields dropped
+    /// unless `--keep-managed-fields`) or as a view ([`PodView`]'s fields: kubeforge's
+    /// `#[kubeforge::view]`, kube-runtime's `.modify(..)` with [`strip_to_view`],
+    /// controller-runtime's cache transform). The driver prints `synced <seconds>` as always.
+    #[arg(long, value_enum)]
+    pub pods: Option<PodCache>,
+}
+
+/// How the pods-cached scenario caches its Pods (`--pods`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodCache {
+    /// Every field (managedFields dropped, as the Bench scenarios do).
+    Full,
+    /// Only the fields of [`PodView`].
+    View,
 }
 
 impl DriverArgs {
@@ -159,5 +177,67 @@ pub fn report_heap(live: fn() -> usize) {
             std::thread::sleep(std::time::Duration::from_secs(1));
             println!("heap {}", live());
         }
+    });
+}
+
+/// What a typical operator reads of a Pod, the view the pods-cached scenario caches: its
+/// metadata (managedFields dropped, as always), the node it runs on, its containers' names and
+/// images, its phase.
+#[kubeforge::view(of = Pod)]
+pub struct PodView {
+    /// The Pod's metadata.
+    pub metadata: ObjectMeta,
+    /// Its node and containers.
+    pub spec: Option<PodSpecView>,
+    /// Its phase.
+    pub status: Option<PodStatusView>,
+}
+
+/// [`PodView`]'s fields of the spec.
+#[kubeforge::view(of = PodSpec)]
+pub struct PodSpecView {
+    /// The node the Pod is bound to.
+    pub node_name: Option<String>,
+    /// The containers' names and images.
+    pub containers: Vec<ContainerView>,
+}
+
+/// [`PodView`]'s fields of a container.
+#[kubeforge::view(of = Container)]
+pub struct ContainerView {
+    /// The container's name.
+    pub name: String,
+    /// Its image.
+    pub image: Option<String>,
+}
+
+/// [`PodView`]'s fields of the status.
+#[kubeforge::view(of = PodStatus)]
+pub struct PodStatusView {
+    /// Pending, Running, Succeeded, Failed or Unknown.
+    pub phase: Option<String>,
+}
+
+/// Cuts a full Pod down to [`PodView`]'s fields and drops its managedFields, in place: what the
+/// kube-runtime driver's `.modify(..)` does (the Go driver's transform does the same). The
+/// result is still a `Pod`, its other fields empty.
+pub fn strip_to_view(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.spec = pod.spec.take().map(|spec| PodSpec {
+        node_name: spec.node_name,
+        containers: spec
+            .containers
+            .into_iter()
+            .map(|c| Container {
+                name: c.name,
+                image: c.image,
+                ..Container::default()
+            })
+            .collect(),
+        ..PodSpec::default()
+    });
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        ..PodStatus::default()
     });
 }

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 mod failover;
 #[path = "harness/jaeger.rs"]
 mod jaeger;
+#[path = "harness/pods.rs"]
+mod pods;
 #[path = "harness/wave.rs"]
 mod wave;
 
@@ -81,6 +83,13 @@ struct Args {
     /// objects the reconciler never reads); scenario names get a ` [owned: metadata]` suffix.
     #[arg(long)]
     owned_metadata_only: bool,
+    /// Also run the pods-cached scenario (`pods`, not among the default `--scenarios`): each
+    /// driver caching `--pod-sizes` realistic Pods in full and as a view of a few fields.
+    #[arg(long)]
+    pod_views: bool,
+    /// Pods in the pods-cached scenario (each size a namespace of its own).
+    #[arg(long, value_delimiter = ',', default_value = "10000,50000")]
+    pod_sizes: Vec<usize>,
     /// Replica counts for the sharded scenario (the `kubeforge` driver with `--shards`, N the
     /// largest of `--n`, the first `--concurrency`); empty: skipped.
     #[arg(long, value_delimiter = ',')]
@@ -91,7 +100,8 @@ struct Args {
     shard_modes: Vec<String>,
     /// The scenarios to run (`reconcile`: converge, update storm, cost, latency and memory;
     /// `sharded`; `wave`: restart waves; `sync`: memory and sync; `failover`: a leader's SIGKILL
-    /// with a warm and a cold standby).
+    /// with a warm and a cold standby; `pods`: Pods cached in full and as a view, opt-in, also
+    /// added by `--pod-views`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -181,6 +191,8 @@ struct Start {
     /// A replica under leader election (the kubeforge driver): [`Harness::start`] does not wait
     /// for `synced` (a cold standby syncs only once it leads).
     leader: Option<Elected>,
+    /// `--pods full|view`: the pods-cached scenario instead of the Bench workload.
+    pods: Option<&'static str>,
 }
 
 impl Start {
@@ -191,6 +203,7 @@ impl Start {
             report_heap: false,
             shard: None,
             leader: None,
+            pods: None,
         }
     }
 }
@@ -467,6 +480,7 @@ impl Harness {
             report_heap,
             shard,
             leader,
+            pods,
         } = how;
         let mut command = Command::new(path);
         command
@@ -488,6 +502,9 @@ impl Harness {
         }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
+        }
+        if let Some(mode) = pods {
+            command.args(["--pods", mode]);
         }
         // Replica `i` of shard group `bench` (its Leases in the run's namespace).
         if let Some((i, mode)) = shard {
@@ -943,6 +960,7 @@ async fn main() {
         runs("sync"),
         runs("failover"),
     );
+    let pod_views = h.args.pod_views || runs("pods");
     if reconcile {
         reconcile_scenarios(&mut h, &mut results).await;
     }
@@ -957,6 +975,9 @@ async fn main() {
     }
     if failovers {
         failover::failovers(&mut h, &mut results).await;
+    }
+    if pod_views {
+        pods::pods_cached(&mut h, &mut results).await;
     }
 
     if sync {
@@ -1226,9 +1247,22 @@ async fn sync_run(
         "memory and sync"
     };
     let scenario = format!("{label} ({size} objects)");
+    record_cache(h, results, &scenario, driver, &process).await;
+    drop(process);
+}
+
+/// A driver's cache just synced: its sync time, its RSS 2 s later, and once it is idle its RSS
+/// and live heap (and its memcached's, if it uses one).
+async fn record_cache(
+    h: &Harness,
+    results: &mut Results,
+    scenario: &str,
+    driver: &str,
+    process: &Driver,
+) {
     record(
         results,
-        &scenario,
+        scenario,
         "sync time",
         "s",
         driver,
@@ -1240,7 +1274,7 @@ async fn sync_run(
     // a memcached store's smaller live heap barely shows here.
     record(
         results,
-        &scenario,
+        scenario,
         "rss after sync",
         "MiB",
         driver,
@@ -1248,7 +1282,7 @@ async fn sync_run(
     );
     record(
         results,
-        &scenario,
+        scenario,
         "anonymous rss (heap)",
         "MiB",
         driver,
@@ -1261,7 +1295,7 @@ async fn sync_run(
     // Resident memory once idle: the steady state of an operator that synced.
     record(
         results,
-        &scenario,
+        scenario,
         "rss when idle",
         "MiB",
         driver,
@@ -1270,14 +1304,13 @@ async fn sync_run(
     let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
     record(
         results,
-        &scenario,
+        scenario,
         "live heap when idle",
         "MiB",
         driver,
         heap.map_or(f64::NAN, |b| b as f64 / 1024.0 / 1024.0),
     );
-    h.record_memcached(results, &scenario, driver).await;
-    drop(process);
+    h.record_memcached(results, scenario, driver).await;
 }
 
 /// How cost grows with the number of cached objects: for each driver, a least-squares line

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::{WatchStreamExt, predicates, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
-use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
+use kubeforge_bench::{Bench, DriverArgs, MANAGER, PodCache, configmap};
 use serde::de::DeserializeOwned;
 
 /// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
@@ -68,6 +68,9 @@ fn error_policy(bench: Arc<Bench>, _error: &kube::Error, ctx: Arc<Ctx>) -> Actio
 async fn main() {
     let args = DriverArgs::parse();
     let client = kubeforge::cli::or_exit(kubeforge_bench::client(&args).await);
+    if let Some(pods) = args.pods {
+        return cache_pods(client, &args, pods).await;
+    }
     let benches: Api<Bench> = Api::namespaced(client.clone(), &args.namespace);
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &args.namespace);
     let keep = args.keep_managed_fields;
@@ -136,6 +139,46 @@ async fn run<C>(
         .owns_stream(owned)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+/// The pods-cached scenario: a controller of the Pods in the namespace whose reconcile does
+/// nothing, its reflector's store holding them in full (managedFields dropped unless kept) or
+/// cut down to the view's fields by `.modify(..)` before they are stored.
+async fn cache_pods(client: kube::Client, args: &DriverArgs, mode: PodCache) {
+    let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
+    let keep = args.keep_managed_fields;
+    let (reader, writer) = reflector::store();
+    let start = Instant::now();
+    let synced = std::sync::atomic::AtomicBool::new(false);
+    let stream = watcher(pods, watcher::Config::default())
+        .default_backoff()
+        .modify(move |pod: &mut Pod| match mode {
+            PodCache::View => kubeforge_bench::strip_to_view(pod),
+            PodCache::Full if !keep => pod.managed_fields_mut().clear(),
+            PodCache::Full => {}
+        })
+        .inspect(move |event| {
+            if matches!(event, Ok(watcher::Event::InitDone))
+                && !synced.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                println!("synced {:.6}", start.elapsed().as_secs_f64());
+                kubeforge_bench::report_heap(|| ALLOC.allocated());
+            }
+        })
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(predicates::resource_version, Default::default());
+    let concurrency = u16::try_from(args.concurrency).unwrap_or(u16::MAX);
+    Controller::for_stream(stream, reader)
+        .with_config(Config::default().concurrency(concurrency))
+        .shutdown_on_signal()
+        .run(
+            |_pod: Arc<Pod>, _ctx: Arc<()>| async { Ok::<_, kube::Error>(Action::await_change()) },
+            |_pod, _error, _ctx| Action::requeue(Duration::from_secs(1)),
+            Arc::new(()),
+        )
         .for_each(|_| async {})
         .await;
 }

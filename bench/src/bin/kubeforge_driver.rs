@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Parser;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Patch;
 use kubeforge::controller::{Action, Context};
 use kubeforge::informer::InformerConfig;
@@ -11,7 +12,7 @@ use kubeforge::leader::LeaderElectionConfig;
 use kubeforge::manager::Manager;
 use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
-use kubeforge_bench::{Bench, DriverArgs, MANAGER, configmap};
+use kubeforge_bench::{Bench, DriverArgs, MANAGER, PodCache, PodView, configmap};
 
 /// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
 #[global_allocator]
@@ -89,6 +90,32 @@ impl BenchControllerMemcachedOwnedMetadata {
         ctx: &Context<Bench>,
     ) -> Result<Action, kube::Error> {
         reconcile(bench, ctx).await
+    }
+}
+
+/// The pods-cached scenario (`--pods full`): a controller of Pods, cached in full, whose
+/// reconcile does nothing.
+struct PodsFull;
+
+#[kubeforge::controller(for = Pod, name = "pods")]
+impl PodsFull {
+    async fn reconcile(&self, _pod: Arc<Pod>, _ctx: &Context<Pod>) -> Result<Action, kube::Error> {
+        Ok(Action::Done)
+    }
+}
+
+/// The same with the Pods cached as [`PodView`]s (`--pods view`): decoded straight into the
+/// view, every other field skipped.
+struct PodsView;
+
+#[kubeforge::controller(for = PodView, name = "pods")]
+impl PodsView {
+    async fn reconcile(
+        &self,
+        _pod: Arc<PodView>,
+        _ctx: &Context<PodView>,
+    ) -> Result<Action, kube::Error> {
+        Ok(Action::Done)
     }
 }
 
@@ -211,7 +238,12 @@ async fn main() {
     } else {
         manager
     };
-    let manager = if args.watcher {
+    let manager = if let Some(pods) = args.pods {
+        match pods {
+            PodCache::Full => manager.controller(PodsFull),
+            PodCache::View => manager.controller(PodsView),
+        }
+    } else if args.watcher {
         let api = kube::Api::<Bench>::namespaced(manager.cache().client(), &args.namespace);
         let watcher = WatcherController::new("bench", manager.wiring(), api).workers(workers);
         manager.add_watcher(watcher, BenchWatcher)
