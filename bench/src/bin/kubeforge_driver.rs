@@ -170,11 +170,10 @@ impl Watcher<Bench> for BenchWatcher {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    let args = DriverArgs::parse();
-    // `kubeforge-traced` (BENCH_OTLP set): spans exported as `--otlp-traces` exports them, to
-    // the harness's Jaeger (the OTEL_* variables); otherwise no exporter, as by default.
+/// Logs to stderr; `kubeforge-traced` (BENCH_OTLP set): spans exported as `--otlp-traces`
+/// exports them, to the harness's Jaeger (the OTEL_* variables); otherwise no exporter, as by
+/// default.
+fn init_tracing() {
     let otlp = std::env::var_os("BENCH_OTLP").map(|_| {
         let config = kubeforge::cli::or_exit(kubeforge::otlp::OtlpConfig::from_env());
         let layer = kubeforge::cli::or_exit(kubeforge::otlp::layer(&config));
@@ -191,6 +190,12 @@ async fn main() {
             )
             .init();
     }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = DriverArgs::parse();
+    init_tracing();
     // The client every kubeforge operator gets (`cli::Options::client`): HTTP/2 with pings.
     let config = kubeforge::cli::or_exit(kubeforge_bench::config(&args).await);
     let client = kubeforge::cli::or_exit(kubeforge::client::connect(config.clone()));
