@@ -8,15 +8,16 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use kubeforge::shard::ranges::{ASSIGNMENT_ANNOTATION, Assignment, fnv1a64, slot_of};
 use kubeforge::testing::{ControlPlane, TestNamespace};
 
-use crate::sharding::{GROUP, LEASE, Replica, assert_no_overlap, logs_dir};
+use crate::sharding::{
+    GROUP, LEASE, Replica, assert_no_overlap, create_objects, logs_dir, members_up, update_objects,
+};
 use crate::support::{configmap, eventually};
 
 /// The plane with the gate on, shared by this module's tests (stopped when the test process
@@ -43,35 +44,6 @@ async fn namespace(client: &Client, name: &str) -> Api<ConfigMap> {
         .await
         .unwrap();
     Api::namespaced(client.clone(), name)
-}
-
-async fn create_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
-    futures::stream::iter(0..count)
-        .map(|i| async move {
-            let mut cm = configmap(&format!("obj-{i}"), &[("value", value)]);
-            cm.metadata.labels = Some([("shard-test".to_owned(), "true".to_owned())].into());
-            api.create(&PostParams::default(), &cm).await.unwrap();
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<()>>()
-        .await;
-}
-
-async fn update_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
-    futures::stream::iter(0..count)
-        .map(|i| async move {
-            let patch = serde_json::json!({ "data": { "value": value } });
-            api.patch(
-                &format!("obj-{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-            .unwrap();
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<()>>()
-        .await;
 }
 
 /// The group's assignment, once every slot is served (no slot free or moving).
@@ -130,25 +102,6 @@ async fn converged(
         *per_member.entry(owner.to_owned()).or_default() += 1;
     }
     Some(per_member)
-}
-
-async fn members_up(leases: &Api<Lease>, names: &[&str]) {
-    eventually("the members' leases", Duration::from_secs(60), async || {
-        let list = leases
-            .list(&ListParams::default().labels(&format!("shard.kubeforge.dev/member-of={GROUP}")))
-            .await
-            .ok()?;
-        let holders: Vec<String> = list
-            .items
-            .into_iter()
-            .filter_map(|l| l.spec?.holder_identity)
-            .collect();
-        names
-            .iter()
-            .all(|n| holders.iter().any(|h| h == n))
-            .then_some(())
-    })
-    .await;
 }
 
 /// Each replica's cache holds exactly the objects of its ranges (the apiserver filtered them).

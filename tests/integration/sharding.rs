@@ -272,8 +272,7 @@ pub(crate) fn assert_no_overlap(replicas: &[&Replica]) -> (usize, usize) {
 }
 
 /// Creates `count` ConfigMaps `obj-<i>` labelled for the shard operator with value `value`.
-pub(crate) async fn create_objects(ns: &TestNamespace, count: usize, value: &str) {
-    let api = ns.api::<ConfigMap>();
+pub(crate) async fn create_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
     futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
@@ -289,8 +288,7 @@ pub(crate) async fn create_objects(ns: &TestNamespace, count: usize, value: &str
 }
 
 /// Sets every object's value to `value`.
-pub(crate) async fn update_objects(ns: &TestNamespace, count: usize, value: &str) {
-    let api = ns.api::<ConfigMap>();
+pub(crate) async fn update_objects(api: &Api<ConfigMap>, count: usize, value: &str) {
     futures::stream::iter(0..count)
         .map(|i| {
             let api = api.clone();
@@ -362,8 +360,7 @@ pub(crate) async fn converged(
 }
 
 /// Waits until `names` hold their membership Leases.
-pub(crate) async fn members_up(ns: &TestNamespace, names: &[&str]) {
-    let leases: Api<Lease> = ns.api();
+pub(crate) async fn members_up(leases: &Api<Lease>, names: &[&str]) {
     eventually("the members' leases", Duration::from_secs(60), async || {
         let list = leases
             .list(&ListParams::default().labels(&format!("shard.kubeforge.dev/member-of={GROUP}")))
@@ -428,10 +425,10 @@ async fn three_replicas_should_split_three_thousand_objects_and_never_share_one(
         .iter()
         .map(|n| Replica::start_timed(plane.kubeconfig_path(), ns.name(), n, &logs, &[], DEFAULTS))
         .collect();
-    members_up(&ns, &names).await;
+    members_up(&ns.api(), &names).await;
 
     let started = Instant::now();
-    create_objects(&ns, COUNT, "v1").await;
+    create_objects(&ns.api(), COUNT, "v1").await;
     let per_owner = eventually(
         "3000 objects converged",
         Duration::from_secs(240),
@@ -490,8 +487,8 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     ];
     let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns.name(), name, &logs, &env);
     let mut replicas = vec![start("r0"), start("r1"), start("r2")];
-    members_up(&ns, &["r0", "r1", "r2"]).await;
-    create_objects(&ns, COUNT, "v1").await;
+    members_up(&ns.api(), &["r0", "r1", "r2"]).await;
+    create_objects(&ns.api(), COUNT, "v1").await;
     let before = eventually("converged on 3", Duration::from_secs(120), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&ns, COUNT, "v1", &["r0", "r1", "r2"]).await
@@ -553,7 +550,7 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
         .find(|r| r.name == victim)
         .unwrap()
         .kill();
-    update_objects(&ns, COUNT, "v2").await;
+    update_objects(&ns.api(), COUNT, "v2").await;
     let after = eventually(
         "converged without the killed one",
         LEASE + Duration::from_secs(30),
@@ -600,7 +597,7 @@ async fn a_killed_replicas_objects_should_move_and_a_new_one_should_take_a_share
     // Let the churn run on across the handoff for a moment, then settle on one value.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rounds = churn.stop().await;
-    update_objects(&ns, COUNT, "v3").await;
+    update_objects(&ns.api(), COUNT, "v3").await;
     let with_r3 = eventually("converged with r3", Duration::from_secs(60), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&ns, COUNT, "v3", &members).await
@@ -654,7 +651,7 @@ async fn a_shard_member_should_report_its_share_and_membership_and_release_its_l
 
     const COUNT: usize = 20;
     let ns = TestNamespace::new().await.unwrap();
-    create_objects(&ns, COUNT, "v").await;
+    create_objects(&ns.api(), COUNT, "v").await;
     // One object the operator does not select: the sharder must leave it alone.
     ns.api::<ConfigMap>()
         .create(&PostParams::default(), &configmap("bystander", &[]))

@@ -58,8 +58,8 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
         replicas.push(Replica::start(&kubeconfig, ns.name(), name, &logs, &env));
     }
     let user = |name: &str| format!("system:serviceaccount:{}:{name}", ns.name());
-    members_up(&ns, &names).await;
-    create_objects(&ns, COUNT, "v0").await;
+    members_up(&ns.api(), &names).await;
+    create_objects(&ns.api(), COUNT, "v0").await;
     eventually("objects assigned", Duration::from_secs(60), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let all = objects(&ns).await;
@@ -227,8 +227,8 @@ async fn a_dead_members_objects_should_all_move_within_a_lease_while_every_objec
         .iter()
         .map(|n| Replica::start(plane.kubeconfig_path(), ns.name(), n, &logs, &env))
         .collect();
-    members_up(&ns, &names).await;
-    create_objects(&ns, OBJECTS, "v0").await;
+    members_up(&ns.api(), &names).await;
+    create_objects(&ns.api(), OBJECTS, "v0").await;
     eventually("converged on 3", Duration::from_secs(120), async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&ns, OBJECTS, "v0", &names).await
