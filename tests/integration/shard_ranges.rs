@@ -484,3 +484,69 @@ async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_lab
         "labels → ranges: the new member served nothing beside the old one, then {all:?} {took:?} after the old one stopped; a member by labels joining moved no range; {audited} reconciles audited"
     );
 }
+
+#[tokio::test]
+async fn ranges_moving_away_from_a_killed_sharder_should_go_to_its_successor() {
+    const COUNT: usize = 100;
+    let plane = gated_plane().await;
+    let client = plane.client().await.unwrap();
+    let ns = "ranges-sharder-killed";
+    let api = namespace(&client, ns).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
+    let logs = std::env::temp_dir().join(format!("kubeforge-ranges-sk-{}", std::process::id()));
+    std::fs::create_dir_all(&logs).unwrap();
+    // Long reconciles: the first replica's drain takes seconds, so it is killed mid-move.
+    let env = [
+        ("SHARD_MODE", "ranges"),
+        ("SHARD_RECONCILE_MS", "3000"),
+        ("SHARD_WORKERS", "128"),
+    ];
+    let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns, name, &logs, &env);
+    let mut first = start("s0");
+    members_up(&leases, &["s0"]).await;
+    create_objects(&api, COUNT, "v1").await;
+    eventually("converged on s0", Duration::from_secs(90), async || {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        converged(&api, &leases, COUNT, "v1", &["s0"]).await
+    })
+    .await;
+    // Every object changes (s0 reconciles them all, 3 s each), and s1 joins: half the ranges
+    // start moving from s0, the sharder, which waits for its reconciles in them.
+    update_objects(&api, COUNT, "v2").await;
+    let second = start("s1");
+    eventually(
+        "ranges moving from s0",
+        Duration::from_secs(30),
+        async || {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let lease = leases.get_opt(&format!("{GROUP}-ranges")).await.ok()??;
+            let text = lease.metadata.annotations?.remove(ASSIGNMENT_ANNOTATION)?;
+            let assignment: Assignment = serde_json::from_str(&text).ok()?;
+            assignment
+                .slots
+                .iter()
+                .any(|slot| matches!(slot, kubeforge::shard::ranges::Slot::Moving { .. }))
+                .then_some(())
+        },
+    )
+    .await;
+    let killed = Instant::now();
+    first.kill();
+    update_objects(&api, COUNT, "v3").await;
+    // s1 takes the sharder Lease after its duration, counts s0 live for another before it
+    // declares it gone: then every range is its own, the moves from s0 included.
+    let all = eventually(
+        "converged on s1",
+        LEASE * 2 + Duration::from_secs(60),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            converged(&api, &leases, COUNT, "v3", &["s1"]).await
+        },
+    )
+    .await;
+    let took = killed.elapsed();
+    let (audited, handed) = assert_no_overlap(&[&first, &second]);
+    println!(
+        "sharder killed mid-move: {all:?} {took:?} after the kill; {audited} reconciles audited, {handed} objects handed over"
+    );
+}
