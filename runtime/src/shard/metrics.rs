@@ -5,7 +5,7 @@
 //! | `kubeforge_shard_owned_objects` | `group`, `member`, `kind` | objects of the kind this replica holds (its informer's, narrowed to its shard) |
 //! | `kubeforge_shard_released_total` | `group`, `member` | drains this replica acknowledged (objects it let go) |
 //! | `kubeforge_shard_live_members` | `group` | live members, as the sharder sees them (0 on replicas not sharding) |
-//! | `kubeforge_shard_moves_total` | `group`, `move` | the sharder's label patches: `assign`, `drain`, `undrain` |
+//! | `kubeforge_shard_moves_total` | `group`, `move` | the sharder's moves: label patches `assign`, `drain`, `undrain`; by hash ranges, `range` per slot starting to move |
 //! | `kubeforge_shard_drain_seconds` | `group` | from a drain mark to its acknowledgement, as the sharder saw it |
 
 use std::time::Duration;
@@ -51,7 +51,7 @@ impl ShardMetrics {
         let moves = counter(
             &registry,
             "kubeforge_shard_moves_total",
-            "The sharder's label patches",
+            "The sharder's moves: label patches (assign, drain, undrain), or slots starting to move (range)",
             &["group", "move"],
         );
         let drain = register(
