@@ -64,6 +64,20 @@ fn error_policy(bench: Arc<Bench>, _error: &kube::Error, ctx: Arc<Ctx>) -> Actio
     Action::requeue(delay)
 }
 
+/// Prints `synced <seconds since now>` at the stream's first complete list (once) and starts
+/// the heap reports.
+fn synced_reporter<K, E>() -> impl FnMut(&Result<watcher::Event<K>, E>) {
+    let start = Instant::now();
+    let mut synced = false;
+    move |event| {
+        if !synced && matches!(event, Ok(watcher::Event::InitDone)) {
+            synced = true;
+            println!("synced {:.6}", start.elapsed().as_secs_f64());
+            kubeforge_bench::report_heap(|| ALLOC.allocated());
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args = DriverArgs::parse();
@@ -75,8 +89,7 @@ async fn main() {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &args.namespace);
     let keep = args.keep_managed_fields;
     let (reader, writer) = reflector::store();
-    let start = Instant::now();
-    let synced = std::sync::atomic::AtomicBool::new(false);
+    let on_event = synced_reporter();
     let stream = watcher(benches, watcher::Config::default())
         .default_backoff()
         .modify(move |b: &mut Bench| {
@@ -84,15 +97,7 @@ async fn main() {
                 b.managed_fields_mut().clear();
             }
         })
-        .inspect(move |event| {
-            // The first complete list: the cache is synced (printed once).
-            if matches!(event, Ok(watcher::Event::InitDone))
-                && !synced.swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                println!("synced {:.6}", start.elapsed().as_secs_f64());
-                kubeforge_bench::report_heap(|| ALLOC.allocated());
-            }
-        })
+        .inspect(on_event)
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::resource_version, Default::default());
@@ -150,8 +155,7 @@ async fn cache_pods(client: kube::Client, args: &DriverArgs, mode: PodCache) {
     let pods: Api<Pod> = Api::namespaced(client, &args.namespace);
     let keep = args.keep_managed_fields;
     let (reader, writer) = reflector::store();
-    let start = Instant::now();
-    let synced = std::sync::atomic::AtomicBool::new(false);
+    let on_event = synced_reporter();
     let stream = watcher(pods, watcher::Config::default())
         .default_backoff()
         .modify(move |pod: &mut Pod| match mode {
@@ -159,14 +163,7 @@ async fn cache_pods(client: kube::Client, args: &DriverArgs, mode: PodCache) {
             PodCache::Full if !keep => pod.managed_fields_mut().clear(),
             PodCache::Full => {}
         })
-        .inspect(move |event| {
-            if matches!(event, Ok(watcher::Event::InitDone))
-                && !synced.swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                println!("synced {:.6}", start.elapsed().as_secs_f64());
-                kubeforge_bench::report_heap(|| ALLOC.allocated());
-            }
-        })
+        .inspect(on_event)
         .reflect(writer)
         .touched_objects()
         .predicate_filter(predicates::resource_version, Default::default());
