@@ -69,6 +69,15 @@ struct Args {
     /// Cache sizes for the memory and sync scenario.
     #[arg(long, value_delimiter = ',', default_value = "10000")]
     sync_sizes: Vec<usize>,
+    /// The memory and sync scenario's variants: `plain` (managedFields stripped, each
+    /// framework's default here) and `managed-fields` (kept).
+    #[arg(long, value_delimiter = ',', default_value = "plain,managed-fields")]
+    sync_variants: Vec<String>,
+    /// `false`: the memory and sync scenario records the sync time and the RSS after sync only,
+    /// and stops each driver then, without waiting for its start-up reconciles to end (at 50,000
+    /// objects they take minutes per sample).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    sync_idle: bool,
     /// Repeats of each measurement (the median is reported).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
@@ -1210,8 +1219,10 @@ async fn sync_scenarios(h: &mut Harness, results: &mut Results) {
             // 50,000 objects) against the minutes the objects take to create, and with
             // managedFields kept the difference lands in memcached, not in the driver.
             for (driver, path) in order.iter().filter(|(d, _)| !d.ends_with("-watcher")) {
-                for keep in [false, true] {
-                    sync_run(h, results, driver, path, &ns, size, keep).await;
+                for (variant, keep) in [("plain", false), ("managed-fields", true)] {
+                    if h.args.sync_variants.iter().any(|v| v == variant) {
+                        sync_run(h, results, driver, path, &ns, size, keep).await;
+                    }
                 }
             }
         }
@@ -1272,13 +1283,13 @@ async fn record_cache(
     // Resident memory, not live heap: the initial list holds every object at
     // once whatever the store, and the allocator keeps most of what it frees, so
     // a memcached store's smaller live heap barely shows here.
-    record(
-        results,
-        scenario,
-        "rss after sync",
-        "MiB",
-        driver,
-        rss_mib(process.child.id()),
+    let rss = rss_mib(process.child.id());
+    record(results, scenario, "rss after sync", "MiB", driver, rss);
+    // Each sample, in the order taken (the table shows medians).
+    eprintln!(
+        "sample: {scenario}: {driver}: sync {:.3} s, rss after sync {rss:.1} MiB (anonymous {:.1})",
+        process.sync_seconds,
+        anon_rss_mib(process.child.id()),
     );
     record(
         results,
@@ -1288,6 +1299,10 @@ async fn record_cache(
         driver,
         anon_rss_mib(process.child.id()),
     );
+    if !h.args.sync_idle {
+        h.record_memcached(results, scenario, driver).await;
+        return;
+    }
     // The live heap once the start-up reconciles are done (the driver idle):
     // what the process holds, without what the allocator keeps.
     wait_idle(process.child.id()).await;
