@@ -35,6 +35,32 @@ pub struct BenchStatus {
     pub observed_value: Option<i64>,
 }
 
+/// What the Bench reconciler reads of a Bench (kubeforge's `--bench-view` driver): its
+/// metadata, `spec.value` and `status.observedValue`; the payload is never decoded or kept.
+#[kubeforge::view(of = Bench)]
+pub struct BenchView {
+    /// The Bench's metadata.
+    pub metadata: ObjectMeta,
+    /// Its value.
+    pub spec: BenchSpecView,
+    /// What was mirrored.
+    pub status: Option<BenchStatusView>,
+}
+
+/// [`BenchView`]'s fields of the spec.
+#[kubeforge::view(of = BenchSpec)]
+pub struct BenchSpecView {
+    /// The value the controller mirrors.
+    pub value: i64,
+}
+
+/// [`BenchView`]'s fields of the status.
+#[kubeforge::view(of = BenchStatus)]
+pub struct BenchStatusView {
+    /// The `spec.value` last mirrored.
+    pub observed_value: Option<i64>,
+}
+
 /// Flags every driver takes (the Go driver takes the same).
 #[derive(Clone, Debug, Parser)]
 pub struct DriverArgs {
@@ -96,6 +122,10 @@ pub struct DriverArgs {
     /// controller-runtime's cache transform). The driver prints `synced <seconds>` as always.
     #[arg(long, value_enum)]
     pub pods: Option<PodCache>,
+    /// kubeforge only: cache the Benches as [`BenchView`]s (what the reconciler reads, without
+    /// the payload); the status is patched through the full type.
+    #[arg(long, conflicts_with_all = ["watcher", "pods"])]
+    pub bench_view: bool,
 }
 
 /// How the pods-cached scenario caches its Pods (`--pods`).

@@ -179,9 +179,10 @@ struct Harness {
     jaeger: Option<jaeger::Jaeger>,
 }
 
-/// Memory for memcached's items: 50,000 Bench objects of ~3 KiB of JSON fit with room to spare
-/// (memcached takes its memory as it stores items, so the limit costs nothing unused).
-const MEMCACHED_MB: u32 = 512;
+/// Memory for memcached's items: 200,000 Bench objects of ~3 KiB of JSON (the cost curves'
+/// largest size) fit with room to spare (memcached takes its memory as it stores items, so the
+/// limit costs nothing unused).
+const MEMCACHED_MB: u32 = 2048;
 
 /// Whether the driver `name` keeps its cache in the harness's memcached.
 fn uses_memcached(name: &str) -> bool {
@@ -508,6 +509,10 @@ impl Harness {
         // `kubeforge-watcher`: the kubeforge driver in watcher mode.
         if driver.ends_with("-watcher") {
             command.arg("--watcher");
+        }
+        // `kubeforge-view`: the Benches cached as a view without the payload.
+        if driver.ends_with("-view") && pods.is_none() {
+            command.arg("--bench-view");
         }
         if keep_managed_fields {
             command.arg("--keep-managed-fields");
@@ -1226,7 +1231,13 @@ async fn sync_scenarios(h: &mut Harness, results: &mut Results) {
                 }
             }
         }
-        h.drop_namespace(&ns).await;
+        // BENCH_KEEP_SYNC_NAMESPACE=1 leaves the converged objects in place (for profiling a
+        // driver's sync by hand; delete the namespace afterwards).
+        if std::env::var_os("BENCH_KEEP_SYNC_NAMESPACE").is_some() {
+            eprintln!("memory and sync: namespace {ns} kept ({size} converged objects)");
+        } else {
+            h.drop_namespace(&ns).await;
+        }
     }
 }
 
@@ -1285,9 +1296,21 @@ async fn record_cache(
     // a memcached store's smaller live heap barely shows here.
     let rss = rss_mib(process.child.id());
     record(results, scenario, "rss after sync", "MiB", driver, rss);
+    // The live heap then (the Rust drivers print it every second): what the resident memory
+    // holds besides is what the allocator keeps.
+    let heap = *process.heap.lock().unwrap_or_else(|e| e.into_inner());
+    let heap = heap.map_or(f64::NAN, |b| b as f64 / 1024.0 / 1024.0);
+    record(
+        results,
+        scenario,
+        "live heap after sync",
+        "MiB",
+        driver,
+        heap,
+    );
     // Each sample, in the order taken (the table shows medians).
     eprintln!(
-        "sample: {scenario}: {driver}: sync {:.3} s, rss after sync {rss:.1} MiB (anonymous {:.1})",
+        "sample: {scenario}: {driver}: sync {:.3} s, rss after sync {rss:.1} MiB (anonymous {:.1}, live heap {heap:.1})",
         process.sync_seconds,
         anon_rss_mib(process.child.id()),
     );
@@ -1343,6 +1366,12 @@ fn cost_curves(results: &mut Results, sizes: &[usize]) {
                 "rss after sync",
                 "bytes/object",
                 "rss per object",
+                1024.0 * 1024.0,
+            ),
+            (
+                "live heap after sync",
+                "bytes/object",
+                "live heap after sync per object",
                 1024.0 * 1024.0,
             ),
             (

@@ -12,7 +12,7 @@ use kubeforge::leader::LeaderElectionConfig;
 use kubeforge::manager::Manager;
 use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
-use kubeforge_bench::{Bench, DriverArgs, MANAGER, PodCache, PodView, configmap};
+use kubeforge_bench::{Bench, BenchView, DriverArgs, MANAGER, PodCache, PodView, configmap};
 
 /// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
 #[global_allocator]
@@ -90,6 +90,47 @@ impl BenchControllerMemcachedOwnedMetadata {
         ctx: &Context<Bench>,
     ) -> Result<Action, kube::Error> {
         reconcile(bench, ctx).await
+    }
+}
+
+/// [`BenchController`] with the Benches cached as [`BenchView`]s (`--bench-view`): the payload
+/// is skipped while decoding, and the status is patched through the full type.
+struct BenchViewController;
+
+#[kubeforge::controller(
+    for = BenchView,
+    owns(k8s_openapi::api::core::v1::ConfigMap(uncached)),
+    name = "bench"
+)]
+impl BenchViewController {
+    async fn reconcile(
+        &self,
+        bench: Arc<BenchView>,
+        ctx: &Context<BenchView>,
+    ) -> Result<Action, kube::Error> {
+        use kube::ResourceExt;
+        let value = bench.spec.value;
+        let child = k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(bench.name_any()),
+                namespace: bench.namespace(),
+                ..Default::default()
+            },
+            data: Some([("value".to_owned(), value.to_string())].into()),
+            ..Default::default()
+        };
+        ctx.apply_owned(bench.as_ref(), MANAGER, child).await?;
+        if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
+            // A view is read-only: the write goes through the full type.
+            ctx.api::<Bench>()
+                .patch_status(
+                    &bench.name_any(),
+                    &kube::api::PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({ "status": { "observedValue": value } })),
+                )
+                .await?;
+        }
+        Ok(Action::Done)
     }
 }
 
@@ -248,6 +289,10 @@ async fn main() {
             PodCache::Full => manager.controller(PodsFull),
             PodCache::View => manager.controller(PodsView),
         }
+    } else if args.bench_view && !memcached {
+        manager.controller_customized(BenchViewController, move |wired| {
+            wired.configure(|config| config.concurrency(workers).skip_own_writes(skip_own))
+        })
     } else if args.watcher {
         let api = kube::Api::<Bench>::namespaced(manager.cache().client(), &args.namespace);
         let watcher = WatcherController::new("bench", manager.wiring(), api).workers(workers);
