@@ -13,9 +13,10 @@
 //! kubeforge asks glibc to return the free pages of every arena (`malloc_trim(0)`), on a blocking
 //! thread (the call walks every arena: a few milliseconds per 100 MiB of heap): after a
 //! (re)list once no other list has finished within [`LIST_SETTLE`] — without waiting for the
-//! reconciles the list starts, which at 50,000 objects run for minutes while the list's pages
-//! stay resident (measured: 40 MiB of 200) —, and after a burst of reconciles once they have
-//! stopped for [`SETTLE`]. Live memory is untouched; what the allocator would reuse it takes back from the
+//! reconciles the list starts, which at 50,000 objects run for minutes while the list's free
+//! pages stay resident (a few MiB with kubeforge's streamed lists; measured in the book's
+//! Performance chapter) —, and after a burst of reconciles once they have stopped for
+//! [`SETTLE`]. Live memory is untouched; what the allocator would reuse it takes back from the
 //! system when needed. Elsewhere than on glibc (musl, macOS) this does nothing: those allocators
 //! give memory back by themselves.
 //!
