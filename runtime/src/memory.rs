@@ -75,38 +75,7 @@ pub fn release() -> bool {
 pub(crate) fn listed() {
     worked(BURST);
     LISTS.fetch_add(1, Ordering::Relaxed);
-    if !ENABLED.load(Ordering::Relaxed) || LISTS_SETTLING.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        LISTS_SETTLING.store(false, Ordering::Release);
-        return;
-    };
-    runtime.spawn(async {
-        struct Settled;
-        impl Drop for Settled {
-            fn drop(&mut self) {
-                LISTS_SETTLING.store(false, Ordering::Release);
-            }
-        }
-        let settled = Settled;
-        loop {
-            let before = LISTS.load(Ordering::Relaxed);
-            tokio::time::sleep(LIST_SETTLE).await;
-            if LISTS.load(Ordering::Relaxed) == before {
-                break;
-            }
-        }
-        // A list finishing from now on schedules a release of its own.
-        drop(settled);
-        if ENABLED.load(Ordering::Relaxed) {
-            let released = tokio::task::spawn_blocking(release).await.unwrap_or(false);
-            tracing::debug!(
-                released,
-                "gave the memory freed by lists back to the system"
-            );
-        }
-    });
+    release_when_settled(&LISTS_SETTLING, &LISTS, LIST_SETTLE, |_| {}, "lists");
 }
 
 /// A controller finished a reconcile.
@@ -118,39 +87,57 @@ pub(crate) fn reconciled() {
 /// freed memory after the work has stopped for [`SETTLE`] (one waiting task at a time).
 fn worked(amount: u64) {
     let done = WORK.fetch_add(amount, Ordering::Relaxed) + amount;
-    if done.saturating_sub(RELEASED_AT.load(Ordering::Relaxed)) < BURST
-        || !ENABLED.load(Ordering::Relaxed)
-        || SETTLING.swap(true, Ordering::AcqRel)
-    {
+    if done.saturating_sub(RELEASED_AT.load(Ordering::Relaxed)) < BURST {
+        return;
+    }
+    release_when_settled(
+        &SETTLING,
+        &WORK,
+        SETTLE,
+        |at| RELEASED_AT.store(at, Ordering::Relaxed),
+        "lists and reconciles",
+    );
+}
+
+/// Unless a task is waiting already (`settling`), spawns one that waits until `counter` has not
+/// moved for `settle`, passes its value to `settled`, and gives the free memory back on a
+/// blocking thread. Without a Tokio runtime, nothing happens.
+fn release_when_settled(
+    settling: &'static AtomicBool,
+    counter: &'static AtomicU64,
+    settle: Duration,
+    settled: fn(u64),
+    after: &'static str,
+) {
+    if !ENABLED.load(Ordering::Relaxed) || settling.swap(true, Ordering::AcqRel) {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        SETTLING.store(false, Ordering::Release);
+        settling.store(false, Ordering::Release);
         return;
     };
-    runtime.spawn(async {
+    runtime.spawn(async move {
         // Lets later work schedule a release if this task is dropped (its runtime ends).
-        struct Settled;
-        impl Drop for Settled {
+        struct Waiting(&'static AtomicBool);
+        impl Drop for Waiting {
             fn drop(&mut self) {
-                SETTLING.store(false, Ordering::Release);
+                self.0.store(false, Ordering::Release);
             }
         }
-        let _settled = Settled;
+        let waiting = Waiting(settling);
         loop {
-            let before = WORK.load(Ordering::Relaxed);
-            tokio::time::sleep(SETTLE).await;
-            if WORK.load(Ordering::Relaxed) == before {
-                RELEASED_AT.store(before, Ordering::Relaxed);
+            let before = counter.load(Ordering::Relaxed);
+            tokio::time::sleep(settle).await;
+            if counter.load(Ordering::Relaxed) == before {
+                settled(before);
                 break;
             }
         }
+        // Work from now on schedules a release of its own.
+        drop(waiting);
         if ENABLED.load(Ordering::Relaxed) {
             let released = tokio::task::spawn_blocking(release).await.unwrap_or(false);
-            tracing::debug!(
-                released,
-                "gave the memory freed by lists and reconciles back to the system"
-            );
+            tracing::debug!(released, after, "gave freed memory back to the system");
         }
     });
 }
