@@ -182,14 +182,18 @@ pub async fn client(args: &DriverArgs) -> Result<kube::Client, String> {
 
 /// The owned ConfigMap holding `value`.
 pub fn configmap(bench: &Bench) -> k8s_openapi::api::core::v1::ConfigMap {
-    use kube::ResourceExt;
+    configmap_of(&bench.metadata, bench.spec.value)
+}
+
+/// [`configmap`] of a Bench known by its metadata and value (a [`BenchView`]'s).
+pub fn configmap_of(owner: &ObjectMeta, value: i64) -> k8s_openapi::api::core::v1::ConfigMap {
     k8s_openapi::api::core::v1::ConfigMap {
         metadata: kube::api::ObjectMeta {
-            name: Some(bench.name_any()),
-            namespace: bench.namespace(),
+            name: owner.name.clone(),
+            namespace: owner.namespace.clone(),
             ..Default::default()
         },
-        data: Some([("value".to_owned(), bench.spec.value.to_string())].into()),
+        data: Some([("value".to_owned(), value.to_string())].into()),
         ..Default::default()
     }
 }

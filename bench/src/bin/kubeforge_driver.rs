@@ -12,7 +12,9 @@ use kubeforge::leader::LeaderElectionConfig;
 use kubeforge::manager::Manager;
 use kubeforge::store::{Memcached, MemcachedConfig};
 use kubeforge::watcher::{WatchContext, Watcher, WatcherController};
-use kubeforge_bench::{Bench, BenchView, DriverArgs, MANAGER, PodCache, PodView, configmap};
+use kubeforge_bench::{
+    Bench, BenchView, DriverArgs, MANAGER, PodCache, PodView, configmap, configmap_of,
+};
 
 /// Counts live heap bytes (`heap` lines, see `kubeforge_bench::report_heap`).
 #[global_allocator]
@@ -110,15 +112,7 @@ impl BenchViewController {
     ) -> Result<Action, kube::Error> {
         use kube::ResourceExt;
         let value = bench.spec.value;
-        let child = k8s_openapi::api::core::v1::ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                name: Some(bench.name_any()),
-                namespace: bench.namespace(),
-                ..Default::default()
-            },
-            data: Some([("value".to_owned(), value.to_string())].into()),
-            ..Default::default()
-        };
+        let child = configmap_of(&bench.metadata, value);
         ctx.apply_owned(bench.as_ref(), MANAGER, child).await?;
         if bench.status.as_ref().and_then(|s| s.observed_value) != Some(value) {
             // A view is read-only: the write goes through the full type.
