@@ -129,9 +129,13 @@ impl<K: Resource<DynamicType = (), Scope: Scoped>> KindType<K> {
     }
 }
 
-impl KindType<kube::api::DynamicObject> {
+impl<K> KindType<K>
+where
+    K: Resource<DynamicType = kube::api::ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
     /// The type information of a kind known at run time (from discovery, a configuration
-    /// file): its resource, and whether its objects live in namespaces.
+    /// file): its resource, and whether its objects live in namespaces. `K` is a
+    /// `DynamicObject` (or the metadata of one, `PartialObjectMeta<DynamicObject>`).
     pub fn dynamic(resource: kube::api::ApiResource, namespaced: bool) -> Self {
         Self {
             dt: resource,
@@ -185,6 +189,18 @@ impl<K: Resource> KindType<K> {
     /// cluster-scoped kind).
     pub fn api(&self, client: Client, namespace: Option<&str>) -> Api<K> {
         (self.make)(client, namespace.filter(|_| self.namespaced), &self.dt)
+    }
+
+    /// The kind as data: what a `DynamicObject`'s [`Api`] of it needs (code that is the same
+    /// for every kind takes this instead of being generic over `K`).
+    pub fn api_resource(&self) -> kube::api::ApiResource {
+        kube::api::ApiResource {
+            group: K::group(&self.dt).into_owned(),
+            version: K::version(&self.dt).into_owned(),
+            api_version: K::api_version(&self.dt).into_owned(),
+            kind: K::kind(&self.dt).into_owned(),
+            plural: K::plural(&self.dt).into_owned(),
+        }
     }
 
     /// The reference to `obj` (of an event about it).

@@ -48,6 +48,9 @@ use crate::store::{
 mod lookup;
 pub use lookup::{Lookup, NotCached};
 
+/// The metadata of an object of any kind: what an informer of a kind known as data holds.
+pub(crate) type ErasedMeta = PartialObjectMeta<kube::api::DynamicObject>;
+
 /// The selectors of an informer: labels, fields, shard narrowing.
 type Selection = (Option<String>, Option<String>, Option<Box<str>>);
 
@@ -383,6 +386,26 @@ impl Cache {
             |_| Arc::new(SkeletonStore::<C>::new()),
             true,
             Informer::with_store,
+        )
+    }
+
+    /// [`Cache::skeleton_informer`] of a kind as data (`ty`: [`KindType::dynamic`]): one
+    /// instance of the informer's code serves every kind, where the typed one is compiled again
+    /// in the operator's crate for each. What `owns` with [`Owns::uncached`] watches with.
+    ///
+    /// [`Owns::uncached`]: crate::controller::Owns::uncached
+    pub(crate) fn erased_skeleton_informer(
+        &self,
+        api: Api<ErasedMeta>,
+        ty: KindType<ErasedMeta>,
+        config: InformerConfig,
+    ) -> Arc<Informer<ErasedMeta>> {
+        self.shared_informer(
+            api,
+            config,
+            |_| Arc::new(SkeletonStore::<kube::api::DynamicObject>::new()),
+            true,
+            move |api, config, store| Informer::dynamic_metadata(api, ty, config, store),
         )
     }
 
@@ -723,6 +746,42 @@ mod tests {
         let full_b = cache.informer(meta("b"), InformerConfig::default());
         let skeleton_b = cache.skeleton_informer(meta("b"), InformerConfig::default());
         assert!(Arc::ptr_eq(&full_b, &skeleton_b));
+        assert_eq!(cache.sync_status().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn erased_skeleton_watches_should_be_shared_per_kind_and_namespace_only() {
+        use k8s_openapi::api::core::v1::Service;
+        let client = offline_client();
+        let cache = Cache::new(client.clone());
+        let erased = |ty: &KindType<ErasedMeta>, ns: &str| {
+            cache.erased_skeleton_informer(
+                ty.api(client.clone(), Some(ns)),
+                ty.clone(),
+                InformerConfig::default(),
+            )
+        };
+        let config_maps =
+            KindType::<ErasedMeta>::dynamic(KindType::<ConfigMap>::of().api_resource(), true);
+        let services =
+            KindType::<ErasedMeta>::dynamic(KindType::<Service>::of().api_resource(), true);
+        let a = erased(&config_maps, "a");
+        assert!(
+            Arc::ptr_eq(&a, &erased(&config_maps, "a")),
+            "one watch per key"
+        );
+        // One Rust type for every kind: the key's URL keeps kinds and namespaces apart.
+        let service_a = erased(&services, "a");
+        assert!(!Arc::ptr_eq(&a, &service_a));
+        assert!(!Arc::ptr_eq(&a, &erased(&config_maps, "b")));
+        assert_eq!(a.store().backend(), "skeleton");
+        assert_eq!(service_a.config().label_selector, None);
+        // Never a readable store of the kind's metadata.
+        assert!(
+            cache
+                .store::<PartialObjectMeta<ConfigMap>>(&Lookup::namespace("a"))
+                .is_err()
+        );
         assert_eq!(cache.sync_status().len(), 3);
     }
 

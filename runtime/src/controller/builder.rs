@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::ObjectKey;
+use crate::cache::ErasedMeta;
 use crate::health::Check;
 use crate::informer::{Event, Informer, InformerConfig};
 use crate::namespaces::IntoApis;
@@ -320,10 +321,51 @@ where
         C: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
         C::Scope: Scoped,
     {
-        self.owned(owns, api, |cache, api, config| {
-            let informer = cache.skeleton_informer(metadata_api(api), config);
-            Box::new(move || informer.subscription())
-        })
+        // The kind as data from here on: the informer, its store and the mapping of its
+        // events are compiled once in kubeforge rather than once per owned kind.
+        let apis = api
+            .into_apis()
+            .into_vec()
+            .into_iter()
+            .map(|api| {
+                let namespace = api.namespace().map(str::to_owned);
+                (api.into_client(), namespace)
+            })
+            .collect();
+        let ty = KindType::<C>::of();
+        self.owns_erased(ty.api_resource(), ty.namespaced(), apis, owns)
+    }
+
+    /// [`owns_uncached`](Self::owns_uncached) of the kind `resource`, one source per
+    /// (client, namespace).
+    fn owns_erased(
+        mut self,
+        resource: kube::api::ApiResource,
+        namespaced: bool,
+        apis: Vec<(kube::Client, Option<String>)>,
+        owns: Owns,
+    ) -> Self {
+        let ty = KindType::<ErasedMeta>::dynamic(resource, namespaced);
+        let kind = ty.kind().into_owned();
+        let config = owns
+            .informer
+            .unwrap_or_else(|| self.wiring.informer_defaults.clone());
+        let predicates: MetadataPredicates = owns.predicates.into();
+        for (client, namespace) in apis {
+            let informer = self.wiring.cache().erased_skeleton_informer(
+                ty.api(client, namespace.as_deref()),
+                ty.clone(),
+                self.wiring.narrow_owned(config.clone()),
+            );
+            let events = move || informer.subscription();
+            let map = gated(
+                Arc::clone(&predicates),
+                owner_keys::<K, ErasedMeta>(&self.ty, !owns.any_owner),
+            );
+            self.sources
+                .push(source_of(kind.clone(), events, Origin::Owned, map));
+        }
+        self
     }
 
     /// Adds the sources of an owned kind `C`, one per `Api`, whose events (as `T`: the kind, or

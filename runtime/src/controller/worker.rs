@@ -142,7 +142,13 @@ where
     /// The sharder asked this replica to let the object go: no reconcile of it runs (this
     /// worker holds its key), so acknowledge by taking its shard labels off.
     async fn let_go(&self, key: &ObjectKey, obj: &K, membership: &crate::shard::Membership) {
-        match membership.release(&self.api_for(obj), obj).await {
+        // The kind as data: the release is the same code for every kind.
+        let kind = KindType::<kube::api::DynamicObject>::dynamic(
+            self.ty.api_resource(),
+            self.ty.namespaced(),
+        );
+        let api = kind.api(self.wiring.client(), obj.meta().namespace.as_deref());
+        match membership.release(&api, obj.meta()).await {
             Ok(released) => {
                 if released {
                     tracing::debug!(controller = %self.name, %key, "drained: the object goes to another replica");

@@ -694,6 +694,20 @@ impl Informer<kube::api::DynamicObject> {
     }
 }
 
+impl Informer<PartialObjectMeta<kube::api::DynamicObject>> {
+    /// A metadata informer of a kind known as data only (`ty`: [`KindType::dynamic`]) over
+    /// `api`, writing into `store`: code that serves every kind with one instance, compiled
+    /// in kubeforge rather than once per kind in the operator's crate.
+    pub(crate) fn dynamic_metadata(
+        api: Api<PartialObjectMeta<kube::api::DynamicObject>>,
+        ty: KindType<PartialObjectMeta<kube::api::DynamicObject>>,
+        config: InformerConfig,
+        store: Arc<dyn Store<PartialObjectMeta<kube::api::DynamicObject>>>,
+    ) -> Self {
+        Self::build(api, ty, None, config, store)
+    }
+}
+
 impl<K> Informer<K>
 where
     K: Resource<DynamicType: Clone + Debug + Send + Sync + 'static>

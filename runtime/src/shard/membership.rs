@@ -7,16 +7,15 @@ use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kube::api::{ObjectMeta, Patch, PatchParams};
-use kube::{Api, Client, Resource};
-use serde::de::DeserializeOwned;
+use kube::api::{ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
 
 use crate::Scoped;
 use crate::informer::InformerConfig;
 
 use super::ranges::{RangeKey, SLOTS, SlotSet, fnv1a64, slot_of};
-use super::sharder::{ShardedKind, Typed};
-use crate::scope::Kind;
+use super::sharder::{Erased, ShardedKind};
+use crate::scope::{Kind, KindType};
 
 /// The prefix of the label that names an object's owner: `shard.kubeforge.dev/<group>`.
 pub const OWNER_LABEL_PREFIX: &str = "shard.kubeforge.dev/";
@@ -272,12 +271,14 @@ impl Membership {
     /// decides); if it was undrained or moved meanwhile, it is left alone. Call it only once no
     /// reconcile of the object runs (the controller's worker holds the key). `Ok(true)` when
     /// the labels came off.
-    pub(crate) async fn release<K>(&self, api: &Api<K>, obj: &K) -> Result<bool, kube::Error>
-    where
-        K: Resource + Clone + DeserializeOwned + Debug,
-    {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        let mut rv = obj.meta().resource_version.clone();
+    /// `api` is the object's kind as a `DynamicObject` (this code is the same for every kind).
+    pub(crate) async fn release(
+        &self,
+        api: &Api<DynamicObject>,
+        meta: &ObjectMeta,
+    ) -> Result<bool, kube::Error> {
+        let name = meta.name.clone().unwrap_or_default();
+        let mut rv = meta.resource_version.clone();
         for _ in 0..RELEASE_ATTEMPTS {
             let patch = serde_json::json!({ "metadata": {
                 "resourceVersion": rv,
@@ -323,41 +324,66 @@ impl Membership {
     ) where
         K: Kind,
     {
+        self.register_kind(
+            TypeId::of::<K>(),
+            KindType::<K>::of().api_resource(),
+            <K::Scope as Scoped>::NAMESPACED,
+            api.resource_url(),
+            api.namespace(),
+            config,
+            Box::new(cached),
+        );
+    }
+
+    /// [`Membership::register`] for the kind `resource`, as data: compiled once, whatever the
+    /// kinds sharded.
+    #[allow(clippy::too_many_arguments)]
+    fn register_kind(
+        &self,
+        type_id: TypeId,
+        resource: ApiResource,
+        namespaced: bool,
+        url: &str,
+        namespace: Option<&str>,
+        config: &InformerConfig,
+        cached: Box<dyn Fn() -> usize + Send + Sync>,
+    ) {
         let selected = InformerConfig {
             label_selector: config.label_selector.clone(),
             field_selector: config.field_selector.clone(),
             ..InformerConfig::default()
         };
         let id = (
-            TypeId::of::<K>(),
+            type_id,
             format!(
-                "{}?{:?}&{:?}",
-                api.resource_url(),
-                selected.label_selector,
-                selected.field_selector
+                "{url}?{:?}&{:?}",
+                selected.label_selector, selected.field_selector
             ),
         );
-        let namespace = api.namespace().map(str::to_owned);
+        let namespace = namespace.map(str::to_owned);
         let mut kinds = self.kinds.lock().unwrap_or_else(|e| e.into_inner());
         if kinds.iter().any(|known| known.id == id) {
             return;
         }
         let labels = [self.owner_label.clone(), self.drain_label.clone()];
+        let plural = resource.plural.clone();
         let factory: KindFactory = Arc::new(move |reader: Client, writer: Client| {
-            let typed = Typed::<K>::new(
+            let erased = Erased::new(
                 reader,
                 writer,
+                &resource,
+                namespaced,
                 namespace.as_deref(),
                 selected.clone(),
                 labels.clone(),
             );
-            Arc::new(typed) as Arc<dyn ShardedKind>
+            Arc::new(erased) as Arc<dyn ShardedKind>
         });
         kinds.push(Registered {
             id,
             factory,
-            plural: K::plural(&()).into_owned(),
-            cached: Box::new(cached),
+            plural,
+            cached,
         });
     }
 
@@ -417,15 +443,6 @@ pub(crate) fn dns_fragment(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The API of kind `K` for objects in `namespace`.
-pub(crate) fn api_in<K>(client: Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = ()>,
-    K::Scope: Scoped,
-{
-    <K::Scope as Scoped>::api::<K>(client, namespace)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
 use prometheus::proto::MetricFamily;
 use tokio::sync::Notify;
@@ -24,11 +24,12 @@ use tokio_util::sync::CancellationToken;
 use crate::informer::{Informer, InformerConfig};
 use crate::leader::{Gate, LeaderElector, fenced};
 use crate::runner::Runnable;
-use crate::scope::Kind;
+use crate::scope::KindType;
+use crate::store::MemoryStore;
 use crate::{BoxError, ObjectKey};
 
 use super::members::{Listing, LiveMembers};
-use super::membership::{MEMBER_OF_LABEL, Membership, api_in};
+use super::membership::{MEMBER_OF_LABEL, Membership};
 use super::metrics::ShardMetrics;
 use super::plan::{Move, Placement, plan};
 use super::ring::Ring;
@@ -85,9 +86,18 @@ pub(crate) trait ShardedKind: Send + Sync {
     ) -> BoxFuture<'a, Result<(), kube::Error>>;
 }
 
-/// [`ShardedKind`] for kind `K`: a metadata-only informer over all its objects.
-pub(crate) struct Typed<K: Kind> {
-    informer: Arc<Informer<PartialObjectMeta<K>>>,
+/// How the sharder reads a sharded kind's objects: their metadata, whatever the kind.
+type Meta = PartialObjectMeta<DynamicObject>;
+
+/// [`ShardedKind`] for one kind: a metadata-only informer over all its objects. Not generic:
+/// the kind is data (its [`ApiResource`]), so this code — an informer, its store and run loop,
+/// the sharder's reads and patches — is compiled once in kubeforge rather than once per sharded
+/// kind in the operator's crate.
+pub(crate) struct Erased {
+    informer: Arc<Informer<Meta>>,
+    /// The kind's objects, read and patched one at a time.
+    ty: KindType<DynamicObject>,
+    plural: String,
     reader: Client,
     writer: Client,
     /// The objects changed since the last pass over them.
@@ -95,7 +105,7 @@ pub(crate) struct Typed<K: Kind> {
 }
 
 /// Where `object` is.
-fn placed<K: Kind>(object: &PartialObjectMeta<K>, membership: &Membership) -> Placed {
+fn placed(object: &Meta, membership: &Membership) -> Placed {
     let labels = object.metadata.labels.as_ref();
     Placed {
         key: ObjectKey::of(object),
@@ -105,36 +115,44 @@ fn placed<K: Kind>(object: &PartialObjectMeta<K>, membership: &Membership) -> Pl
     }
 }
 
-impl<K: Kind> Typed<K> {
-    /// The objects of kind `K` in `namespace` (all namespaces: `None`) that `selected`'s
-    /// selectors select, read with `reader`; of each object the informer keeps only its name,
-    /// namespace, `resourceVersion` and the `labels` it is given (the shard labels): all the
-    /// sharder reads.
+impl Erased {
+    /// The objects of the kind `resource` (`namespaced`: whether they live in namespaces) in
+    /// `namespace` (all namespaces: `None`) that `selected`'s selectors select, read with
+    /// `reader`; of each object the informer keeps only its name, namespace,
+    /// `resourceVersion` and the `labels` it is given (the shard labels): all the sharder
+    /// reads.
     pub(crate) fn new(
         reader: Client,
         writer: Client,
+        resource: &ApiResource,
+        namespaced: bool,
         namespace: Option<&str>,
         selected: InformerConfig,
         labels: [String; 2],
     ) -> Self {
-        let api = api_in::<PartialObjectMeta<K>>(reader.clone(), namespace);
-        let keep: crate::informer::Transform<PartialObjectMeta<K>> =
-            Arc::new(move |object: &mut PartialObjectMeta<K>| {
-                let meta = &mut object.metadata;
-                let shard_labels = meta.labels.take().map(|mut all| {
-                    all.retain(|key, _| labels.contains(key));
-                    all
-                });
-                *meta = kube::api::ObjectMeta {
-                    name: meta.name.take(),
-                    namespace: meta.namespace.take(),
-                    resource_version: meta.resource_version.take(),
-                    labels: shard_labels.filter(|l| !l.is_empty()),
-                    ..kube::api::ObjectMeta::default()
-                };
+        let listed = KindType::<Meta>::dynamic(resource.clone(), namespaced);
+        let api = listed.api(reader.clone(), namespace);
+        let keep: crate::informer::Transform<Meta> = Arc::new(move |object: &mut Meta| {
+            let meta = &mut object.metadata;
+            let shard_labels = meta.labels.take().map(|mut all| {
+                all.retain(|key, _| labels.contains(key));
+                all
             });
+            *meta = kube::api::ObjectMeta {
+                name: meta.name.take(),
+                namespace: meta.namespace.take(),
+                resource_version: meta.resource_version.take(),
+                labels: shard_labels.filter(|l| !l.is_empty()),
+                ..kube::api::ObjectMeta::default()
+            };
+        });
         Self {
-            informer: Arc::new(Informer::new(api, selected).transform(keep)),
+            informer: Arc::new(
+                Informer::dynamic_metadata(api, listed, selected, Arc::new(MemoryStore::new()))
+                    .transform(keep),
+            ),
+            ty: KindType::dynamic(resource.clone(), namespaced),
+            plural: resource.plural.clone(),
             reader,
             writer,
             changed: Arc::default(),
@@ -142,9 +160,9 @@ impl<K: Kind> Typed<K> {
     }
 }
 
-impl<K: Kind> ShardedKind for Typed<K> {
+impl ShardedKind for Erased {
     fn plural(&self) -> String {
-        K::plural(&()).into_owned()
+        self.plural.clone()
     }
 
     fn start(&self, notify: Arc<Notify>, stop: CancellationToken) {
@@ -196,7 +214,7 @@ impl<K: Kind> ShardedKind for Typed<K> {
         membership: &'a Membership,
     ) -> BoxFuture<'a, Result<Option<Placed>, kube::Error>> {
         async move {
-            let api: Api<K> = api_in(self.reader.clone(), key.namespace.as_deref());
+            let api = self.ty.api(self.reader.clone(), key.namespace.as_deref());
             let object = api.get_metadata_opt(&key.name).await?;
             Ok(object.map(|o| placed(&o, membership)))
         }
@@ -227,7 +245,7 @@ impl<K: Kind> ShardedKind for Typed<K> {
         patch: serde_json::Value,
     ) -> BoxFuture<'a, Result<(), kube::Error>> {
         async move {
-            let api: Api<K> = api_in(self.writer.clone(), key.namespace.as_deref());
+            let api = self.ty.api(self.writer.clone(), key.namespace.as_deref());
             api.patch_metadata(&key.name, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map(drop)
