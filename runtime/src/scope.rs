@@ -203,6 +203,15 @@ impl<K: Resource> KindType<K> {
         }
     }
 
+    /// The same kind as data (`D`: `DynamicObject`, or its metadata): code that is the same for
+    /// every kind takes this and is compiled once, not once per `K`.
+    pub fn erased<D>(&self) -> KindType<D>
+    where
+        D: Resource<DynamicType = kube::api::ApiResource, Scope = kube::core::DynamicResourceScope>,
+    {
+        KindType::dynamic(self.api_resource(), self.namespaced)
+    }
+
     /// The reference to `obj` (of an event about it).
     pub fn object_ref(&self, obj: &K) -> k8s_openapi::api::core::v1::ObjectReference {
         obj.object_ref(&self.dt)

@@ -761,10 +761,8 @@ mod tests {
                 InformerConfig::default(),
             )
         };
-        let config_maps =
-            KindType::<ErasedMeta>::dynamic(KindType::<ConfigMap>::of().api_resource(), true);
-        let services =
-            KindType::<ErasedMeta>::dynamic(KindType::<Service>::of().api_resource(), true);
+        let config_maps = KindType::<ConfigMap>::of().erased::<ErasedMeta>();
+        let services = KindType::<Service>::of().erased::<ErasedMeta>();
         let a = erased(&config_maps, "a");
         assert!(
             Arc::ptr_eq(&a, &erased(&config_maps, "a")),

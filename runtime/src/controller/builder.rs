@@ -332,20 +332,17 @@ where
                 (api.into_client(), namespace)
             })
             .collect();
-        let ty = KindType::<C>::of();
-        self.owns_erased(ty.api_resource(), ty.namespaced(), apis, owns)
+        self.owns_erased(KindType::<C>::of().erased(), apis, owns)
     }
 
-    /// [`owns_uncached`](Self::owns_uncached) of the kind `resource`, one source per
+    /// [`owns_uncached`](Self::owns_uncached) of the kind `ty`, one source per
     /// (client, namespace).
     fn owns_erased(
         mut self,
-        resource: kube::api::ApiResource,
-        namespaced: bool,
+        ty: KindType<ErasedMeta>,
         apis: Vec<(kube::Client, Option<String>)>,
         owns: Owns,
     ) -> Self {
-        let ty = KindType::<ErasedMeta>::dynamic(resource, namespaced);
         let kind = ty.kind().into_owned();
         let config = owns
             .informer

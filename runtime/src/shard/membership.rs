@@ -7,10 +7,9 @@ use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kube::api::{ApiResource, DynamicObject, ObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
 
-use crate::Scoped;
 use crate::informer::InformerConfig;
 
 use super::ranges::{RangeKey, SLOTS, SlotSet, fnv1a64, slot_of};
@@ -326,8 +325,7 @@ impl Membership {
     {
         self.register_kind(
             TypeId::of::<K>(),
-            KindType::<K>::of().api_resource(),
-            <K::Scope as Scoped>::NAMESPACED,
+            KindType::<K>::of().erased(),
             api.resource_url(),
             api.namespace(),
             config,
@@ -335,14 +333,12 @@ impl Membership {
         );
     }
 
-    /// [`Membership::register`] for the kind `resource`, as data: compiled once, whatever the
-    /// kinds sharded.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Membership::register`] for the kind `ty`, as data: compiled once, whatever the kinds
+    /// sharded.
     fn register_kind(
         &self,
         type_id: TypeId,
-        resource: ApiResource,
-        namespaced: bool,
+        ty: KindType<DynamicObject>,
         url: &str,
         namespace: Option<&str>,
         config: &InformerConfig,
@@ -366,13 +362,12 @@ impl Membership {
             return;
         }
         let labels = [self.owner_label.clone(), self.drain_label.clone()];
-        let plural = resource.plural.clone();
+        let plural = ty.dynamic_type().plural.clone();
         let factory: KindFactory = Arc::new(move |reader: Client, writer: Client| {
             let erased = Erased::new(
                 reader,
                 writer,
-                &resource,
-                namespaced,
+                ty.clone(),
                 namespace.as_deref(),
                 selected.clone(),
                 labels.clone(),

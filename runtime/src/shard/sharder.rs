@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{ApiResource, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
 use prometheus::proto::MetricFamily;
 use tokio::sync::Notify;
@@ -97,7 +97,6 @@ pub(crate) struct Erased {
     informer: Arc<Informer<Meta>>,
     /// The kind's objects, read and patched one at a time.
     ty: KindType<DynamicObject>,
-    plural: String,
     reader: Client,
     writer: Client,
     /// The objects changed since the last pass over them.
@@ -116,21 +115,19 @@ fn placed(object: &Meta, membership: &Membership) -> Placed {
 }
 
 impl Erased {
-    /// The objects of the kind `resource` (`namespaced`: whether they live in namespaces) in
-    /// `namespace` (all namespaces: `None`) that `selected`'s selectors select, read with
+    /// The objects of the kind `ty` in `namespace` (all namespaces: `None`) that `selected`'s selectors select, read with
     /// `reader`; of each object the informer keeps only its name, namespace,
     /// `resourceVersion` and the `labels` it is given (the shard labels): all the sharder
     /// reads.
     pub(crate) fn new(
         reader: Client,
         writer: Client,
-        resource: &ApiResource,
-        namespaced: bool,
+        ty: KindType<DynamicObject>,
         namespace: Option<&str>,
         selected: InformerConfig,
         labels: [String; 2],
     ) -> Self {
-        let listed = KindType::<Meta>::dynamic(resource.clone(), namespaced);
+        let listed = ty.erased::<Meta>();
         let api = listed.api(reader.clone(), namespace);
         let keep: crate::informer::Transform<Meta> = Arc::new(move |object: &mut Meta| {
             let meta = &mut object.metadata;
@@ -151,8 +148,7 @@ impl Erased {
                 Informer::dynamic_metadata(api, listed, selected, Arc::new(MemoryStore::new()))
                     .transform(keep),
             ),
-            ty: KindType::dynamic(resource.clone(), namespaced),
-            plural: resource.plural.clone(),
+            ty,
             reader,
             writer,
             changed: Arc::default(),
@@ -162,7 +158,7 @@ impl Erased {
 
 impl ShardedKind for Erased {
     fn plural(&self) -> String {
-        self.plural.clone()
+        self.ty.dynamic_type().plural.clone()
     }
 
     fn start(&self, notify: Arc<Notify>, stop: CancellationToken) {
