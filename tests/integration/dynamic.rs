@@ -31,10 +31,14 @@ const GROUP: &str = "dynamic.kubeforge.dev";
 const FINALIZER: &str = "dynamic.kubeforge.dev/cleanup";
 
 fn gadget_crd() -> CustomResourceDefinition {
+    gadget_crd_in(GROUP)
+}
+
+fn gadget_crd_in(group: &str) -> CustomResourceDefinition {
     serde_json::from_value(json!({
-        "metadata": { "name": format!("gadgets.{GROUP}") },
+        "metadata": { "name": format!("gadgets.{group}") },
         "spec": {
-            "group": GROUP,
+            "group": group,
             "names": { "kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList" },
             "scope": "Namespaced",
             "versions": [{
@@ -121,6 +125,29 @@ async fn discovered(client: &kube::Client) -> (ApiResource, KindType<DynamicObje
     let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
     let ty = KindType::dynamic(resource.clone(), capabilities.scope == Scope::Namespaced);
     (resource, ty)
+}
+
+/// A kind in a group the apiserver has never served: `apply_crds` returns once discovery lists
+/// it, not only once the CRD is Established (the apiserver publishes a new group's discovery
+/// document a little after; CI lost a run to a `404` from `pinned_kind` in between).
+#[tokio::test]
+async fn a_kind_in_a_new_group_should_be_discoverable_once_its_crd_is_applied() {
+    let ns = TestNamespace::new().await.unwrap();
+    let client = ns.client();
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    for i in 0..5 {
+        let group = format!("{}-{i}.found.kubeforge.dev", ns.name());
+        apply_crds(&client, [gadget_crd_in(&group)], Duration::from_secs(30))
+            .await
+            .unwrap();
+        let gvk = GroupVersionKind::gvk(&group, "v1", "Gadget");
+        let found = kube::discovery::pinned_kind(&client, &gvk).await;
+        crds.delete(&format!("gadgets.{group}"), &DeleteParams::default())
+            .await
+            .unwrap();
+        let (resource, _) = found.unwrap_or_else(|e| panic!("{group} right after apply_crds: {e}"));
+        assert_eq!(resource.plural, "gadgets");
+    }
 }
 
 #[tokio::test]

@@ -8,12 +8,17 @@ use kube::{Api, Client};
 use super::TestingError;
 
 /// Server-side applies each CRD (as field manager `kubeforge-testing`) and waits until all of them
-/// are Established, so that objects of the new kinds can be created right away.
+/// are Established and every served version is listed by API discovery, so that objects of the new
+/// kinds can be created right away and an operator that finds its kinds by discovery finds them.
+///
+/// Established alone is not enough for the second: the apiserver publishes a new group's discovery
+/// document a little later (a `404` from `kube::discovery::pinned_kind` right after Established, on
+/// a busy machine).
 ///
 /// # Errors
 ///
 /// Fails when the apiserver rejects a CRD (a non-structural schema, for example: the error carries
-/// the apiserver's message), or when a CRD is not Established within `timeout`.
+/// the apiserver's message), or when a CRD is not Established and discoverable within `timeout`.
 ///
 /// # Examples
 ///
@@ -30,7 +35,9 @@ pub async fn apply_crds(
 ) -> Result<(), TestingError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply("kubeforge-testing").force();
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut names = Vec::new();
+    let mut served = Vec::new();
     for mut crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
         // Server-side apply wants apiVersion/kind in the body and no server-owned fields.
@@ -63,11 +70,17 @@ pub async fn apply_crds(
         api.patch(&name, &params, &Patch::Apply(body))
             .await
             .map_err(TestingError::api(format!("applying CRD {name}")))?;
+        for version in crd.spec.versions.iter().filter(|v| v.served) {
+            served.push((
+                format!("{}/{}", crd.spec.group, version.name),
+                crd.spec.names.plural.clone(),
+            ));
+        }
         names.push(name);
     }
     for name in names {
         let established = await_condition(api.clone(), &name, conditions::is_crd_established());
-        match tokio::time::timeout(timeout, established).await {
+        match tokio::time::timeout_at(deadline, established).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 return Err(TestingError::Timeout {
@@ -83,7 +96,35 @@ pub async fn apply_crds(
             }
         }
     }
+    for (group_version, plural) in served {
+        discoverable(client, &group_version, &plural, deadline, timeout).await?;
+    }
     Ok(())
+}
+
+/// Waits until the discovery document of `group_version` lists `plural`.
+async fn discoverable(
+    client: &Client,
+    group_version: &str,
+    plural: &str,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<(), TestingError> {
+    let mut last = String::from("not asked yet");
+    loop {
+        match client.list_api_group_resources(group_version).await {
+            Ok(list) if list.resources.iter().any(|r| r.name == plural) => return Ok(()),
+            Ok(_) => last = format!("{group_version} does not list {plural} yet"),
+            Err(e) => last = e.to_string(),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(TestingError::Timeout {
+                what: format!("{plural}.{group_version} to be listed by discovery ({last})"),
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Whether `conversion` is a webhook some operator configured (not the unconfigured one).
