@@ -110,13 +110,12 @@ async fn discoverable(
     deadline: tokio::time::Instant,
     timeout: Duration,
 ) -> Result<(), TestingError> {
-    let mut last = String::from("not asked yet");
     loop {
-        match client.list_api_group_resources(group_version).await {
+        let last = match client.list_api_group_resources(group_version).await {
             Ok(list) if list.resources.iter().any(|r| r.name == plural) => return Ok(()),
-            Ok(_) => last = format!("{group_version} does not list {plural} yet"),
-            Err(e) => last = e.to_string(),
-        }
+            Ok(_) => format!("{group_version} does not list {plural} yet"),
+            Err(e) => e.to_string(),
+        };
         if tokio::time::Instant::now() >= deadline {
             return Err(TestingError::Timeout {
                 what: format!("{plural}.{group_version} to be listed by discovery ({last})"),
