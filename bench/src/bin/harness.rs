@@ -977,21 +977,27 @@ async fn main() {
     let pod_views = h.args.pod_views || runs("pods");
     if reconcile {
         reconcile_scenarios(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "reconcile");
     }
     if sharding {
         sharded(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "sharded");
     }
     if waves {
         wave::restart_waves(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "wave");
     }
     if sync {
         sync_scenarios(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "sync");
     }
     if failovers {
         failover::failovers(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "failover");
     }
     if pod_views {
         pods::pods_cached(&mut h, &mut results).await;
+        checkpoint(&results, h.args.out.as_ref(), "pods");
     }
 
     if sync {
@@ -1452,23 +1458,84 @@ fn higher_is_better(metric: &str) -> bool {
     metric == "throughput"
 }
 
-fn report(results: &Results, out: Option<&PathBuf>) {
-    let columns = [
-        "kubeforge",
-        "kube-runtime",
-        "controller-runtime",
-        "raw",
-        "kubeforge-watcher",
-        "kubeforge-memcached",
-    ];
-    // Drivers of other names (an A/B's second kubeforge binary, `--driver kubeforge-b=PATH`)
-    // get a column each after these.
-    let extras: std::collections::BTreeSet<&str> = results
+/// After each scenario of a run that writes `--out`: the rows so far, in the same form, to
+/// `<out>.partial` (a full run takes hours; a crash or a stop late in it keeps what was measured).
+fn checkpoint(results: &Results, out: Option<&PathBuf>, done: &str) {
+    let Some(out) = out else { return };
+    let partial = partial_path(out);
+    write_results(&rows(results), &partial);
+    eprintln!("== {done} done: the rows so far in {}", partial.display());
+}
+
+/// `<out>.partial`: where [`checkpoint`] writes (removed once `<out>` is written).
+fn partial_path(out: &std::path::Path) -> PathBuf {
+    let mut partial = out.to_path_buf().into_os_string();
+    partial.push(".partial");
+    PathBuf::from(partial)
+}
+
+/// The medians of each (scenario, metric, unit) by driver, as the JSON rows `--out` holds.
+fn rows(results: &Results) -> Vec<serde_json::Value> {
+    let extras = extra_columns(results);
+    results
+        .iter()
+        .map(|((scenario, metric, unit), by_driver)| {
+            let m = |d: &str| by_driver.get(d).map(|v| median(v));
+            json!({
+                "scenario": scenario, "metric": metric, "unit": unit,
+                "kubeforge": m("kubeforge"), "kube_runtime": m("kube-runtime"),
+                "controller_runtime": m("controller-runtime"), "raw": m("raw"),
+                "kubeforge_watcher": m("kubeforge-watcher"),
+                "kubeforge_memcached": m("kubeforge-memcached"),
+                "others": extras.iter().map(|d| (d.to_string(), json!(m(d)))).collect::<serde_json::Map<_, _>>(),
+            })
+        })
+        .collect()
+}
+
+/// The columns of the table and the JSON rows, in order.
+const COLUMNS: [&str; 6] = [
+    "kubeforge",
+    "kube-runtime",
+    "controller-runtime",
+    "raw",
+    "kubeforge-watcher",
+    "kubeforge-memcached",
+];
+
+/// Drivers of other names (an A/B's second kubeforge binary, `--driver kubeforge-b=PATH`): they
+/// get a column each after [`COLUMNS`].
+fn extra_columns(results: &Results) -> std::collections::BTreeSet<&str> {
+    results
         .values()
         .flat_map(|by_driver| by_driver.keys())
         .map(String::as_str)
-        .filter(|d| !columns.contains(d))
-        .collect();
+        .filter(|d| !COLUMNS.contains(d))
+        .collect()
+}
+
+/// Writes `rows` with the machine's description as the JSON document of `--out`.
+fn write_results(rows: &[serde_json::Value], path: &std::path::Path) {
+    let machine = format!(
+        "{} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| m.lines().next().map(|l| l
+                .split_whitespace()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join(" ")))
+            .unwrap_or_default()
+    );
+    let doc = json!({ "machine": machine, "rows": rows });
+    std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
+        .expect("write results");
+}
+
+fn report(results: &Results, out: Option<&PathBuf>) {
+    let columns = COLUMNS;
+    let extras = extra_columns(results);
     println!(
         "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}{}",
         "scenario",
@@ -1486,7 +1553,6 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             .map(|d| format!(" {d:>19}"))
             .collect::<String>()
     );
-    let mut rows = Vec::new();
     for ((scenario, metric, unit), by_driver) in results {
         let m = |d: &str| by_driver.get(d).map(|v| median(v));
         let peers: Vec<f64> = ["kube-runtime", "controller-runtime"]
@@ -1521,30 +1587,10 @@ fn report(results: &Results, out: Option<&PathBuf>) {
                 .map(|d| format!(" {:>19}", cell(m(d))))
                 .collect::<String>()
         );
-        rows.push(json!({
-            "scenario": scenario, "metric": metric, "unit": unit,
-            "kubeforge": m("kubeforge"), "kube_runtime": m("kube-runtime"),
-            "controller_runtime": m("controller-runtime"), "raw": m("raw"),
-            "kubeforge_watcher": m("kubeforge-watcher"),
-            "kubeforge_memcached": m("kubeforge-memcached"),
-            "others": extras.iter().map(|d| (d.to_string(), json!(m(d)))).collect::<serde_json::Map<_, _>>(),
-        }));
     }
     if let Some(path) = out {
-        let machine = format!(
-            "{} cores, {}",
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            std::fs::read_to_string("/proc/meminfo")
-                .ok()
-                .and_then(|m| m.lines().next().map(|l| l
-                    .split_whitespace()
-                    .skip(1)
-                    .collect::<Vec<_>>()
-                    .join(" ")))
-                .unwrap_or_default()
-        );
-        let doc = json!({ "machine": machine, "rows": rows });
-        std::fs::write(path, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .expect("write results");
+        write_results(&rows(results), path);
+        // Absent when no scenario ran (or after a run without checkpoints): nothing to remove.
+        let _ = std::fs::remove_file(partial_path(path));
     }
 }
