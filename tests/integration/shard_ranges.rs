@@ -16,9 +16,10 @@ use kubeforge::shard::ranges::{ASSIGNMENT_ANNOTATION, Assignment, fnv1a64, slot_
 use kubeforge::testing::{ControlPlane, TestNamespace};
 
 use crate::sharding::{
-    GROUP, LEASE, Replica, assert_no_overlap, create_objects, logs_dir, members_up, update_objects,
+    GROUP, LEASE, Replica, assert_no_overlap, create_objects, logs_dir, members_up, operator_rules,
+    update_objects,
 };
-use crate::support::{configmap, eventually};
+use crate::support::{configmap, eventually, rbac};
 
 /// The plane with the gate on, shared by this module's tests (stopped when the test process
 /// exits).
@@ -158,7 +159,22 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
         ("SHARD_RECONCILE_MS", "2000"),
         ("SHARD_WORKERS", "128"),
     ];
-    let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns, name, &logs, &env);
+    // Each replica as a ServiceAccount of its own, bound to the rules kubeforge derives for the
+    // operator's wiring: ranges mode also watches the group's Leases.
+    rbac::grant_in(
+        &client,
+        ns,
+        "shard-operator",
+        operator_rules(),
+        &["r0", "r1", "r2"],
+    )
+    .await;
+    let mut kubeconfigs = HashMap::new();
+    for name in ["r0", "r1", "r2"] {
+        let path = plane.service_account_kubeconfig(ns, name).await.unwrap();
+        kubeconfigs.insert(name, path);
+    }
+    let start = |name: &str| Replica::start(&kubeconfigs[name], ns, name, &logs, &env);
     let mut replicas = vec![start("r0"), start("r1")];
     members_up(&leases, &["r0", "r1"]).await;
     create_objects(&api, COUNT, "v1").await;

@@ -20,6 +20,18 @@ use crate::support::{configmap, eventually, process};
 pub(crate) const GROUP: &str = "shard-test";
 pub(crate) const OWNER_LABEL: &str = "shard.kubeforge.dev/shard-test";
 /// The Leases' timings of the test replicas.
+/// The rules the shard operator's wiring gets from kubeforge, as `crdgen` derives them for
+/// `#[controller(for = ConfigMap)]` (its kind, events, the Leases of leader election and shard
+/// membership) — what an operator deployed from `crdgen --deploy` runs with, not a Role written
+/// for the test.
+pub(crate) fn operator_rules() -> serde_json::Value {
+    let rules = kubeforge::rbac::Rules::new()
+        .primary::<ConfigMap>(false)
+        .events()
+        .leases();
+    serde_json::to_value(rules.policy_rules()).unwrap()
+}
+
 pub(crate) const LEASE: Duration = Duration::from_secs(6);
 /// Their retry period (the members renew, and the sharder lists the Leases, that often).
 pub(crate) const RETRY: Duration = Duration::from_secs(1);

@@ -9,26 +9,19 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use kubeforge::testing::{ControlPlane, TestNamespace};
-use serde_json::json;
 
 use super::fencing::{passed_the_fence, path, requests_since};
 use crate::sharding::{
     Churn, GROUP, LEASE, RETRY, Replica, converged, create_objects, logs_dir, members_up, objects,
-    owner, sharder,
+    operator_rules, owner, sharder,
 };
 use crate::support::{eventually, rbac};
 
 const COUNT: usize = 60;
 
-/// A Role with what the shard operator needs, bound to `names` in the namespace.
+/// A Role with the rules kubeforge derives for the shard operator's wiring, bound to `names`.
 async fn grant(ns: &TestNamespace, names: &[&str]) {
-    let rules = json!([
-        { "apiGroups": [""], "resources": ["configmaps"],
-          "verbs": ["get", "list", "watch", "patch", "update"] },
-        { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-          "verbs": ["get", "list", "create", "update", "delete"] },
-    ]);
-    rbac::grant(ns, "shard-operator", rules, names).await;
+    rbac::grant(ns, "shard-operator", operator_rules(), names).await;
 }
 
 #[tokio::test]
