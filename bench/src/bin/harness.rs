@@ -1534,7 +1534,6 @@ fn write_results(rows: &[serde_json::Value], path: &std::path::Path) {
 }
 
 fn report(results: &Results, out: Option<&PathBuf>) {
-    let columns = COLUMNS;
     let extras = extra_columns(results);
     println!(
         "{:<52} {:<34} {:<13} {:>11} {:>13} {:>19} {:>9} {:>16} {:>17} {:>19}{}",
@@ -1575,13 +1574,13 @@ fn report(results: &Results, out: Option<&PathBuf>) {
             scenario,
             metric,
             unit,
-            cell(m(columns[0])),
-            cell(m(columns[1])),
-            cell(m(columns[2])),
-            cell(m(columns[3])),
+            cell(m(COLUMNS[0])),
+            cell(m(COLUMNS[1])),
+            cell(m(COLUMNS[2])),
+            cell(m(COLUMNS[3])),
             cell(ratio),
-            cell(m(columns[4])),
-            cell(m(columns[5])),
+            cell(m(COLUMNS[4])),
+            cell(m(COLUMNS[5])),
             extras
                 .iter()
                 .map(|d| format!(" {:>19}", cell(m(d))))

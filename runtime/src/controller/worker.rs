@@ -143,8 +143,8 @@ where
     /// worker holds its key), so acknowledge by taking its shard labels off.
     async fn let_go(&self, key: &ObjectKey, obj: &K, membership: &crate::shard::Membership) {
         // The kind as data: the release is the same code for every kind.
-        let api = (self.ty.erased::<kube::api::DynamicObject>())
-            .api(self.wiring.client(), obj.meta().namespace.as_deref());
+        let kind = self.ty.erased::<kube::api::DynamicObject>();
+        let api = kind.api(self.wiring.client(), obj.meta().namespace.as_deref());
         match membership.release(&api, obj.meta()).await {
             Ok(released) => {
                 if released {
