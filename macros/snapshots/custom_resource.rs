@@ -381,7 +381,7 @@ impl ::kubeforge::__private::garde::Validate for WebApp {
     .delete_validator(), (&& probe).defaulter(),), settings :
     ::kubeforge::webhook::Settings { failure_policy : "Fail", side_effects : "None",
     timeout_seconds : 10u8, operations : & ["CREATE", "UPDATE"], match_policy :
-    "Equivalent", reinvocation_policy : "IfNeeded", namespace_selector :
-    ::core::option::Option::None, object_selector : ::core::option::Option::None, }, } }
-    __kubeforge_webhooks }, }
+    "Equivalent", reinvocation_policy : "IfNeeded", metadata_updates : false,
+    namespace_selector : ::core::option::Option::None, object_selector :
+    ::core::option::Option::None, }, } } __kubeforge_webhooks }, }
 }

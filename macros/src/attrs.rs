@@ -300,7 +300,7 @@ pub const DEPRECATED: Table<DeprecatedAttrs> = Table {
 
 /// `webhooks(validate, validate_delete, default, failure_policy = .., side_effects = ..,
 /// timeout_seconds = .., operations = [..], match_policy = .., reinvocation_policy = ..,
-/// namespace_selector = "..", object_selector = "..")`.
+/// metadata_updates = .., namespace_selector = "..", object_selector = "..")`.
 #[derive(Default)]
 pub struct WebhooksAttrs {
     /// `validate`: the kind implements `Validator` (checked at compile time).
@@ -315,6 +315,7 @@ pub struct WebhooksAttrs {
     pub operations: Option<Vec<LitStr>>,
     pub match_policy: Option<LitStr>,
     pub reinvocation_policy: Option<LitStr>,
+    pub metadata_updates: Option<LitStr>,
     pub namespace_selector: Option<LitStr>,
     pub object_selector: Option<LitStr>,
 }
@@ -356,6 +357,11 @@ pub const WEBHOOKS: Table<WebhooksAttrs> = Table {
             Value::Str(|w: &mut WebhooksAttrs, v| w.reinvocation_policy = Some(v)),
         )
         .doc("the defaulting webhook's: `\"IfNeeded\"` (default) or `\"Never\"`"),
+        Key::new(
+            "metadata_updates",
+            Value::Str(|w: &mut WebhooksAttrs, v| w.metadata_updates = Some(v)),
+        )
+        .doc("`\"Skip\"` (default: an update that changes only `metadata` — finalizers, labels, annotations, owner references — is not sent to the validator and the defaulter, so a stopped operator blocks no cascading delete nor finalizer removal) or `\"Send\"` (the hooks judge metadata too)"),
         Key::new(
             "namespace_selector",
             Value::Str(|w: &mut WebhooksAttrs, v| w.namespace_selector = Some(v)),

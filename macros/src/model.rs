@@ -84,6 +84,8 @@ pub struct Webhooks {
     pub operations: Vec<String>,
     pub match_policy: String,
     pub reinvocation_policy: String,
+    /// `Skip` (default) or `Send`: whether metadata-only updates reach the hooks.
+    pub metadata_updates: String,
     pub namespace_selector: Option<selector::Selector>,
     pub object_selector: Option<selector::Selector>,
 }
@@ -167,6 +169,7 @@ impl Webhooks {
                 "IfNeeded",
                 errors,
             ),
+            metadata_updates: choice(attrs.metadata_updates, &["Skip", "Send"], "Skip", errors),
             namespace_selector: selector(attrs.namespace_selector, errors),
             object_selector: selector(attrs.object_selector, errors),
         }

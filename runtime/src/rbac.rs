@@ -67,9 +67,6 @@ fn cluster_scoped<K: Resource>() -> bool {
     std::any::type_name::<K::Scope>().ends_with("::ClusterResourceScope")
 }
 
-/// The group and plural of the Lease leader election uses.
-const LEASES: (&str, &str) = ("coordination.k8s.io", "leases");
-
 impl Rules {
     /// No rules.
     pub fn new() -> Self {
@@ -427,12 +424,14 @@ pub fn registered_webhook_rules() -> Rules {
     cluster.merge(certificate)
 }
 
-/// A ClusterRole named `name` with everything the operator does: the rules of every
-/// registered controller and of its webhook server ([`webhook_rules`]), except those on
-/// Leases: leader election needs them only in its own namespace ([`leader_election_role`]).
+/// A ClusterRole named `name` with everything the operator does in any mode of its binary: the
+/// rules of every registered controller, of its webhook server ([`webhook_rules`]) and the
+/// Leases of leader election and shard membership ([`Rules::leases`]) — wherever it is bound,
+/// so that one binding of it runs the operator. `crdgen --deploy` narrows the Leases to the
+/// operator's namespace instead ([`leader_election_role`]).
 pub fn cluster_role(name: &str) -> ClusterRole {
     let rules = registered_rules()
-        .without(LEASES.0, LEASES.1)
+        .leases()
         .merge(registered_webhook_rules())
         .merge(registered_migration_rules());
     ClusterRole {

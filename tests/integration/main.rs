@@ -28,6 +28,7 @@ mod guestbook;
 mod indexes;
 mod informer;
 mod leader;
+mod lease_rbac;
 mod manager;
 mod markers;
 mod memcached_backend;

@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::{configmap, eventually, status_code};
 
+mod down;
+
 /// Images only from the registries listed in the namespace's `allowed-registries` ConfigMap (a
 /// rule the schema cannot express); `owner` cannot change; objects labelled `protected` cannot be
 /// deleted; a missing `replicas` defaults to 1 and an image without a tag gets `:latest`.
@@ -130,6 +132,68 @@ impl Validator for Gizmo {
     }
 }
 
+/// What most kinds are: validated and defaulted with the default settings (`Fail`,
+/// `metadata_updates = "Skip"`), no delete validator. `teeth` must be positive; 0 becomes 12.
+#[kubeforge::custom_resource(
+    group = "webhook-test.kubeforge.dev",
+    version = "v1",
+    kind = "Sprocket",
+    namespaced,
+    webhooks(validate, default)
+)]
+#[derive(Clone, Debug, Default)]
+pub struct SprocketSpec {
+    #[serde(default)]
+    pub teeth: i32,
+}
+
+impl Validator for Sprocket {
+    async fn validate_create(&self, _: &AdmissionContext) -> Verdict {
+        if self.spec.teeth < 0 {
+            return Verdict::deny("spec.teeth: must not be negative");
+        }
+        Verdict::allow()
+    }
+}
+
+impl Defaulter for Sprocket {
+    async fn apply_defaults(&mut self, _: &AdmissionContext) -> Verdict {
+        if self.spec.teeth == 0 {
+            self.spec.teeth = 12;
+        }
+        Verdict::allow()
+    }
+}
+
+/// A kind whose validator judges metadata too (`metadata_updates = "Send"`): every update
+/// reaches it, and waits for the operator.
+#[kubeforge::custom_resource(
+    group = "webhook-test.kubeforge.dev",
+    version = "v1",
+    kind = "Cog",
+    namespaced,
+    webhooks(validate, metadata_updates = "Send")
+)]
+#[derive(Clone, Debug, Default)]
+pub struct CogSpec {
+    #[serde(default)]
+    pub size: i32,
+}
+
+impl Validator for Cog {
+    async fn validate_create(&self, _: &AdmissionContext) -> Verdict {
+        let labelled = self.metadata.labels.as_ref().is_some_and(|l| !l.is_empty());
+        if labelled {
+            return Verdict::deny("cogs carry no labels");
+        }
+        Verdict::allow()
+    }
+
+    async fn validate_update(&self, _: &Self, ctx: &AdmissionContext) -> Verdict {
+        self.validate_create(ctx).await
+    }
+}
+
 /// A Gadget named `name` with `image`.
 fn gadget(name: &str, image: &str) -> serde_json::Value {
     json!({
@@ -179,7 +243,9 @@ impl Running {
             .url(url.unwrap_or_else(|| "https://127.0.0.1".to_owned()))
             .secret(ns.name(), "webhook-cert")
             .serve::<Gadget>()
-            .serve::<Gizmo>();
+            .serve::<Gizmo>()
+            .serve::<Sprocket>()
+            .serve::<Cog>();
         let options = more(options);
         let mut manager = Manager::new(client.clone())
             .namespace(Some(ns.name().to_owned()))
@@ -227,25 +293,20 @@ impl Running {
         (code.trim().parse().unwrap_or(0), body.to_owned())
     }
 
-    /// Ready, and the configurations applied (the apiserver calls the webhooks).
+    /// Ready, and both configurations applied (the apiserver calls the webhooks).
     async fn wait_ready(&self) {
         eventually(
             "the webhook server to be ready",
             Duration::from_secs(60),
             async || {
                 let (code, _) = self.readyz().await;
-                let applied = Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-                    .get_opt(&self.name)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some_and(|c| {
-                        c.webhooks
-                            .unwrap_or_default()
-                            .iter()
-                            .all(|w| w.client_config.ca_bundle.is_some())
-                    });
-                (code == 200 && applied).then_some(())
+                // Both configurations: the mutating one is applied after the validating one,
+                // and a create that comes between is not defaulted.
+                let validating =
+                    bundled::<ValidatingWebhookConfiguration>(&self.client, &self.name).await;
+                let mutating =
+                    bundled::<MutatingWebhookConfiguration>(&self.client, &self.name).await;
+                (code == 200 && validating && mutating).then_some(())
             },
         )
         .await;
@@ -536,6 +597,26 @@ async fn an_unreachable_server_should_leave_the_decision_to_the_failure_policy_a
     assert_eq!(code, 500, "{text}");
     assert!(text.contains("[-]webhook"), "{text}");
     running.stop().await;
+}
+
+/// Whether the webhook configuration `name` of kind `C` exists with a CA bundle in each webhook.
+async fn bundled<C>(client: &Client, name: &str) -> bool
+where
+    C: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let Ok(Some(config)) = Api::<C>::all(client.clone()).get_opt(name).await else {
+        return false;
+    };
+    let config = serde_json::to_value(config).unwrap_or_default();
+    config["webhooks"].as_array().is_some_and(|hooks| {
+        hooks
+            .iter()
+            .all(|w| w["clientConfig"]["caBundle"].is_string())
+    })
 }
 
 async fn free_port() -> u16 {

@@ -738,6 +738,7 @@ impl<'a> Root<'a> {
             &hooks.match_policy,
             &hooks.reinvocation_policy,
         );
+        let metadata_updates = hooks.metadata_updates == "Send";
         let selector = |s: &Option<crate::model::selector::Selector>| match s {
             None => quote!(::core::option::Option::None),
             Some(s) => {
@@ -801,6 +802,7 @@ impl<'a> Root<'a> {
                                     operations: &[#(#operations),*],
                                     match_policy: #match_policy,
                                     reinvocation_policy: #reinvocation_policy,
+                                    metadata_updates: #metadata_updates,
                                     namespace_selector: #namespace_selector,
                                     object_selector: #object_selector,
                                 },

@@ -88,12 +88,11 @@ where
     Some((name, patch))
 }
 
-/// Sends a [`patch`].
-pub(super) async fn send<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> kube::Result<()>
+/// Sends a [`patch`]; returns the object as written.
+pub(super) async fn send<K>(api: &Api<K>, name: &str, patch: &serde_json::Value) -> kube::Result<K>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
-        .map(|_| ())
 }

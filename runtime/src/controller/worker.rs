@@ -308,16 +308,26 @@ where
     }
 
     /// Sets (`Some(message)`) or clears the object's `Stalled` condition, in the background
-    /// (only when that changes it).
+    /// (only when that changes it). The write is the key's own, like a reconcile's status
+    /// patch: its watch event starts no reconcile (a flight is open from before the request
+    /// until its answer is recorded).
     fn mark_stalled(&self, obj: &Arc<K>, message: Option<String>) {
         let Some((name, patch)) = stalled::patch(obj.as_ref(), message.as_deref()) else {
             return;
         };
         let api = self.api_for(obj);
+        let key = ObjectKey::of(obj.as_ref());
+        let flight = self.wiring.flight(key.clone());
+        let writer = crate::writes::Writer::new(&self.name, &key);
+        let wiring = Arc::clone(&self.wiring);
         crate::task::spawn(async move {
-            if let Err(error) = stalled::send(&api, &name, &patch).await {
-                tracing::debug!(error = %crate::client::readable(&error), "writing the Stalled condition failed; the object changed or is gone");
+            match stalled::send(&api, &name, &patch).await {
+                Ok(written) => wiring.record_write_by(&written, Some(writer)),
+                Err(error) => {
+                    tracing::debug!(error = %crate::client::readable(&error), "writing the Stalled condition failed; the object changed or is gone");
+                }
             }
+            drop(flight);
         });
     }
 

@@ -161,6 +161,22 @@ pub enum LeaderElectionError {
     /// A shard group's mode could not be decided (see [`crate::shard::ShardMode`]).
     #[error("shard mode: {0}")]
     ShardMode(String),
+    /// The apiserver refused the campaign's first requests for the Lease (401 or 403): the
+    /// operator's identity may not read or write Leases there. Retrying cannot help, so the
+    /// campaign stops with the request, the apiserver's message and what to grant.
+    #[error(
+        "the apiserver refused the leader election Lease {namespace}/{lease}: {message}; grant \
+         get, list, watch, create, update and delete on leases (coordination.k8s.io) in \
+         namespace {namespace} (crdgen's RBAC outputs do)"
+    )]
+    Refused {
+        /// The Lease's namespace.
+        namespace: String,
+        /// The Lease's name.
+        lease: String,
+        /// The request and the apiserver's answer.
+        message: String,
+    },
 }
 
 /// What a candidate last saw of the Lease, and when (on its own clock).
@@ -343,10 +359,10 @@ impl LeaderElector {
             if shutdown.is_cancelled() {
                 return Ok(());
             }
-            let attempt = self.attempt(self.config.attempt_timeout());
+            let attempt = self.campaign_attempt(self.config.attempt_timeout());
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                acquired = attempt => if acquired { break },
+                acquired = attempt => if acquired? { break },
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -432,10 +448,37 @@ impl LeaderElector {
         }
     }
 
+    /// [`Self::attempt`] of a campaign: an authorization failure (401, 403) is not retried but
+    /// returned as [`LeaderElectionError::Refused`] — at start-up nothing can change it but an
+    /// administrator, and retrying for ever hides the reason behind a debug line.
+    async fn campaign_attempt(&self, timeout: Duration) -> Result<bool, LeaderElectionError> {
+        match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
+            Ok(Err(kube::Error::Api(status))) if matches!(status.code, 401 | 403) => {
+                let error = kube::Error::Api(status);
+                Err(LeaderElectionError::Refused {
+                    namespace: self.config.lease_namespace.clone(),
+                    lease: self.config.lease_name.clone(),
+                    message: crate::client::readable(&error).to_string(),
+                })
+            }
+            outcome => Ok(self.attempted(outcome, timeout)),
+        }
+    }
+
     /// [`Self::try_acquire_or_renew`] within `timeout`; `true` if we hold the Lease afterwards.
     /// A timeout or a transport failure opens a fresh connection for the next attempt.
     async fn attempt(&self, timeout: Duration) -> bool {
-        match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
+        let outcome = tokio::time::timeout(timeout, self.try_acquire_or_renew()).await;
+        self.attempted(outcome, timeout)
+    }
+
+    /// What an attempt's `outcome` means: `true` if we hold the Lease.
+    fn attempted(
+        &self,
+        outcome: Result<Result<bool, kube::Error>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> bool {
+        match outcome {
             Ok(Ok(held)) => held,
             Ok(Err(error)) => {
                 tracing::debug!(error = %crate::client::readable(&error), lease = %self.config.lease_name, "leader election request failed");

@@ -109,10 +109,10 @@ struct QueueSeries {
 struct InformerSeries {
     informer_cached: IntGaugeVec,
     informer_synced: IntGaugeVec,
-    informer_lists: IntGaugeVec,
-    informer_errors: IntGaugeVec,
-    informer_undecodable: IntGaugeVec,
-    informer_late: IntGaugeVec,
+    informer_lists: IntCounterVec,
+    informer_errors: IntCounterVec,
+    informer_undecodable: IntCounterVec,
+    informer_late: IntCounterVec,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -139,6 +139,16 @@ pub(crate) fn counter(
         .register(Box::new(metric.clone()))
         .expect("invariant: metric names are unique");
     metric
+}
+
+/// Moves `counter` up to `total`, a count kept elsewhere (an informer's, a membership's) and
+/// read at scrape time: a counter only goes up, so a smaller total (a count that restarted with
+/// its informer) leaves it where it is.
+pub(crate) fn advance(counter: &prometheus::IntCounter, total: u64) {
+    let current = counter.get();
+    if total > current {
+        counter.inc_by(total - current);
+    }
 }
 
 pub(crate) fn gauge(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -313,25 +323,25 @@ impl InformerSeries {
                 "Whether the informer has completed its first list (1) or not (0)",
                 res,
             ),
-            informer_lists: gauge(
+            informer_lists: counter(
                 r,
                 "kubeforge_informer_lists_total",
                 "Complete lists (initial and relists) applied by the informer",
                 res,
             ),
-            informer_errors: gauge(
+            informer_errors: counter(
                 r,
                 "kubeforge_informer_watch_errors_total",
                 "List/watch errors of the informer (each followed by a retry)",
                 res,
             ),
-            informer_undecodable: gauge(
+            informer_undecodable: counter(
                 r,
                 "kubeforge_informer_undecodable_objects_total",
                 "Objects the informer skipped because they did not decode",
                 res,
             ),
-            informer_late: gauge(
+            informer_late: counter(
                 r,
                 "kubeforge_informer_late_events_total",
                 "Events that waited in a subscriber's backlog because its channel was full",
@@ -438,22 +448,22 @@ impl Metrics {
                     .informer_synced
                     .with_label_values(&label)
                     .set(i64::from(informer.synced));
-                self.informer
-                    .informer_lists
-                    .with_label_values(&label)
-                    .set(to_i64(informer.lists));
-                self.informer
-                    .informer_errors
-                    .with_label_values(&label)
-                    .set(to_i64(informer.watch_errors));
-                self.informer
-                    .informer_undecodable
-                    .with_label_values(&label)
-                    .set(to_i64(informer.undecodable));
-                self.informer
-                    .informer_late
-                    .with_label_values(&label)
-                    .set(to_i64(informer.late_events));
+                advance(
+                    &self.informer.informer_lists.with_label_values(&label),
+                    informer.lists,
+                );
+                advance(
+                    &self.informer.informer_errors.with_label_values(&label),
+                    informer.watch_errors,
+                );
+                advance(
+                    &self.informer.informer_undecodable.with_label_values(&label),
+                    informer.undecodable,
+                );
+                advance(
+                    &self.informer.informer_late.with_label_values(&label),
+                    informer.late_events,
+                );
             }
         }
         let mut out = Vec::new();

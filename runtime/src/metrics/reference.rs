@@ -282,4 +282,18 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), all, "{names:?}");
     }
+
+    /// Prometheus' naming rules, which scrapers and `rate()` rely on: a name ending in `_total`
+    /// is a counter, and a counter's name ends in `_total` (a gauge named `_total` reads as a
+    /// counter to `rate()` and breaks when it goes down).
+    #[tokio::test]
+    async fn counters_and_only_counters_should_be_named_total() {
+        let wrong: Vec<String> = sections()
+            .into_iter()
+            .flat_map(|(_, _, families)| families)
+            .filter(|f| f.name().ends_with("_total") != (f.get_field_type() == MetricType::COUNTER))
+            .map(|f| format!("{} ({})", f.name(), type_name(&f)))
+            .collect();
+        assert!(wrong.is_empty(), "misnamed: {wrong:?}");
+    }
 }

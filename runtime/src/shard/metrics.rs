@@ -3,7 +3,7 @@
 //! | metric | labels | what |
 //! |---|---|---|
 //! | `kubeforge_shard_owned_objects` | `group`, `member`, `kind` | objects of the kind this replica holds (its informer's, narrowed to its shard) |
-//! | `kubeforge_shard_released_total` | `group`, `member` | drains this replica acknowledged (objects it let go) |
+//! | `kubeforge_shard_released_total` (counter) | `group`, `member` | drains this replica acknowledged (objects it let go) |
 //! | `kubeforge_shard_live_members` | `group` | live members, as the sharder sees them (0 on replicas not sharding) |
 //! | `kubeforge_shard_moves_total` | `group`, `move` | the sharder's moves: label patches `assign`, `drain`, `undrain`; by hash ranges, `range` per slot starting to move |
 //! | `kubeforge_shard_drain_seconds` | `group` | from a drain mark to its acknowledgement, as the sharder saw it |
@@ -21,7 +21,7 @@ pub(crate) struct ShardMetrics {
     registry: Registry,
     group: String,
     owned: IntGaugeVec,
-    released: IntGaugeVec,
+    released: IntCounterVec,
     live: IntGaugeVec,
     moves: IntCounterVec,
     drain: HistogramVec,
@@ -36,7 +36,7 @@ impl ShardMetrics {
             "Objects of a sharded kind this replica holds",
             &["group", "member", "kind"],
         );
-        let released = gauge(
+        let released = counter(
             &registry,
             "kubeforge_shard_released_total",
             "Drains this replica acknowledged",
@@ -102,9 +102,10 @@ impl ShardMetrics {
                 .with_label_values(&[labels[0], labels[1], kind.as_str()])
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
-        self.released
-            .with_label_values(&labels)
-            .set(i64::try_from(membership.released()).unwrap_or(i64::MAX));
+        crate::metrics::advance(
+            &self.released.with_label_values(&labels),
+            membership.released(),
+        );
         self.registry.gather()
     }
 }

@@ -7,11 +7,18 @@
 //! `Fail` webhook refuses, a conversion cannot be done), loudly and naming the operator (its
 //! name is the first segment of every webhook path), and never stores what the operator would
 //! have refused or converted.
+//!
+//! What the webhooks are *not* asked about is an update that changes nothing but `metadata`
+//! (the [`METADATA_ONLY`] match condition): a finalizer added or removed (the garbage
+//! collector's `foregroundDeletion` and `orphan`, another controller's, a user's), labels,
+//! annotations, owner references. Neither the defaulter nor the validator has anything to say
+//! about those, and asking them made a stopped operator block cascading deletes, the removal of
+//! other parties' finalizers and so the deletion of whole namespaces.
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Api;
@@ -111,10 +118,10 @@ impl Configurations {
                 name: k.webhook_name(what),
                 namespace_selector: self.namespace_selector_of(k),
                 object_selector: k.settings.object_selector.map(|s| s.label_selector()),
+                match_conditions: spec_changes(k, operations),
                 rules: Some(vec![k.rule(operations)]),
                 side_effects: k.settings.side_effects.to_owned(),
                 timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
-                ..ValidatingWebhook::default()
             };
         let mut webhooks = Vec::new();
         for k in kinds {
@@ -155,11 +162,11 @@ impl Configurations {
                 name: k.webhook_name("default"),
                 namespace_selector: self.namespace_selector_of(k),
                 object_selector: k.settings.object_selector.map(|s| s.label_selector()),
+                match_conditions: spec_changes(k, k.settings.operations),
                 reinvocation_policy: Some(k.settings.reinvocation_policy.to_owned()),
                 rules: Some(vec![k.rule(k.settings.operations)]),
                 side_effects: k.settings.side_effects.to_owned(),
                 timeout_seconds: Some(i32::from(k.settings.timeout_seconds)),
-                ..MutatingWebhook::default()
             })
             .collect();
         (!webhooks.is_empty()).then(|| MutatingWebhookConfiguration {
@@ -243,6 +250,30 @@ impl Configurations {
         }
         Ok(())
     }
+}
+
+/// The expression of the match condition [`METADATA_NAME`]: true for every request but an
+/// `UPDATE` whose object differs from the old one only in `metadata` (a top-level field other
+/// than `metadata` added, removed or changed makes it true; `status` too, which a kind without
+/// the status subresource writes through the main resource).
+pub const METADATA_ONLY: &str = "request.operation != 'UPDATE' \
+|| object.exists(k, k != 'metadata' && (!(k in oldObject) || object[k] != oldObject[k])) \
+|| oldObject.exists(k, k != 'metadata' && !(k in object))";
+
+/// The name of the match condition every admission webhook of a `CREATE`/`UPDATE` rule carries.
+pub const METADATA_NAME: &str = "not-metadata-only-update";
+
+/// The match conditions of a webhook of `kind` for `operations`: none when it is not called on
+/// `UPDATE` (a delete validator sees every delete) or the kind's hooks judge metadata too
+/// (`metadata_updates = "Send"`), else [`METADATA_ONLY`].
+fn spec_changes(kind: &KindWebhooks, operations: &[&str]) -> Option<Vec<MatchCondition>> {
+    let skip = operations.contains(&"UPDATE") && !kind.settings.metadata_updates;
+    skip.then(|| {
+        vec![MatchCondition {
+            name: METADATA_NAME.to_owned(),
+            expression: METADATA_ONLY.to_owned(),
+        }]
+    })
 }
 
 /// `obj` with its `apiVersion` and `kind` (server-side apply needs them).

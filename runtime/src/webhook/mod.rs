@@ -8,7 +8,9 @@
 //! default, or `"Ignore"`), `side_effects` (`"None"`, default, or `"NoneOnDryRun"`),
 //! `timeout_seconds` (1–30, default 10), `operations` (`["CREATE", "UPDATE"]`, default both),
 //! `match_policy` (`"Equivalent"`, default, or `"Exact"`), `reinvocation_policy` (the defaulter's:
-//! `"IfNeeded"`, default, or `"Never"`), `namespace_selector` and `object_selector` (label
+//! `"IfNeeded"`, default, or `"Never"`), `metadata_updates` (`"Skip"`, default: an update that
+//! changes nothing but `metadata` is not sent to the validator nor the defaulter, see
+//! [`config`]; or `"Send"`), `namespace_selector` and `object_selector` (label
 //! selectors in `kubectl -l` syntax, checked at compile time). Nothing else is registered by
 //! hand: every `#[custom_resource]` records its webhooks here ([`registered`]).
 //!
@@ -177,6 +179,12 @@ pub struct Settings {
     /// The defaulting webhook's `IfNeeded` (default: called again when another mutating
     /// webhook changed the object after it) or `Never`.
     pub reinvocation_policy: &'static str,
+    /// Whether an update that changes nothing but `metadata` (finalizers, labels, annotations,
+    /// owner references) is sent to the validator and the defaulter: `false` (default,
+    /// `metadata_updates = "Skip"`: a match condition leaves them out, so a stopped operator
+    /// blocks no cascading delete and no removal of another party's finalizer) or `true`
+    /// (`"Send"`: the hooks judge metadata too, and those updates wait for the operator).
+    pub metadata_updates: bool,
     /// Only objects in namespaces whose labels match.
     pub namespace_selector: Option<Selector>,
     /// Only objects whose labels match.
@@ -192,6 +200,7 @@ impl Default for Settings {
             operations: &["CREATE", "UPDATE"],
             match_policy: "Equivalent",
             reinvocation_policy: "IfNeeded",
+            metadata_updates: false,
             namespace_selector: None,
             object_selector: None,
         }
