@@ -102,10 +102,12 @@ impl ShardMetrics {
                 .with_label_values(&[labels[0], labels[1], kind.as_str()])
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
-        crate::metrics::advance(
-            &self.released.with_label_values(&labels),
-            membership.released(),
-        );
+        // A counter of a count kept by the membership: moved up to it (it never goes down).
+        let released = self.released.with_label_values(&labels);
+        let behind = membership.released().saturating_sub(released.get());
+        if behind > 0 {
+            released.inc_by(behind);
+        }
         self.registry.gather()
     }
 }
