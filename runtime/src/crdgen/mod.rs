@@ -14,7 +14,7 @@
 //! | `crdgen --out DIR` | one file per CRD, `DIR/<name>.yaml` |
 //! | `crdgen --check DIR` | exit code 1 and a diff when a file in `DIR` is missing or out of date |
 //! | `crdgen --compat PREVIOUS` | the current CRDs against the released ones (a file or a directory, as `--out` writes), per CRD and version ([`crate::crd::compat`]); exit code 1 on a breaking change not accepted (`--accept FILE`, each entry with a reason); `--format json` for machines |
-//! | `crdgen --rbac` | the ClusterRole with the rules every `#[controller]` needs, named after the operator |
+//! | `crdgen --rbac` | the ClusterRole with the rules every `#[controller]` needs and the Leases of leader election and shard membership, named after the operator |
 //! | `crdgen --deploy --image IMAGE` | what a deploy needs besides the CRDs: Namespace, ServiceAccount, ClusterRole and binding, a Role and binding for the leader-election Lease, a Deployment (probes, metrics port, resource requests, restricted security context) and a metrics Service |
 //! | `crdgen --all` | the CRDs, then the ClusterRole (with `--deploy`: the CRDs, then the deploy manifests) |
 //!
@@ -312,8 +312,8 @@ pub(crate) const MODES: &[Line] = &[
     },
     Line {
         usage: "--rbac",
-        help: "the ClusterRole with the rules every controller and the webhook server need, \
-               named after the operator",
+        help: "the ClusterRole with the rules every controller, the webhook server and the \
+               Leases (leader election, shard membership) need, named after the operator",
     },
     Line {
         usage: "--deploy --image IMAGE",
