@@ -53,6 +53,7 @@ mod sharding;
 mod sources;
 mod stalled;
 mod standby;
+mod startup_once;
 mod static_site;
 mod stores;
 

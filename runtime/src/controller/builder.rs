@@ -561,7 +561,9 @@ where
         // gets the cache's state as its start-up state when it starts.
         sources.extend(primary_sources(&primary, &ty, predicates));
         // Dropping `run` (an aborted task, lost leadership) aborts everything it spawned.
-        let (queue, retries, _tasks) = plumbing(&name, &config, &wiring, sources, &shutdown);
+        let startup = Arc::default();
+        let (queue, retries, _tasks) =
+            plumbing(&name, &config, &wiring, sources, &startup, &shutdown);
 
         let cache = wiring.cache().clone();
         cache.start(shutdown.clone());
@@ -576,6 +578,7 @@ where
             },
         }
         tracing::info!(controller = %name, workers = config.concurrency, "caches synced; starting workers");
+        startup.synced();
         config.metrics.queue_started(&name, &queue);
         config
             .metrics
@@ -727,6 +730,7 @@ fn plumbing(
     config: &ControllerConfig,
     wiring: &Wiring,
     sources: Vec<Source>,
+    startup: &Arc<super::startup::StartupOnce>,
     shutdown: &CancellationToken,
 ) -> (WorkQueue<ObjectKey>, Arc<Retries>, AbortOnDrop) {
     let queue_hooks = config.queue_hooks(name);
@@ -752,6 +756,7 @@ fn plumbing(
         queue: queue.clone(),
         retries: Arc::clone(&retries),
         own,
+        startup: Arc::clone(startup),
     };
     for source in sources {
         tasks

@@ -15,6 +15,7 @@ use crate::retry::{NewEvent, ResourceAction};
 
 use super::ControllerMetrics;
 use super::retries::Retries;
+use super::startup::StartupOnce;
 use super::trigger::Trigger;
 use crate::writes::OwnWrites;
 
@@ -69,6 +70,8 @@ pub(super) struct Sink {
     pub(super) retries: Arc<Retries>,
     /// Recognises the events of the controller's own writes (`None`: every event counts).
     pub(super) own: Option<OwnEvents>,
+    /// The keys already queued for start-up.
+    pub(super) startup: Arc<StartupOnce>,
 }
 
 /// What [`ControllerConfig::skip_own_writes`](super::ControllerConfig::skip_own_writes) needs:
@@ -137,6 +140,9 @@ impl OwnEvents {
 
 impl Sink {
     pub(super) fn add(&self, key: ObjectKey, event: NewEvent, queued: &Queued) {
+        if queued.trigger == Trigger::StartUp && !self.startup.first(&key) {
+            return;
+        }
         if self.retries.on_event(&key, event) {
             self.retries.triggers().record(&key, queued.trigger.clone());
             self.queue.add_with(key, queued.priority);
@@ -291,16 +297,25 @@ where
         generation_changed: false,
     };
     let primary = origin == Origin::Primary;
-    Box::new(move |sink, shutdown| {
-        let Subscription { mut events, mark } = subscribe();
+    Box::new(move |sink: Sink, shutdown| {
+        // Joined now, before any source runs: the start-up set lives until every replay is over.
+        let mut replay = sink.startup.join();
+        let mut synced = sink.startup.when_synced();
         Box::pin(async move {
+            let Subscription { mut events, mark } = subscribe();
             // Events watched while a write to their object was in flight, until it lands.
             let mut landing = FuturesUnordered::new();
             let mut received = 0_u64;
             loop {
+                // Past the replay (its length is known once the list is complete).
+                if !replay.is_over() && mark.replayed(received) != Replayed::Initial {
+                    replay.over();
+                }
                 let event = tokio::select! {
                     () = shutdown.cancelled() => break,
                     Some(()) = landing.next(), if !landing.is_empty() => continue,
+                    // An empty replay: nothing else would look again.
+                    Ok(()) = synced.changed(), if !replay.is_over() => continue,
                     event = events.recv() => event,
                 };
                 let Some(event) = event else { break };

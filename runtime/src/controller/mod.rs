@@ -77,6 +77,7 @@ mod reconciler;
 mod retries;
 mod sources;
 mod stalled;
+mod startup;
 mod timers;
 mod trace_link;
 mod trigger;
