@@ -6,6 +6,11 @@
 //! `spec` and `status` the target could not hold is kept in the annotation
 //! `conversion.kubeforge.dev/<source version>` (JSON: pointer → value) and put back when the object
 //! is converted to that version again, so a round trip loses nothing.
+//!
+//! The annotation is part of the object, so anyone may write it. One that does not hold what
+//! the version can read (a value of the wrong type, say) is dropped with a warning, and the
+//! object converted without it: a bad annotation never fails a read, which would fail every
+//! list of the kind through that version in the namespace.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -34,7 +39,6 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
             }
         }
     }
-    restore(&mut object, to);
     let api_version = object["apiVersion"]
         .as_str()
         .and_then(|v| v.rsplit_once('/'))
@@ -42,8 +46,25 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
     if let (Some(api_version), Some(map)) = (api_version, object.as_object_mut()) {
         map.insert("apiVersion".to_owned(), Value::String(api_version));
     }
-    let typed: T = serde_json::from_value(object.clone())
-        .map_err(|e| format!("cannot read the object as version {to}: {e}"))?;
+    let mut restored = object.clone();
+    let annotation = restore(&mut restored, to);
+    let (object, typed): (Value, T) = match serde_json::from_value(restored.clone()) {
+        Ok(typed) => (restored, typed),
+        Err(error) if annotation.is_some() => {
+            // What the annotation holds does not fit the version: drop it, keep the object.
+            tracing::warn!(
+                annotation = annotation.as_deref().unwrap_or_default(),
+                %error,
+                "dropping a conversion annotation that does not fit its version"
+            );
+            let mut plain = object;
+            remove_annotation(&mut plain, to);
+            let typed = serde_json::from_value(plain.clone())
+                .map_err(|e| format!("cannot read the object as version {to}: {e}"))?;
+            (plain, typed)
+        }
+        Err(error) => return Err(format!("cannot read the object as version {to}: {error}")),
+    };
     let mut out = serde_json::to_value(typed).map_err(|e| e.to_string())?;
     let mut kept = Map::new();
     for part in ["spec", "status"] {
@@ -61,15 +82,30 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
     Ok(out)
 }
 
-/// Puts back what `version` could not hold when the object left it, and removes the annotation.
-fn restore(object: &mut Value, version: &str) {
-    let key = format!("{KEPT}{version}");
-    let Some(saved) = object["metadata"]["annotations"]
-        .as_object_mut()
-        .and_then(|a| a.remove(&key))
+/// Puts back what `version` could not hold when the object left it, and removes the annotation;
+/// returns the annotation's name when there was one (its content read or not).
+fn restore(object: &mut Value, version: &str) -> Option<String> {
+    let (key, saved) = remove_annotation(object, version)?;
+    let Some(saved) = saved
+        .as_str()
+        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
     else {
-        return;
+        tracing::warn!(annotation = %key, "dropping a conversion annotation that is not a JSON object of pointers");
+        return Some(key);
     };
+    for (pointer, value) in saved {
+        insert_absent(object, &pointer, value);
+    }
+    Some(key)
+}
+
+/// Removes the annotation that keeps `version`'s fields (and `annotations` when it was the only
+/// one); returns its name and value.
+fn remove_annotation(object: &mut Value, version: &str) -> Option<(String, Value)> {
+    let key = format!("{KEPT}{version}");
+    let saved = object["metadata"]["annotations"]
+        .as_object_mut()
+        .and_then(|a| a.remove(&key))?;
     if object["metadata"]["annotations"]
         .as_object()
         .is_some_and(Map::is_empty)
@@ -77,15 +113,7 @@ fn restore(object: &mut Value, version: &str) {
     {
         metadata.remove("annotations");
     }
-    let Some(saved) = saved
-        .as_str()
-        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
-    else {
-        return;
-    };
-    for (pointer, value) in saved {
-        insert_absent(object, &pointer, value);
-    }
+    Some((key, saved))
 }
 
 /// Sets `value` at `pointer` (`/spec/a/b`) unless something is there already, creating the
@@ -204,5 +232,34 @@ mod tests {
                 .get("conversion.kubeforge.dev/v2")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_annotation_that_does_not_fit_its_version_should_be_dropped_not_fail_the_read() {
+        let new = json!({
+            "apiVersion": "g/v2", "metadata": { "name": "a", "annotations": {
+                "conversion.kubeforge.dev/v1": "{\"/spec/legacy\": 7}",
+                "keep": "me",
+            } },
+            "spec": { "image": "i", "instances": 2, "tier": "gold" },
+        });
+        let old = convert_json::<Old>(new, "v2", "v1", &[("instances", "replicas")]).unwrap();
+        assert_eq!(
+            old["spec"]["legacy"],
+            Value::Null,
+            "the wrong-typed value is dropped"
+        );
+        assert_eq!(old["spec"]["replicas"], 2);
+        let annotations = &old["metadata"]["annotations"];
+        assert_eq!(annotations["keep"], "me");
+        assert!(annotations.get("conversion.kubeforge.dev/v1").is_none());
+        // Not JSON at all: dropped too.
+        let garbled = json!({
+            "apiVersion": "g/v2",
+            "metadata": { "name": "a", "annotations": { "conversion.kubeforge.dev/v1": "{" } },
+            "spec": { "image": "i", "instances": 2, "tier": "gold" },
+        });
+        let old = convert_json::<Old>(garbled, "v2", "v1", &[("instances", "replicas")]).unwrap();
+        assert_eq!(old["spec"]["replicas"], 2);
     }
 }
