@@ -12,7 +12,10 @@ pub const TEST_NAMESPACE_LABEL: &str = "kubeforge.dev/test-namespace";
 /// A fresh namespace on the shared control plane, with an admin client; deleted on drop.
 ///
 /// Dropping it deletes the namespace (in the background: the namespace controller finishes the
-/// job), also when the test panics. Nothing waits for the deletion to complete.
+/// job), also when the test panics. Nothing waits for the deletion to complete. Before that it
+/// removes what a manager watching only this namespace registered and left behind: its webhook
+/// configurations, and the conversion of the CRDs that point at it (see [`super::WebhookCleanup`],
+/// which a test that runs such a manager need not make any more).
 ///
 /// # Examples
 ///
@@ -110,7 +113,11 @@ impl Drop for TestNamespace {
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime.block_on(async move {
-                let client = Client::try_from(config).map_err(|e| e.to_string())?;
+                let client = Client::try_from(config.clone()).map_err(|e| e.to_string())?;
+                // A failed sweep is reported; the namespace is deleted all the same.
+                if let Err(error) = super::webhooks::sweep(&client, config, &name).await {
+                    eprintln!("kubeforge::testing: removing the webhooks of test namespace {name}: {error}");
+                }
                 match Api::<Namespace>::all(client)
                     .delete(&name, &DeleteParams::background())
                     .await

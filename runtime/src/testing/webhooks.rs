@@ -201,6 +201,115 @@ async fn empty_namespace(
 /// How long [`empty_namespace`] waits for the objects to go.
 const CLEAN_UP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// The label a manager watching one namespace puts in its webhooks' `namespaceSelector`.
+const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
+
+/// What a [`TestNamespace`] does before it is deleted, whether or not its test made a
+/// [`WebhookCleanup`]: the webhook configurations whose every webhook selects this namespace
+/// alone (what a manager watching only it registers: they can serve nothing once it is gone)
+/// are deleted, and the CRDs whose conversion points at one of those managers (the path
+/// `/<configuration name>/convert/..`) are pointed back at the unconfigured endpoint, as
+/// [`WebhookCleanup`] does. So a test that forgot its cleanup, or failed before reaching it,
+/// leaves no `Fail` webhook and no conversion at a closed port behind.
+pub(super) async fn sweep(
+    client: &Client,
+    config: kube::Config,
+    namespace: &str,
+) -> Result<(), String> {
+    let mut names: Vec<String> = Vec::new();
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing validating webhook configurations: {e}"))?;
+    for config in validating.items {
+        let selectors = config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| w.namespace_selector.as_ref());
+        if only_this(selectors, namespace) {
+            names.extend(config.metadata.name);
+        }
+    }
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing mutating webhook configurations: {e}"))?;
+    for config in mutating.items {
+        let selectors = config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| w.namespace_selector.as_ref());
+        if only_this(selectors, namespace)
+            && !config
+                .metadata
+                .name
+                .as_ref()
+                .is_some_and(|n| names.contains(n))
+        {
+            names.extend(config.metadata.name);
+        }
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    let crds = Api::<CustomResourceDefinition>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing CRDs: {e}"))?;
+    for name in names {
+        let prefix = format!("/{name}/");
+        let converted: Vec<String> = crds
+            .items
+            .iter()
+            .filter(|crd| {
+                let client_config = crd
+                    .spec
+                    .conversion
+                    .as_ref()
+                    .and_then(|c| c.webhook.as_ref())
+                    .and_then(|w| w.client_config.as_ref());
+                client_config.is_some_and(|c| {
+                    let url_path = c
+                        .url
+                        .as_deref()
+                        .and_then(|u| u.split_once("://"))
+                        .and_then(|(_, rest)| rest.find('/').map(|i| &rest[i..]));
+                    let service_path = c.service.as_ref().and_then(|s| s.path.as_deref());
+                    url_path
+                        .or(service_path)
+                        .is_some_and(|p| p.starts_with(&prefix))
+                })
+            })
+            .filter_map(|crd| crd.metadata.name.clone())
+            .collect();
+        WebhookCleanup::clean(config.clone(), namespace, &name, &converted).await?;
+    }
+    Ok(())
+}
+
+/// Whether `selectors` (a configuration's webhooks') are not empty and each selects exactly
+/// `namespace` by its name label.
+fn only_this<'a>(
+    selectors: impl Iterator<
+        Item = Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    >,
+    namespace: &str,
+) -> bool {
+    let mut any = false;
+    for selector in selectors {
+        any = true;
+        let named = selector
+            .and_then(|s| s.match_labels.as_ref())
+            .and_then(|labels| labels.get(NAMESPACE_NAME));
+        if named.map(String::as_str) != Some(namespace) {
+            return false;
+        }
+    }
+    any
+}
+
 fn ignore_gone(result: kube::Result<()>) -> kube::Result<()> {
     match result {
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
