@@ -2,7 +2,9 @@
 //! generates against the released ones (a YAML file or a directory of them, as `--out` writes),
 //! judged by [`crate::crd::compat`], with the operator's accept list.
 //!
-//! Exit status: 1 when a breaking finding is not accepted; `needs-migration` findings alone pass
+//! Exit status: 1 when a breaking or needs-review finding is not accepted (needs-review: kubeforge
+//! cannot decide, so a person must, and records it in the accept list with the reason);
+//! `needs-migration` findings alone pass
 //! (exit 0) but are printed first after the breaking ones and summed up in a closing line that
 //! says to run a storage migration, since they are the normal cost of moving the storage version;
 //! stale acceptances (entries that match nothing) are reported and do not fail.
@@ -228,7 +230,11 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
         );
     }
     let count = |class| report.open(class).count();
-    let (breaking, migrations) = (count(Class::Breaking), count(Class::NeedsMigration));
+    let (breaking, review, migrations) = (
+        count(Class::Breaking),
+        count(Class::NeedsReview),
+        count(Class::NeedsMigration),
+    );
     let accepted = report
         .findings
         .iter()
@@ -236,8 +242,8 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
         .count();
     let _ = writeln!(
         out,
-        "compat against {}: {breaking} breaking, {migrations} needs-migration, {} safe, \
-         {accepted} accepted, {} stale acceptance(s)",
+        "compat against {}: {breaking} breaking, {review} needs-review, {migrations} \
+         needs-migration, {} safe, {accepted} accepted, {} stale acceptance(s)",
         previous.display(),
         count(Class::Safe),
         report.stale.len(),
@@ -248,6 +254,13 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
             "NEEDS MIGRATION: {migrations} change(s) keep working only after a storage migration \
              (kubeforge::crd::migrate_storage) or through the conversion webhook; plan it before \
              the previous version is dropped"
+        );
+    }
+    if review > 0 {
+        let _ = writeln!(
+            out,
+            "NEEDS REVIEW: {review} change(s) kubeforge cannot judge (two regular expressions); \
+             check the values in use, then record each review with its reason in --accept FILE"
         );
     }
     if breaking > 0 {
