@@ -64,8 +64,8 @@ struct Case {
     old: Option<Value>,
     /// The CRD after (`None`: it is deleted).
     new: Option<Value>,
-    /// Objects valid under `old`: the version they are created through, and their spec.
-    objects: Vec<(&'static str, Value)>,
+    /// The specs of objects valid under `old`, each created through every served version.
+    objects: Vec<Value>,
     /// Spec fields set by the update through a version, besides `note`.
     updates: Vec<(&'static str, Value)>,
 }
@@ -89,12 +89,8 @@ impl Case {
     }
 
     /// An object created through v1.
-    fn object(self, spec: Value) -> Self {
-        self.object_in("v1", spec)
-    }
-
-    fn object_in(mut self, version: &'static str, spec: Value) -> Self {
-        self.objects.push((version, spec));
+    fn object(mut self, spec: Value) -> Self {
+        self.objects.push(spec);
         self
     }
 
@@ -675,7 +671,7 @@ fn cases() -> Vec<Case> {
         )
         .rule("version-removed", Breaking)
         .object(json!({"f": "x"}))
-        .object_in("v2", json!({"f": "y"})),
+        .object(json!({"f": "y"})),
         Case::new(
             "version-removed-unserved",
             "the version v2, not served, removed",
@@ -691,7 +687,7 @@ fn cases() -> Vec<Case> {
             two((true, true, f.clone()), (false, false, f.clone())),
         )
         .rule("version-unserved", Breaking)
-        .object_in("v2", json!({"f": "y"})),
+        .object(json!({"f": "y"})),
         Case::new(
             "version-served",
             "v2 served again",
@@ -868,7 +864,7 @@ fn cases() -> Vec<Case> {
             rules: vec![("crd-removed", Breaking)],
             old: Some(one(f.clone())),
             new: None,
-            objects: vec![("v1", json!({"f": "x"}))],
+            objects: vec![json!({"f": "x"})],
             updates: Vec::new(),
         },
         Case {
@@ -1056,9 +1052,12 @@ struct Row {
     problems: Vec<String>,
 }
 
-/// A short form of an API error: `422 Invalid`.
+/// A short form of an API error: `422 Invalid` (with the message of a server error).
 fn said(error: &kube::Error) -> String {
     match error {
+        kube::Error::Api(status) if status.code >= 500 => {
+            format!("{} {}", status.code, status.message)
+        }
         kube::Error::Api(status) => format!("{} {}", status.code, status.reason),
         other => other.to_string(),
     }
@@ -1235,8 +1234,10 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
         if let Some(refused) = served(client, ns, shape, 1).await? {
             return Err(context(&refused));
         }
-        for (i, (version, spec)) in case.objects.iter().enumerate() {
-            let name = format!("o{i}");
+        let through = shape.served();
+        let all = case.objects.iter().enumerate();
+        for ((i, spec), version) in all.flat_map(|o| through.iter().map(move |v| (o, v))) {
+            let name = format!("o{i}-{version}");
             let api = shape.api(client, ns, version);
             let body = json!({"spec": spec});
             let created = api
@@ -1387,9 +1388,12 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
                     Ok(scale) => {
                         let now = scale.spec.and_then(|s| s.replicas);
                         if now != object_.replicas {
+                            let said =
+                                |r: Option<i32>| r.map_or("none".to_owned(), |r| r.to_string());
                             problems.push(format!(
-                                "read /scale of {name} through {v}: replicas {:?} instead of {:?}",
-                                now, object_.replicas
+                                "read /scale of {name} through {v}: replicas {} instead of {}",
+                                said(now),
+                                said(object_.replicas)
                             ));
                         }
                     }
@@ -1432,13 +1436,40 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
                 object_.version
             ));
         }
-        // An update of a field through every served version, by another field manager.
+        // An update of a field through every served version: a merge patch of the spec (what
+        // most clients send), then server-side apply by another field manager (with the status
+        // where the old version had no status subresource, else through `/status`).
         for v in &versions {
             let api = check_api(v);
             let Ok(current) = api.get(name).await else {
                 continue;
             };
-            let mut spec = json!({"note": format!("updated through {v}")});
+            let mut patched = json!({"note": format!("patched through {v}")});
+            for (_, extra) in case.updates.iter().filter(|(uv, _)| uv == v) {
+                merge(&mut patched, extra);
+            }
+            let patch = json!({"spec": patched});
+            let params = PatchParams::default();
+            let merge_patch = Patch::Merge(&patch);
+            if let Err(e) = api.patch(name, &params, &merge_patch).await {
+                problems.push(format!("patch {name} through {v}: {}", said(&e)));
+            } else {
+                let mut expected = data(&current);
+                merge(&mut expected, &patch);
+                match api.get(name).await {
+                    Ok(after) => {
+                        if let Some(loss) = lost(&expected, Some(&data(&after)), "") {
+                            let loss = loss.trim_start_matches('.').to_owned();
+                            problems.push(format!("patch {name} through {v}: {loss}"));
+                        }
+                    }
+                    Err(e) => problems.push(format!("read {name} through {v}: {}", said(&e))),
+                }
+            }
+            let Ok(current) = api.get(name).await else {
+                continue;
+            };
+            let mut spec = json!({"note": format!("applied through {v}")});
             for (_, extra) in case.updates.iter().filter(|(uv, _)| uv == v) {
                 merge(&mut spec, extra);
             }
@@ -1453,7 +1484,7 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
             let apply = object(&new_shape, v, name, &new_shape.kind, &body);
             let params = PatchParams::apply("compat-oracle").force();
             if let Err(e) = api.patch(name, &params, &Patch::Apply(&apply)).await {
-                problems.push(format!("update {name} through {v}: {}", said(&e)));
+                problems.push(format!("apply {name} through {v}: {}", said(&e)));
                 continue;
             }
             if status_subresource {
@@ -1474,7 +1505,7 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
                 Ok(after) => {
                     if let Some(loss) = lost(&expected, Some(&data(&after)), "") {
                         problems.push(format!(
-                            "update {name} through {v}: {}",
+                            "apply {name} through {v}: {}",
                             loss.trim_start_matches('.')
                         ));
                     }
@@ -1521,6 +1552,8 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
     for shape in [old_shape.as_ref(), Some(&new_shape)].into_iter().flatten() {
         let _ = crds.delete(&shape.name, &DeleteParams::background()).await;
     }
+    let stable = |text: &str| text.replace(&format!(".{run}.{DOMAIN}"), &format!(".{DOMAIN}"));
+    let problems: Vec<String> = problems.iter().map(|p| stable(p)).collect();
     let (observed, what) = if let Some(first) = problems.first() {
         (Class::Breaking, first.clone())
     } else if let Some(migration) = migration {

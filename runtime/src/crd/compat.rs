@@ -256,8 +256,8 @@ fn crd(
     if p.scope != c.scope {
         let message = format!(
             "spec.scope changed from {} to {}: the apiserver refuses this update of the CRD (the \
-             scope is immutable); a kind of another scope needs a new CRD (another group or \
-             plural), and the objects must be copied to it",
+             scope is immutable); a kind of another scope needs a new CRD (another group, or \
+             another plural and kind), and the objects must be copied to it",
             p.scope, c.scope
         );
         push(
@@ -271,10 +271,27 @@ fn crd(
     }
     for (path, rule, was, is) in names {
         if was != is {
-            let message = format!(
-                "{path} changed from `{was}` to `{is}`: clients, RBAC rules and manifests that \
-                 name `{was}` fail, and the objects stored under the old name are not moved"
-            );
+            let what = match rule {
+                "group-changed" => {
+                    "the group is part of the CRD's name, so this is a new CRD: the objects stored \
+                     under the old one are not moved to it"
+                }
+                "plural-changed" => {
+                    "the plural is part of the CRD's name, so this is a new CRD: the apiserver \
+                     does not serve it while the old one holds the same kind in the group \
+                     (NamesAccepted False), and the objects stored under the old one are not \
+                     moved to it"
+                }
+                "kind-changed" => {
+                    "the apiserver refuses this update of an established CRD (spec.names.kind is \
+                     immutable): a new kind needs a new CRD, and the objects must be copied to it"
+                }
+                _ => {
+                    "clients that decode lists by their kind fail (the list responses of every \
+                     version carry the new one)"
+                }
+            };
+            let message = format!("{path} changed from `{was}` to `{is}`: {what}");
             push(out, Class::Breaking, (name, None), path, rule, message);
         }
     }
