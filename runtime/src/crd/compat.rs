@@ -108,6 +108,88 @@ impl fmt::Display for Class {
     }
 }
 
+/// Every rule [`compare`] applies, with the classes its findings can have (the compat oracle,
+/// `tests/integration/compat_oracle.rs`, has a case for each on the real apiserver).
+pub const RULES: &[(&str, &[Class])] = {
+    use Class::{Breaking as B, NeedsMigration as M, NeedsReview as R, Safe as S};
+    &[
+        ("crd-removed", &[B]),
+        ("crd-added", &[S]),
+        ("group-changed", &[B]),
+        ("kind-changed", &[B]),
+        ("plural-changed", &[B]),
+        ("list-kind-changed", &[B]),
+        ("scope-changed", &[B]),
+        ("singular-changed", &[S]),
+        ("short-names-changed", &[S]),
+        ("categories-changed", &[S]),
+        ("printer-columns-changed", &[S]),
+        ("version-added", &[S]),
+        ("version-served", &[S]),
+        ("version-removed", &[B, S]),
+        ("version-unserved", &[B]),
+        ("stored-version-removed", &[M]),
+        ("storage-version-changed", &[B, M]),
+        ("served-version-lacks-field", &[B]),
+        ("served-version-type-differs", &[B]),
+        ("served-version-field-dropped", &[B]),
+        ("subresource-added", &[B, S]),
+        ("subresource-removed", &[B]),
+        ("subresource-changed", &[B]),
+        ("field-removed", &[B, M, S]),
+        ("field-added", &[S]),
+        ("type-changed", &[B, S]),
+        ("required-added", &[B, S]),
+        ("required-removed", &[S]),
+        ("enum-added", &[B]),
+        ("enum-value-removed", &[B]),
+        ("enum-value-added", &[S]),
+        ("enum-removed", &[S]),
+        ("minimum-tightened", &[B]),
+        ("minimum-loosened", &[S]),
+        ("maximum-tightened", &[B]),
+        ("maximum-loosened", &[S]),
+        ("min-length-tightened", &[B]),
+        ("min-length-loosened", &[S]),
+        ("max-length-tightened", &[B]),
+        ("max-length-loosened", &[S]),
+        ("min-items-tightened", &[B]),
+        ("min-items-loosened", &[S]),
+        ("max-items-tightened", &[B]),
+        ("max-items-loosened", &[S]),
+        ("min-properties-tightened", &[B]),
+        ("min-properties-loosened", &[S]),
+        ("max-properties-tightened", &[B]),
+        ("max-properties-loosened", &[S]),
+        ("pattern-added", &[B]),
+        ("pattern-changed", &[R]),
+        ("pattern-loosened", &[S]),
+        ("pattern-removed", &[S]),
+        ("format-changed", &[B]),
+        ("format-removed", &[S]),
+        ("multiple-of-changed", &[B]),
+        ("multiple-of-removed", &[S]),
+        ("list-type-changed", &[B]),
+        ("list-map-keys-changed", &[B]),
+        ("map-type-changed", &[B]),
+        ("default-changed", &[B]),
+        ("default-removed", &[B]),
+        ("default-added", &[S]),
+        ("nullable-removed", &[B, S]),
+        ("nullable-added", &[S]),
+        ("preserve-unknown-fields-removed", &[B]),
+        ("preserve-unknown-fields-added", &[S]),
+        ("embedded-resource-changed", &[B]),
+        ("validation-added", &[B]),
+        ("validation-added-transition", &[B]),
+        ("validation-added-ratcheting", &[B]),
+        ("validation-removed", &[S]),
+        ("composition-changed", &[B]),
+        ("composition-loosened", &[S]),
+        ("composition-removed", &[S]),
+    ]
+};
+
 /// One change between the previous and the current CRDs, judged by one rule.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
@@ -1709,6 +1791,39 @@ mod tests {
     }
 
     #[test]
+    fn rules_should_list_every_rule_id_of_this_module() {
+        let source = include_str!("compat.rs");
+        let code = &source[..source.find("#[cfg(test)]").unwrap()];
+        let listed: BTreeSet<&str> = RULES.iter().map(|(rule, _)| *rule).collect();
+        // The ids as they appear in the code: `"some-rule"` literals next to a push, or in
+        // the tables of bounds and keywords.
+        let ids = code.split('"').skip(1).step_by(2).filter(|s| {
+            s.len() > 3
+                && s.contains('-')
+                && s.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                && !s.starts_with("x-kubernetes")
+                && !s.starts_with('-')
+        });
+        let missing: BTreeSet<&str> = ids
+            .filter(|id| !listed.contains(id))
+            .filter(|id| {
+                ![
+                    "needs-migration",
+                    "needs-review",
+                    "int-or-string",
+                    "kebab-case",
+                    "preserve-unknown-fields",
+                ]
+                .contains(id)
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "rule ids missing from RULES: {missing:?}"
+        );
+    }
+
+    #[test]
     fn compare_should_find_nothing_between_equal_crds() {
         let crd = one(object(json!({"f": {"type": "string", "minLength": 1}})));
         assert_eq!(diff(crd.clone(), crd), []);
@@ -2540,8 +2655,15 @@ mod tests {
         let prev = one(object(json!({})));
         let mut cur = prev.clone();
         cur["spec"]["names"]["kind"] = json!("WebApplication");
+        let findings = diff(prev, cur);
+        // The apiserver refuses it (the compat oracle's `kind-changed` case).
+        assert!(
+            findings[0].message.contains("spec.names.kind is immutable"),
+            "{}",
+            findings[0].message
+        );
         assert_eq!(
-            brief(&diff(prev, cur)),
+            brief(&findings),
             [
                 at(Breaking, "kind-changed", "spec.names.kind"),
                 at(Breaking, "list-kind-changed", "spec.names.listKind"),

@@ -314,6 +314,61 @@ mod tests {
         assert_eq!(read_accept(&file).unwrap(), []);
     }
 
+    /// A CRD whose `spec.name` has `pattern`, as YAML.
+    fn patterned(pattern: &str) -> String {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  \
+             name: as.example.dev\nspec:\n  group: example.dev\n  names:\n    kind: A\n    \
+             plural: as\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    \
+             storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        \
+             properties:\n          name:\n            type: string\n            pattern: \
+             '{pattern}'\n"
+        )
+    }
+
+    #[test]
+    fn run_should_fail_on_needs_review_until_the_review_is_accepted() {
+        let dir = temp("review");
+        let previous = dir.join("as.example.dev.yaml");
+        std::fs::write(&previous, patterned("^[a-z]+$")).unwrap();
+        let current: Vec<CustomResourceDefinition> =
+            vec![serde_norway::from_str(&patterned("^[a-z0-9]+$")).unwrap()];
+        let mut out = String::new();
+        let passes = run(&previous, None, Format::Text, &current, &mut out).unwrap();
+        assert!(!passes, "needs-review must not pass silently: {out}");
+        assert!(
+            out.starts_with("needs-review: as.example.dev v1 name: pattern-changed: "),
+            "{out}"
+        );
+        assert!(out.contains("0 breaking, 1 needs-review"), "{out}");
+        assert!(out.contains("\nNEEDS REVIEW: 1 change(s)"), "{out}");
+        let accept = dir.join("accept.yaml");
+        std::fs::write(
+            &accept,
+            "- crd: as.example.dev\n  rule: pattern-changed\n  reason: only widens; names in \
+             use checked\n",
+        )
+        .unwrap();
+        let mut out = String::new();
+        assert!(
+            run(&previous, Some(&accept), Format::Text, &current, &mut out).unwrap(),
+            "{out}"
+        );
+        assert!(!out.contains("NEEDS REVIEW"), "{out}");
+        // A loosening it can see is safe.
+        let current: Vec<CustomResourceDefinition> =
+            vec![serde_norway::from_str(&patterned("[a-z]+")).unwrap()];
+        let mut out = String::new();
+        assert!(
+            run(&previous, None, Format::Text, &current, &mut out).unwrap(),
+            "{out}"
+        );
+        assert!(
+            out.starts_with("safe: as.example.dev v1 name: pattern-loosened"),
+            "{out}"
+        );
+    }
+
     #[test]
     fn read_crds_should_take_a_file_or_a_directory_and_skip_other_kinds() {
         let dir = temp("read");
