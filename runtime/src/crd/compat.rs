@@ -303,6 +303,33 @@ fn crd(
     cur: &CustomResourceDefinition,
 ) {
     let (p, c) = (&prev.spec, &cur.spec);
+    if p.scope != c.scope {
+        let message = format!(
+            "spec.scope changed from {} to {}: the apiserver refuses this update of the CRD (the \
+             scope is immutable); a kind of another scope needs a new CRD (another group, or \
+             another plural and kind), and the objects must be copied to it",
+            p.scope, c.scope
+        );
+        push(
+            out,
+            Class::Breaking,
+            (name, None),
+            "spec.scope",
+            "scope-changed",
+            message,
+        );
+    }
+    names(out, name, p, c);
+    versions(out, name, prev, cur);
+}
+
+/// The names of one CRD: those in its API breaking, kubectl's safe.
+fn names(
+    out: &mut Vec<Finding>,
+    name: &str,
+    p: &CustomResourceDefinitionSpec,
+    c: &CustomResourceDefinitionSpec,
+) {
     let singular = |spec: &CustomResourceDefinitionSpec| {
         (spec.names.singular.clone()).unwrap_or_else(|| spec.names.kind.to_lowercase())
     };
@@ -335,22 +362,6 @@ fn crd(
             list_kind(c),
         ),
     ];
-    if p.scope != c.scope {
-        let message = format!(
-            "spec.scope changed from {} to {}: the apiserver refuses this update of the CRD (the \
-             scope is immutable); a kind of another scope needs a new CRD (another group, or \
-             another plural and kind), and the objects must be copied to it",
-            p.scope, c.scope
-        );
-        push(
-            out,
-            Class::Breaking,
-            (name, None),
-            "spec.scope",
-            "scope-changed",
-            message,
-        );
-    }
     for (path, rule, was, is) in names {
         if was != is {
             let what = match rule {
@@ -415,7 +426,6 @@ fn crd(
             push(out, Class::Safe, (name, None), path, rule, message);
         }
     }
-    versions(out, name, prev, cur);
 }
 
 /// `list` as a set.
