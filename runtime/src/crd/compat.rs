@@ -109,7 +109,7 @@ impl fmt::Display for Class {
 }
 
 /// Every rule [`compare`] applies, with the classes its findings can have (the compat oracle,
-/// `tests/integration/compat_oracle.rs`, has a case for each on the real apiserver).
+/// `tests/integration/compat_oracle/`, has a case for each on the real apiserver).
 pub const RULES: &[(&str, &[Class])] = {
     use Class::{Breaking as B, NeedsMigration as M, NeedsReview as R, Safe as S};
     &[
