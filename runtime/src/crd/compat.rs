@@ -2,9 +2,9 @@
 //! the ones the code generates now, per CRD and per version, each change judged by a rule.
 //!
 //! [`compare`] is pure: it takes the two sets of [`CustomResourceDefinition`]s and returns
-//! [`Finding`]s, each with a [`Class`] (`breaking`, `needs-review`, `needs-migration`, `safe`), the CRD, the
-//! version, a readable path (`spec.env[*].name`; `[*]` is a list's items, `.*` a map's values),
-//! the rule's id and a message naming both. [`judge`] applies the operator's accept list
+//! [`Finding`]s, each with a [`Class`] (`breaking`, `needs-review`, `needs-migration`, `safe`),
+//! the CRD, the version, a readable path (`spec.env[*].name`; `[*]` is a list's items, `.*` a
+//! map's values), the rule's id and a message naming both. [`judge`] applies the operator's accept list
 //! ([`Acceptance`]: deliberate breaks, each with its reason) and reports the entries that match
 //! nothing. `crdgen --compat PREVIOUS` is the command line around them.
 //!
