@@ -79,8 +79,29 @@ struct Row {
     problems: Vec<String>,
 }
 
-/// Runs one case on the plane: the gate's verdict, then the oracle's steps.
+/// Runs one case on the plane, then deletes its CRDs (their objects go with them), whatever
+/// happened.
 async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, String> {
+    let group = format!("{}.{run}.{DOMAIN}", case.name);
+    let names: Vec<String> = [&case.old, &case.new]
+        .into_iter()
+        .flatten()
+        .filter_map(|crd| {
+            instantiate(crd, &group)["metadata"]["name"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    let row = observe(case, client, ns, run).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in names {
+        let _ = crds.delete(&name, &DeleteParams::background()).await;
+    }
+    row
+}
+
+/// One case: the gate's verdict, then the oracle's steps.
+async fn observe(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, String> {
     let context = |what: String| format!("{}: {what}", case.name);
     let group = format!("{}.{run}.{DOMAIN}", case.name);
     let old = case.old.as_ref().map(|c| instantiate(c, &group));
@@ -161,11 +182,6 @@ async fn run(case: &Case, client: &Client, ns: &str, run: &str) -> Result<Row, S
         None
     };
 
-    // Clean up: both CRDs (their objects go with them).
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for shape in [old_shape.as_ref(), Some(&new_shape)].into_iter().flatten() {
-        let _ = crds.delete(&shape.name, &DeleteParams::background()).await;
-    }
     let stable = |text: &str| text.replace(&format!(".{run}.{DOMAIN}"), &format!(".{DOMAIN}"));
     let problems: Vec<String> = problems.iter().map(|p| stable(p)).collect();
     let (observed, what) = if let Some(first) = problems.first() {

@@ -121,6 +121,9 @@ pub(super) fn said(error: &kube::Error) -> String {
         kube::Error::Api(status) if status.code >= 500 => {
             format!("{} {}", status.code, status.message)
         }
+        // A 404 of a path that serves nothing (a removed CRD) has no Status body, or has one,
+        // depending on how far the apiserver's handlers have caught up: both are NotFound.
+        kube::Error::Api(status) if status.code == 404 => "404 NotFound".to_owned(),
         kube::Error::Api(status) => format!("{} {}", status.code, status.reason),
         other => other.to_string(),
     }
