@@ -671,7 +671,12 @@ fn version_removed(
     let (class, message) = if pv.served {
         (
             Class::Breaking,
-            format!("{} was removed: clients using it fail (404)", pv.name),
+            format!(
+                "{} was removed: clients using it fail (404), and server-side apply of objects \
+                 whose managed fields were written through it fails (500) until those entries \
+                 are removed",
+                pv.name
+            ),
         )
     } else {
         (
@@ -958,8 +963,9 @@ impl Walk<'_> {
             return true;
         }
         let message = format!(
-            "the type changed from {was} to {is}: stored objects that set the field fail \
-             validation on their next write and clients decoding {was} fail"
+            "the type changed from {was} to {is}: objects with a {was} can no longer be created, \
+             server-side apply of the stored ones fails (their value does not fit the new type), \
+             and clients decoding {was} fail"
         );
         self.push(Class::Breaking, path, "type-changed", message);
         false
@@ -987,8 +993,9 @@ impl Walk<'_> {
                 let added: Vec<_> = is.iter().filter(|v| !was.contains(v)).cloned().collect();
                 if !removed.is_empty() {
                     let message = format!(
-                        "enum value(s) {} were removed: objects that hold them fail validation \
-                         on their next write",
+                        "enum value(s) {} were removed: objects that hold them can no longer be \
+                         created, nor have the field set to one (stored objects keep theirs: the \
+                         apiserver ratchets unchanged values)",
                         removed.join(", ")
                     );
                     self.push(Class::Breaking, path, "enum-value-removed", message);
@@ -1076,7 +1083,8 @@ impl Walk<'_> {
         if tighter {
             let message = format!(
                 "{keyword} tightened from {was} to {is}: objects whose value does not meet it \
-                 fail validation when they are next written, and clients creating them fail"
+                 can no longer be created, nor have the field set to such a value (stored \
+                 objects keep theirs: the apiserver ratchets unchanged values)"
             );
             self.push(Class::Breaking, path, tightened, message);
         } else {
@@ -1115,8 +1123,9 @@ impl Walk<'_> {
                     let was = was.map_or_else(|| "none".to_owned(), |w| format!("`{w}`"));
                     let message = format!(
                         "{keyword} changed from {was} to `{is}` (any change counts as a \
-                         tightening): objects whose value does not match fail validation when \
-                         they are next written"
+                         tightening): objects whose value does not match can no longer be \
+                         created, nor have the field set to such a value (stored objects keep \
+                         theirs: the apiserver ratchets unchanged values)"
                     );
                     self.push(Class::Breaking, path, changed, message);
                 }
@@ -1454,8 +1463,8 @@ impl Walk<'_> {
                 self.push(Class::Safe, &field, "required-added", message);
             } else {
                 let message = format!(
-                    "{what}: objects without it fail validation on their next write, and \
-                     clients that do not send it cannot create objects"
+                    "{what}: objects without it can no longer be created, and every update of a \
+                     stored one without it is refused (only an unchanged write passes)"
                 );
                 self.push(Class::Breaking, &field, "required-added", message);
             }
