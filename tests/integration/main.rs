@@ -12,6 +12,7 @@ mod cel;
 mod cel_cost;
 mod cli;
 mod client;
+mod compat_oracle;
 mod config_audit;
 mod controller;
 mod controlplane;

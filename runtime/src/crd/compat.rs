@@ -2,35 +2,41 @@
 //! the ones the code generates now, per CRD and per version, each change judged by a rule.
 //!
 //! [`compare`] is pure: it takes the two sets of [`CustomResourceDefinition`]s and returns
-//! [`Finding`]s, each with a [`Class`] (`breaking`, `needs-migration`, `safe`), the CRD, the
-//! version, a readable path (`spec.env[*].name`; `[*]` is a list's items, `.*` a map's values),
-//! the rule's id and a message naming both. [`judge`] applies the operator's accept list
+//! [`Finding`]s, each with a [`Class`] (`breaking`, `needs-review`, `needs-migration`, `safe`),
+//! the CRD, the version, a readable path (`spec.env[*].name`; `[*]` is a list's items, `.*` a
+//! map's values), the rule's id and a message naming both. [`judge`] applies the operator's accept list
 //! ([`Acceptance`]: deliberate breaks, each with its reason) and reports the entries that match
 //! nothing. `crdgen --compat PREVIOUS` is the command line around them.
 //!
-//! The rules:
+//! The rules (the book's reference `compat-oracle.md` shows each against what the apiserver
+//! does):
 //!
 //! | rule | class |
 //! |---|---|
-//! | `crd-removed`, `group-changed`, `kind-changed`, `plural-changed`, `singular-changed`, `list-kind-changed`, `scope-changed` | breaking |
-//! | `crd-added`, `short-names-changed`, `categories-changed`, `printer-columns-changed`, `version-added`, `version-served` | safe |
+//! | `crd-removed`, `group-changed`, `kind-changed`, `plural-changed`, `list-kind-changed` | breaking |
+//! | `scope-changed` | breaking: the apiserver refuses the update (the scope is immutable) |
+//! | `crd-added`, `singular-changed`, `short-names-changed`, `categories-changed`, `printer-columns-changed`, `version-added`, `version-served` | safe (kubectl only, or nothing existing changes) |
 //! | `version-removed`, `version-unserved` | breaking when it was served (clients using it fail) |
 //! | `stored-version-removed` | needs-migration: objects may still be stored in it |
 //! | `storage-version-changed` | needs-migration with a conversion webhook (or identical schemas), else breaking |
-//! | `subresource-removed`, `subresource-changed` / `subresource-added` | breaking / safe |
+//! | `served-version-lacks-field`, `served-version-type-differs`, `served-version-field-dropped` | breaking: without a conversion webhook, a served version that lacks a field of the storage version (a read and write-back through it deletes the field), declares another type, or has a field the storage version lacks (dropped on every write) |
+//! | `subresource-removed`, `subresource-changed` | breaking |
+//! | `subresource-added` | breaking for `status` (writes of the object itself then ignore its status), safe for `scale` |
 //! | `field-removed` | breaking; needs-migration in a version that is not the storage version of a CRD converted by a webhook (the conversion must carry it); safe where unknown fields are preserved |
 //! | `field-added` | safe (a new required field is `required-added`) |
-//! | `type-changed` | breaking; safe when widened (integer or string to int-or-string, anything to untyped) |
+//! | `type-changed` | breaking; safe when widened (integer or string to int-or-string, in either form, anything to untyped) |
 //! | `required-added` / `required-removed` | breaking (safe when the field has a default) / safe |
-//! | `enum-value-removed` / `enum-value-added`, `enum-removed` | breaking / safe |
+//! | `enum-added`, `enum-value-removed` / `enum-value-added`, `enum-removed` | breaking / safe |
 //! | `minimum-…`, `maximum-…`, `min-length-…`, `max-length-…`, `min-items-…`, `max-items-…`, `min-properties-…`, `max-properties-…` `tightened` / `loosened` | breaking / safe |
-//! | `pattern-changed`, `format-changed`, `multiple-of-changed` / `pattern-removed`, `format-removed`, `multiple-of-removed` | breaking / safe |
+//! | `pattern-added`, `format-changed`, `multiple-of-changed` / `pattern-loosened` (anchors removed, an alternative added), `pattern-removed`, `format-removed`, `multiple-of-removed` | breaking / safe |
+//! | `pattern-changed` | needs-review: two regular expressions, which kubeforge cannot compare |
 //! | `list-type-changed`, `list-map-keys-changed`, `map-type-changed` | breaking |
 //! | `default-changed`, `default-removed` / `default-added` | breaking / safe |
-//! | `nullable-removed`, `preserve-unknown-fields-removed`, `embedded-resource-changed` | breaking |
+//! | `nullable-removed` | safe on an optional field without a default (the apiserver drops a null), else breaking |
+//! | `preserve-unknown-fields-removed`, `embedded-resource-changed` | breaking |
 //! | `nullable-added`, `preserve-unknown-fields-added` | safe |
-//! | `validation-added` (a CEL rule without `oldSelf` or `optionalOldSelf`) / `validation-added-ratcheting`, `validation-removed` | breaking / safe |
-//! | `composition-changed` / `composition-removed` (`allOf`, `anyOf`, `oneOf`, `not`) | breaking / safe |
+//! | `validation-added` (a CEL rule), `validation-added-transition` (one reading `oldSelf`: judges updates), `validation-added-ratcheting` (with `optionalOldSelf`: judges creates too) / `validation-removed` | breaking (a rule is judged by what it refuses) / safe |
+//! | `composition-changed` / `composition-loosened` (`anyOf` branches added, `allOf` ones removed), `composition-removed` | breaking / safe; branches compare as a set, and controller-gen's `anyOf` of an int-or-string is part of its type |
 //!
 //! # Examples
 //!
@@ -72,6 +78,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 pub enum Class {
     /// Objects, clients or stored data that worked with the previous release fail or lose data.
     Breaking,
+    /// kubeforge cannot decide whether what worked still works (two regular expressions): a
+    /// person must look. Fails the gate like a breaking change until an entry of the accept list
+    /// records the review, with its reason.
+    NeedsReview,
     /// Works if the operator runs a storage migration (or its conversion carries the data)
     /// before the previous version goes away.
     NeedsMigration,
@@ -80,11 +90,12 @@ pub enum Class {
 }
 
 impl Class {
-    /// `breaking`, `needs-migration` or `safe`.
+    /// `breaking`, `needs-review`, `needs-migration` or `safe`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Class::Breaking => "breaking",
+            Class::NeedsReview => "needs-review",
             Class::NeedsMigration => "needs-migration",
             Class::Safe => "safe",
         }
@@ -96,6 +107,88 @@ impl fmt::Display for Class {
         f.write_str(self.as_str())
     }
 }
+
+/// Every rule [`compare`] applies, with the classes its findings can have (the compat oracle,
+/// `tests/integration/compat_oracle/`, has a case for each on the real apiserver).
+pub const RULES: &[(&str, &[Class])] = {
+    use Class::{Breaking as B, NeedsMigration as M, NeedsReview as R, Safe as S};
+    &[
+        ("crd-removed", &[B]),
+        ("crd-added", &[S]),
+        ("group-changed", &[B]),
+        ("kind-changed", &[B]),
+        ("plural-changed", &[B]),
+        ("list-kind-changed", &[B]),
+        ("scope-changed", &[B]),
+        ("singular-changed", &[S]),
+        ("short-names-changed", &[S]),
+        ("categories-changed", &[S]),
+        ("printer-columns-changed", &[S]),
+        ("version-added", &[S]),
+        ("version-served", &[S]),
+        ("version-removed", &[B, S]),
+        ("version-unserved", &[B]),
+        ("stored-version-removed", &[M]),
+        ("storage-version-changed", &[B, M]),
+        ("served-version-lacks-field", &[B]),
+        ("served-version-type-differs", &[B]),
+        ("served-version-field-dropped", &[B]),
+        ("subresource-added", &[B, S]),
+        ("subresource-removed", &[B]),
+        ("subresource-changed", &[B]),
+        ("field-removed", &[B, M, S]),
+        ("field-added", &[S]),
+        ("type-changed", &[B, S]),
+        ("required-added", &[B, S]),
+        ("required-removed", &[S]),
+        ("enum-added", &[B]),
+        ("enum-value-removed", &[B]),
+        ("enum-value-added", &[S]),
+        ("enum-removed", &[S]),
+        ("minimum-tightened", &[B]),
+        ("minimum-loosened", &[S]),
+        ("maximum-tightened", &[B]),
+        ("maximum-loosened", &[S]),
+        ("min-length-tightened", &[B]),
+        ("min-length-loosened", &[S]),
+        ("max-length-tightened", &[B]),
+        ("max-length-loosened", &[S]),
+        ("min-items-tightened", &[B]),
+        ("min-items-loosened", &[S]),
+        ("max-items-tightened", &[B]),
+        ("max-items-loosened", &[S]),
+        ("min-properties-tightened", &[B]),
+        ("min-properties-loosened", &[S]),
+        ("max-properties-tightened", &[B]),
+        ("max-properties-loosened", &[S]),
+        ("pattern-added", &[B]),
+        ("pattern-changed", &[R]),
+        ("pattern-loosened", &[S]),
+        ("pattern-removed", &[S]),
+        ("format-changed", &[B]),
+        ("format-removed", &[S]),
+        ("multiple-of-changed", &[B]),
+        ("multiple-of-removed", &[S]),
+        ("list-type-changed", &[B]),
+        ("list-map-keys-changed", &[B]),
+        ("map-type-changed", &[B]),
+        ("default-changed", &[B]),
+        ("default-removed", &[B]),
+        ("default-added", &[S]),
+        ("nullable-removed", &[B, S]),
+        ("nullable-added", &[S]),
+        ("preserve-unknown-fields-removed", &[B]),
+        ("preserve-unknown-fields-added", &[S]),
+        ("embedded-resource-changed", &[B]),
+        ("validation-added", &[B]),
+        ("validation-added-transition", &[B]),
+        ("validation-added-ratcheting", &[B]),
+        ("validation-removed", &[S]),
+        ("composition-changed", &[B]),
+        ("composition-loosened", &[S]),
+        ("composition-removed", &[S]),
+    ]
+};
 
 /// One change between the previous and the current CRDs, judged by one rule.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -210,6 +303,33 @@ fn crd(
     cur: &CustomResourceDefinition,
 ) {
     let (p, c) = (&prev.spec, &cur.spec);
+    if p.scope != c.scope {
+        let message = format!(
+            "spec.scope changed from {} to {}: the apiserver refuses this update of the CRD (the \
+             scope is immutable); a kind of another scope needs a new CRD (another group, or \
+             another plural and kind), and the objects must be copied to it",
+            p.scope, c.scope
+        );
+        push(
+            out,
+            Class::Breaking,
+            (name, None),
+            "spec.scope",
+            "scope-changed",
+            message,
+        );
+    }
+    names(out, name, p, c);
+    versions(out, name, prev, cur);
+}
+
+/// The names of one CRD: those in its API breaking, kubectl's safe.
+fn names(
+    out: &mut Vec<Finding>,
+    name: &str,
+    p: &CustomResourceDefinitionSpec,
+    c: &CustomResourceDefinitionSpec,
+) {
     let singular = |spec: &CustomResourceDefinitionSpec| {
         (spec.names.singular.clone()).unwrap_or_else(|| spec.names.kind.to_lowercase())
     };
@@ -224,12 +344,6 @@ fn crd(
             c.group.clone(),
         ),
         (
-            "spec.scope",
-            "scope-changed",
-            p.scope.clone(),
-            c.scope.clone(),
-        ),
-        (
             "spec.names.kind",
             "kind-changed",
             p.names.kind.clone(),
@@ -242,12 +356,6 @@ fn crd(
             c.names.plural.clone(),
         ),
         (
-            "spec.names.singular",
-            "singular-changed",
-            singular(p),
-            singular(c),
-        ),
-        (
             "spec.names.listKind",
             "list-kind-changed",
             list_kind(p),
@@ -256,12 +364,44 @@ fn crd(
     ];
     for (path, rule, was, is) in names {
         if was != is {
-            let message = format!(
-                "{path} changed from `{was}` to `{is}`: clients, RBAC rules and manifests that \
-                 name `{was}` fail, and the objects stored under the old name are not moved"
-            );
+            let what = match rule {
+                "group-changed" => {
+                    "the group is part of the CRD's name, so this is a new CRD: the objects stored \
+                     under the old one are not moved to it"
+                }
+                "plural-changed" => {
+                    "the plural is part of the CRD's name, so this is a new CRD: the apiserver \
+                     does not serve it while the old one holds the same kind in the group \
+                     (NamesAccepted False), and the objects stored under the old one are not \
+                     moved to it"
+                }
+                "kind-changed" => {
+                    "the apiserver refuses this update of an established CRD (spec.names.kind is \
+                     immutable): a new kind needs a new CRD, and the objects must be copied to it"
+                }
+                _ => {
+                    "clients that decode lists by their kind fail (the list responses of every \
+                     version carry the new one)"
+                }
+            };
+            let message = format!("{path} changed from `{was}` to `{is}`: {what}");
             push(out, Class::Breaking, (name, None), path, rule, message);
         }
+    }
+    let (was, is) = (singular(p), singular(c));
+    if was != is {
+        let message = format!(
+            "spec.names.singular changed from `{was}` to `{is}` (kubectl only: `kubectl get \
+             {was}` stops working; the API, RBAC rules and manifests name the plural)"
+        );
+        push(
+            out,
+            Class::Safe,
+            (name, None),
+            "spec.names.singular",
+            "singular-changed",
+            message,
+        );
     }
     let lists = [
         (
@@ -286,7 +426,6 @@ fn crd(
             push(out, Class::Safe, (name, None), path, rule, message);
         }
     }
-    versions(out, name, prev, cur);
 }
 
 /// `list` as a set.
@@ -359,7 +498,7 @@ fn versions(
                 Class::Breaking
             };
             let mut walk = Walk { at, removal, out };
-            walk.node("", p, c);
+            walk.node("", p, c, false);
         }
     }
     for cv in &cur.spec.versions {
@@ -371,6 +510,153 @@ fn versions(
         }
     }
     storage_version(out, name, prev, cur);
+    let before = served_versions(name, prev);
+    let key = |f: &Finding| (f.rule, f.version.clone(), f.path.clone());
+    let known: BTreeSet<_> = before.iter().map(key).collect();
+    out.extend(
+        served_versions(name, cur)
+            .into_iter()
+            .filter(|f| !known.contains(&key(f))),
+    );
+}
+
+/// The schema's fields, flattened: path → (type, whether it preserves unknown fields).
+fn flatten(schema: &JSONSchemaProps, path: &str, out: &mut BTreeMap<String, (String, bool)>) {
+    let preserves = schema.x_kubernetes_preserve_unknown_fields == Some(true);
+    out.insert(path.to_owned(), (type_of(schema).to_owned(), preserves));
+    for (name, field) in schema.properties.iter().flatten() {
+        if path.is_empty() && matches!(name.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        flatten(field, &child(path, name), out);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = &schema.items {
+        flatten(items, &format!("{path}[*]"), out);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = &schema.additional_properties {
+        flatten(values, &format!("{path}.*"), out);
+    }
+}
+
+/// The paths of `fields` that hold `path`: its ancestors (the root `""` first) and itself.
+fn holders<'a>(
+    fields: &'a BTreeMap<String, (String, bool)>,
+    path: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a (String, bool))> {
+    fields.iter().filter(move |(p, _)| {
+        p.is_empty()
+            || path == p.as_str()
+            || (path.starts_with(p.as_str())
+                && matches!(path.as_bytes().get(p.len()), Some(b'.' | b'[')))
+    })
+}
+
+/// Whether a value at `path` survives a write through a schema with `fields`: the schema names
+/// it, or an ancestor keeps unknown fields.
+fn kept(fields: &BTreeMap<String, (String, bool)>, path: &str) -> bool {
+    fields.contains_key(path)
+        || holders(fields, path).any(|(_, (ty, preserves))| *preserves || ty == "any")
+}
+
+/// What the served versions of `crd` do to the data of its storage version, when no conversion
+/// webhook converts between them (the apiserver's None conversion only changes `apiVersion`):
+/// a field the storage version holds that a served version lacks is deleted by a client that
+/// reads and writes back through it; a field declared with another type; a field only a served
+/// version has, dropped on every write through it.
+fn served_versions(name: &str, crd: &CustomResourceDefinition) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if webhook_converts(crd) {
+        return out;
+    }
+    let Some((storage, Some(stored_schema))) = storage(crd).map(|s| (s, schema(s))) else {
+        return out;
+    };
+    let mut stored = BTreeMap::new();
+    flatten(stored_schema, "", &mut stored);
+    for version in crd.spec.versions.iter().filter(|v| v.served && !v.storage) {
+        let Some(served_schema) = schema(version) else {
+            continue;
+        };
+        let mut served = BTreeMap::new();
+        flatten(served_schema, "", &mut served);
+        let at = (name, Some(version.name.as_str()));
+        let (v, s) = (&version.name, &storage.name);
+        // Only the topmost path of a difference: what is below it follows.
+        let mut reported: Vec<String> = Vec::new();
+        let below = |reported: &[String], path: &str| {
+            reported.iter().any(|r| {
+                path.starts_with(r.as_str())
+                    && matches!(path.as_bytes().get(r.len()), Some(b'.' | b'['))
+            })
+        };
+        for (path, (ty, _)) in &stored {
+            if path.is_empty() || below(&reported, path) {
+                continue;
+            }
+            match served.get(path) {
+                Some((served_ty, _)) if served_ty != ty && served_ty != "any" && ty != "any" => {
+                    let message = format!(
+                        "{v} declares the field as {served_ty}, the storage version {s} as {ty}, \
+                         and no conversion webhook converts between them: values stored as {ty} \
+                         are served unchanged through {v}, so writing them back through {v} \
+                         fails validation, and what {v} accepts is stored as {served_ty}"
+                    );
+                    push(
+                        &mut out,
+                        Class::Breaking,
+                        at,
+                        path,
+                        "served-version-type-differs",
+                        message,
+                    );
+                    reported.push(path.clone());
+                }
+                Some(_) => {}
+                None if !kept(&served, path) => {
+                    let message = format!(
+                        "{v} is served but lacks the field, which the storage version {s} holds, \
+                         and no conversion webhook carries it: a client that reads an object \
+                         through {v} and writes it back (an update, kubectl edit or apply) \
+                         deletes the field from storage; declare it in {v} too, or convert \
+                         through a webhook"
+                    );
+                    push(
+                        &mut out,
+                        Class::Breaking,
+                        at,
+                        path,
+                        "served-version-lacks-field",
+                        message,
+                    );
+                    reported.push(path.clone());
+                }
+                None => {}
+            }
+        }
+        for path in served.keys() {
+            if path.is_empty() || stored.contains_key(path) || below(&reported, path) {
+                continue;
+            }
+            if !kept(&stored, path) {
+                let message = format!(
+                    "the field is only in {v}, which is served but not the storage version \
+                     ({s}), and no conversion webhook carries it: the apiserver drops it from \
+                     every write through {v} (reads through the storage version's schema prune \
+                     it); declare it in {s} too, or convert through a webhook"
+                );
+                push(
+                    &mut out,
+                    Class::Breaking,
+                    at,
+                    path,
+                    "served-version-field-dropped",
+                    message,
+                );
+                reported.push(path.clone());
+            }
+        }
+    }
+    out
 }
 
 /// A version of the previous CRD that the current one lacks.
@@ -385,7 +671,12 @@ fn version_removed(
     let (class, message) = if pv.served {
         (
             Class::Breaking,
-            format!("{} was removed: clients using it fail (404)", pv.name),
+            format!(
+                "{} was removed: clients using it fail (404), and server-side apply of objects \
+                 whose managed fields were written through it fails (500) until those entries \
+                 are removed",
+                pv.name
+            ),
         )
     } else {
         (
@@ -466,6 +757,20 @@ fn version_extras(
                 at,
                 &path,
                 "subresource-removed",
+                message,
+            );
+        } else if !was && is && subresource == "status" {
+            let message = "a status subresource was added: writes of the object itself now \
+                           ignore `status`, so clients and controllers that set the status with \
+                           an update or patch of the object lose it silently; they must write \
+                           .../status"
+                .to_owned();
+            push(
+                out,
+                Class::Breaking,
+                at,
+                &path,
+                "subresource-added",
                 message,
             );
         } else if !was && is {
@@ -623,7 +928,8 @@ impl Walk<'_> {
     }
 
     /// Compares one node of the schema, then its children.
-    fn node(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
+    /// `optional`: the field is a property its object does not require.
+    fn node(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps, optional: bool) {
         if !self.types(path, prev, cur) {
             return;
         }
@@ -633,7 +939,7 @@ impl Walk<'_> {
         self.strings(path, prev, cur);
         self.collections(path, prev, cur);
         self.default(path, prev, cur);
-        self.flags(path, prev, cur);
+        self.flags(path, prev, cur, optional);
         self.rules(path, prev, cur);
         self.composition(path, prev, cur);
         self.required(path, prev, cur);
@@ -657,8 +963,9 @@ impl Walk<'_> {
             return true;
         }
         let message = format!(
-            "the type changed from {was} to {is}: stored objects that set the field fail \
-             validation on their next write and clients decoding {was} fail"
+            "the type changed from {was} to {is}: objects with a {was} can no longer be created, \
+             server-side apply of the stored ones fails (their value does not fit the new type), \
+             and clients decoding {was} fail"
         );
         self.push(Class::Breaking, path, "type-changed", message);
         false
@@ -675,19 +982,20 @@ impl Walk<'_> {
             }
             (None, Some(is)) => {
                 let message = format!(
-                    "an enum now limits the field to [{}]: objects with any other value fail \
-                     validation on their next write",
+                    "an enum now limits the field, which took any value, to [{}]: objects with \
+                     another value can no longer be created, nor have the field changed to one",
                     is.join(", ")
                 );
-                self.push(Class::Breaking, path, "enum-value-removed", message);
+                self.push(Class::Breaking, path, "enum-added", message);
             }
             (Some(was), Some(is)) => {
                 let removed: Vec<_> = was.iter().filter(|v| !is.contains(v)).cloned().collect();
                 let added: Vec<_> = is.iter().filter(|v| !was.contains(v)).cloned().collect();
                 if !removed.is_empty() {
                     let message = format!(
-                        "enum value(s) {} were removed: objects that hold them fail validation \
-                         on their next write",
+                        "enum value(s) {} were removed: objects that hold them can no longer be \
+                         created, nor have the field set to one (stored objects keep theirs: the \
+                         apiserver ratchets unchanged values)",
                         removed.join(", ")
                     );
                     self.push(Class::Breaking, path, "enum-value-removed", message);
@@ -775,7 +1083,8 @@ impl Walk<'_> {
         if tighter {
             let message = format!(
                 "{keyword} tightened from {was} to {is}: objects whose value does not meet it \
-                 fail validation when they are next written, and clients creating them fail"
+                 can no longer be created, nor have the field set to such a value (stored \
+                 objects keep theirs: the apiserver ratchets unchanged values)"
             );
             self.push(Class::Breaking, path, tightened, message);
         } else {
@@ -787,14 +1096,8 @@ impl Walk<'_> {
     /// `pattern`, `format`, `multipleOf`: any change tightens, a removal loosens.
     fn strings(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
         let number = |v: Option<f64>| v.map(|v| v.to_string());
+        self.pattern(path, prev.pattern.as_deref(), cur.pattern.as_deref());
         let keywords = [
-            (
-                "pattern",
-                "pattern-changed",
-                "pattern-removed",
-                prev.pattern.clone(),
-                cur.pattern.clone(),
-            ),
             (
                 "format",
                 "format-changed",
@@ -820,13 +1123,50 @@ impl Walk<'_> {
                     let was = was.map_or_else(|| "none".to_owned(), |w| format!("`{w}`"));
                     let message = format!(
                         "{keyword} changed from {was} to `{is}` (any change counts as a \
-                         tightening): objects whose value does not match fail validation when \
-                         they are next written"
+                         tightening): objects whose value does not match can no longer be \
+                         created, nor have the field set to such a value (stored objects keep \
+                         theirs: the apiserver ratchets unchanged values)"
                     );
                     self.push(Class::Breaking, path, changed, message);
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// `pattern`: removed, added, loosened (anchors removed, an alternative added), or changed
+    /// (two regular expressions kubeforge cannot compare: needs review).
+    fn pattern(&mut self, path: &str, was: Option<&str>, is: Option<&str>) {
+        match (was, is) {
+            (Some(was), None) => {
+                let message = format!("pattern `{was}` was removed");
+                self.push(Class::Safe, path, "pattern-removed", message);
+            }
+            (None, Some(is)) => {
+                let message = format!(
+                    "a pattern `{is}` now limits the field: values that do not match it can no \
+                     longer be created, nor the field changed to one"
+                );
+                self.push(Class::Breaking, path, "pattern-added", message);
+            }
+            (Some(was), Some(is)) if was != is => {
+                if loosens(was, is) {
+                    let message = format!(
+                        "pattern `{was}` changed to `{is}`, which matches every value `{was}` \
+                         matched (anchors removed or an alternative added)"
+                    );
+                    self.push(Class::Safe, path, "pattern-loosened", message);
+                } else {
+                    let message = format!(
+                        "pattern `{was}` changed to `{is}`: kubeforge cannot decide whether every \
+                         value `{was}` matched still matches (two regular expressions); check \
+                         the values in use, then record the review with its reason in the \
+                         accept list"
+                    );
+                    self.push(Class::NeedsReview, path, "pattern-changed", message);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -874,14 +1214,24 @@ impl Walk<'_> {
             ),
         ];
         for (keyword, rule, was, is) in changes {
-            if was != is {
-                let message = format!(
-                    "{keyword} changed from `{was}` to `{is}`: server-side apply merges the \
-                     field differently, so appliers' field ownership and existing values \
-                     (duplicates, missing keys) may conflict or fail validation"
-                );
-                self.push(Class::Breaking, path, rule, message);
+            if was == is {
+                continue;
             }
+            let change = match (was.is_empty(), is.is_empty()) {
+                (true, _) => format!("{keyword} `{is}` was set (there were none)"),
+                (_, true) => format!("{keyword} `{was}` was removed"),
+                _ => format!("{keyword} changed from `{was}` to `{is}`"),
+            };
+            let consequence = if rule == "map-type-changed" {
+                "server-side apply merges the map differently: under `atomic` an applier's \
+                 keys replace every other manager's"
+            } else {
+                "objects whose list holds duplicates under the new keys or values can no longer \
+                 be created or have the list written, and server-side apply merges it \
+                 differently"
+            };
+            let message = format!("{change}: {consequence}");
+            self.push(Class::Breaking, path, rule, message);
         }
     }
 
@@ -918,7 +1268,7 @@ impl Walk<'_> {
     }
 
     /// `nullable`, `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`.
-    fn flags(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
+    fn flags(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps, optional: bool) {
         let on = |v: Option<bool>| v == Some(true);
         let flags = [
             ("nullable", "nullable", on(prev.nullable), on(cur.nullable)),
@@ -930,13 +1280,10 @@ impl Walk<'_> {
             ),
         ];
         for (keyword, id, was, is) in flags {
-            if was && !is {
-                let (rule, consequence) = if id == "nullable" {
-                    (
-                        "nullable-removed",
-                        "objects and clients that send null fail validation",
-                    )
-                } else {
+            if was && !is && id == "nullable" {
+                self.nullable_removed(path, cur, optional);
+            } else if was && !is {
+                let (rule, consequence) = {
                     (
                         "preserve-unknown-fields-removed",
                         "the apiserver prunes the fields the schema does not name, so stored \
@@ -967,28 +1314,72 @@ impl Walk<'_> {
         }
     }
 
+    /// `nullable` removed: the apiserver prunes a null, sent or stored, before defaulting; what
+    /// that costs depends on whether the field is required or has a default.
+    fn nullable_removed(&mut self, path: &str, cur: &JSONSchemaProps, optional: bool) {
+        let (class, consequence) = match (&cur.default, optional) {
+            (Some(default), _) => (
+                Class::Breaking,
+                format!(
+                    "the apiserver now drops a null, sent or stored, and the default {} takes \
+                     its place: objects that held null read {} instead",
+                    default.0, default.0
+                ),
+            ),
+            (None, true) => (
+                Class::Safe,
+                "the apiserver now drops a null, sent or stored: the optional field reads as \
+                 absent, and creates that send null still succeed"
+                    .to_owned(),
+            ),
+            (None, false) => (
+                Class::Breaking,
+                "the apiserver now drops a null, sent or stored, so objects that hold or send \
+                 null miss a required value: they can no longer be created or written"
+                    .to_owned(),
+            ),
+        };
+        let message = format!("nullable was removed: {consequence}");
+        self.push(class, path, "nullable-removed", message);
+    }
+
     /// The CEL rules (`x-kubernetes-validations`), by their text.
     fn rules(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
         let rules = |s: &JSONSchemaProps| s.x_kubernetes_validations.clone().unwrap_or_default();
         let (was, is) = (rules(prev), rules(cur));
+        // Every rule refuses something (else it would not be written): what it refuses worked
+        // before. Which operations it judges depends on whether it reads oldSelf.
         for rule in is.iter().filter(|r| !was.iter().any(|w| w.rule == r.rule)) {
-            if rule.rule.contains("oldSelf") || rule.optional_old_self == Some(true) {
-                let message = format!(
-                    "the CEL rule `{}` was added; it ratchets (a transition rule over oldSelf), \
-                     so existing objects are judged against their previous state",
-                    rule.rule
-                );
-                self.push(Class::Safe, path, "validation-added-ratcheting", message);
-            } else {
-                let message = format!(
-                    "the CEL rule `{}` was added without ratcheting (no oldSelf transition rule, \
-                     no optionalOldSelf): objects that break it cannot be created, and updates \
-                     of existing ones fail unless the apiserver ratchets the unchanged field \
-                     (Kubernetes 1.30+ does for many validations, not for every rule)",
-                    rule.rule
-                );
-                self.push(Class::Breaking, path, "validation-added", message);
-            }
+            let transition = mentions_old_self(&rule.rule);
+            let optional = rule.optional_old_self == Some(true);
+            let text = &rule.rule;
+            let (id, message) = match (transition, optional) {
+                (false, _) => (
+                    "validation-added",
+                    format!(
+                        "the CEL rule `{text}` was added: objects whose values it refuses can no \
+                         longer be created, nor have the field changed to such a value (stored \
+                         objects keep their unchanged values: the apiserver ratchets them)"
+                    ),
+                ),
+                (true, false) => (
+                    "validation-added-transition",
+                    format!(
+                        "the transition rule `{text}` was added: the apiserver judges every \
+                         update of the field against its previous value, so updates that worked \
+                         are refused (`self == oldSelf` makes the field immutable)"
+                    ),
+                ),
+                (true, true) => (
+                    "validation-added-ratcheting",
+                    format!(
+                        "the CEL rule `{text}` was added with optionalOldSelf: it also runs where \
+                         there is no previous value (creates), so new objects whose values it \
+                         refuses fail although they were valid, and so do the updates it refuses"
+                    ),
+                ),
+            };
+            self.push(Class::Breaking, path, id, message);
         }
         for rule in was.iter().filter(|w| !is.iter().any(|r| r.rule == w.rule)) {
             let message = format!("the CEL rule `{}` was removed", rule.rule);
@@ -996,30 +1387,27 @@ impl Walk<'_> {
         }
     }
 
-    /// `allOf`, `anyOf`, `oneOf`, `not`: compared whole.
+    /// `allOf`, `anyOf`, `oneOf` (as sets of branches: their order does not matter), `not`
+    /// (compared whole). The `anyOf` of integer and string that controller-gen writes for an
+    /// int-or-string is part of the type, not a constraint.
     fn composition(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
-        let json = |v: Option<serde_json::Value>| v.filter(|v| !v.is_null());
         let parts = [
             (
                 "allOf",
-                json(serde_json::to_value(&prev.all_of).ok()),
-                json(serde_json::to_value(&cur.all_of).ok()),
+                branches(prev, |s| &s.all_of),
+                branches(cur, |s| &s.all_of),
             ),
             (
                 "anyOf",
-                json(serde_json::to_value(&prev.any_of).ok()),
-                json(serde_json::to_value(&cur.any_of).ok()),
+                branches(prev, |s| &s.any_of),
+                branches(cur, |s| &s.any_of),
             ),
             (
                 "oneOf",
-                json(serde_json::to_value(&prev.one_of).ok()),
-                json(serde_json::to_value(&cur.one_of).ok()),
+                branches(prev, |s| &s.one_of),
+                branches(cur, |s| &s.one_of),
             ),
-            (
-                "not",
-                json(serde_json::to_value(&prev.not).ok()),
-                json(serde_json::to_value(&cur.not).ok()),
-            ),
+            ("not", not(prev), not(cur)),
         ];
         for (keyword, was, is) in parts {
             match (was, is) {
@@ -1027,10 +1415,22 @@ impl Walk<'_> {
                     let message = format!("the {keyword} constraint was removed");
                     self.push(Class::Safe, path, "composition-removed", message);
                 }
+                (Some(was), Some(is))
+                    if was != is
+                        && ((keyword == "anyOf" && is.is_superset(&was))
+                            || (keyword == "allOf" && is.is_subset(&was))) =>
+                {
+                    let what = if keyword == "anyOf" {
+                        "branches were added to the anyOf: it accepts more"
+                    } else {
+                        "branches were removed from the allOf: it demands less"
+                    };
+                    self.push(Class::Safe, path, "composition-loosened", what.to_owned());
+                }
                 (was, Some(is)) if was.as_ref() != Some(&is) => {
                     let message = format!(
-                        "the {keyword} constraint changed (compared whole): objects valid before \
-                         may fail validation on their next write"
+                        "the {keyword} constraint changed: objects valid before may no longer \
+                         be created or written"
                     );
                     self.push(Class::Breaking, path, "composition-changed", message);
                 }
@@ -1063,8 +1463,8 @@ impl Walk<'_> {
                 self.push(Class::Safe, &field, "required-added", message);
             } else {
                 let message = format!(
-                    "{what}: objects without it fail validation on their next write, and \
-                     clients that do not send it cannot create objects"
+                    "{what}: objects without it can no longer be created, and every update of a \
+                     stored one without it is refused (only an unchanged write passes)"
                 );
                 self.push(Class::Breaking, &field, "required-added", message);
             }
@@ -1086,7 +1486,7 @@ impl Walk<'_> {
         for (name, schema) in was {
             let field = child(path, name);
             match is.get(name) {
-                Some(now) => self.node(&field, schema, now),
+                Some(now) => self.node(&field, schema, now, !required.contains(name.as_str())),
                 None => {
                     let renamed = added.iter().find(|(_, s)| same_shape(schema, s));
                     let message = self.removed_message(cur, renamed.map(|(n, _)| n.as_str()));
@@ -1141,12 +1541,12 @@ impl Walk<'_> {
             Some(JSONSchemaPropsOrArray::Schema(is)),
         ) = (&prev.items, &cur.items)
         {
-            self.node(&format!("{path}[*]"), was, is);
+            self.node(&format!("{path}[*]"), was, is, false);
         }
         let values = format!("{path}.*");
         match (&prev.additional_properties, &cur.additional_properties) {
             (Some(JSONSchemaPropsOrBool::Schema(was)), Some(JSONSchemaPropsOrBool::Schema(is))) => {
-                self.node(&values, was, is);
+                self.node(&values, was, is, false);
             }
             (Some(JSONSchemaPropsOrBool::Schema(_) | JSONSchemaPropsOrBool::Bool(true)), None)
             | (
@@ -1168,6 +1568,68 @@ impl Walk<'_> {
             _ => {}
         }
     }
+}
+
+/// The branches of a composition keyword of `schema` as a set (their JSON text); `None` when
+/// absent, and for the `anyOf` of integer and string of an int-or-string (controller-gen's form).
+fn branches(
+    schema: &JSONSchemaProps,
+    keyword: fn(&JSONSchemaProps) -> &Option<Vec<JSONSchemaProps>>,
+) -> Option<BTreeSet<String>> {
+    let set: BTreeSet<String> = keyword(schema)
+        .as_ref()?
+        .iter()
+        .filter_map(|b| serde_json::to_string(b).ok())
+        .collect();
+    let int_or_string: BTreeSet<String> = [r#"{"type":"integer"}"#, r#"{"type":"string"}"#]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if schema.x_kubernetes_int_or_string == Some(true) && set == int_or_string {
+        return None;
+    }
+    Some(set)
+}
+
+/// `not` of `schema`, as JSON text.
+fn not(schema: &JSONSchemaProps) -> Option<BTreeSet<String>> {
+    let not = schema.not.as_ref()?;
+    Some(serde_json::to_string(not).ok().into_iter().collect())
+}
+
+/// Whether the CEL expression reads `oldSelf` (as a name, not inside another identifier).
+fn mentions_old_self(rule: &str) -> bool {
+    rule.match_indices("oldSelf").any(|(i, _)| {
+        let before = rule[..i].chars().next_back();
+        let after = rule[i + "oldSelf".len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// Whether the regular expression `is` matches every string `was` matches, as far as the text
+/// shows: `was` without its anchors (`^`, `$`), or `was` with an alternative added at the top
+/// level (`was|…`, `…|was`). OpenAPI patterns search (they are not anchored), so both only widen.
+fn loosens(was: &str, is: &str) -> bool {
+    let start = was.strip_prefix('^');
+    let end = was.strip_suffix('$').filter(|rest| {
+        let escapes = rest.chars().rev().take_while(|c| *c == '\\').count();
+        escapes % 2 == 0
+    });
+    let both = start.and_then(|s| end.map(|_| &s[..s.len() - 1]));
+    if [start, end, both].into_iter().flatten().any(|w| w == is) {
+        return true;
+    }
+    let after = is
+        .strip_prefix(was)
+        .is_some_and(|rest| rest.starts_with('|'));
+    let before = is.strip_suffix(was).is_some_and(|rest| {
+        rest.strip_suffix('|').is_some_and(|alternative| {
+            let escapes = alternative.chars().rev().take_while(|c| *c == '\\').count();
+            escapes % 2 == 0
+        })
+    });
+    after || before
 }
 
 /// Whether two schemas are the same but for their descriptions (a renamed field?).
@@ -1223,7 +1685,7 @@ pub struct Judged {
 /// The findings with the accept list applied.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Every finding, breaking first, then needs-migration, then safe (in [`compare`]'s order
+    /// Every finding, breaking first, then needs-review, needs-migration, safe (in [`compare`]'s order
     /// within a class).
     pub findings: Vec<Judged>,
     /// The entries of the accept list that match no finding.
@@ -1238,10 +1700,11 @@ impl Report {
             .map(|j| &j.finding)
     }
 
-    /// Whether the gate passes: no breaking finding that is not accepted.
+    /// Whether the gate passes: no breaking or needs-review finding that is not accepted.
     #[must_use]
     pub fn passes(&self) -> bool {
         self.open(Class::Breaking).next().is_none()
+            && self.open(Class::NeedsReview).next().is_none()
     }
 }
 
@@ -1281,7 +1744,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use Class::{Breaking, NeedsMigration, Safe};
+    use Class::{Breaking, NeedsMigration, NeedsReview, Safe};
 
     fn parse(crd: Value) -> CustomResourceDefinition {
         serde_json::from_value(crd).unwrap()
@@ -1344,6 +1807,39 @@ mod tests {
 
     fn f(class: Class, rule: &'static str) -> Vec<(Class, &'static str, String)> {
         vec![at(class, rule, "spec.f")]
+    }
+
+    #[test]
+    fn rules_should_list_every_rule_id_of_this_module() {
+        let source = include_str!("compat.rs");
+        let code = &source[..source.find("#[cfg(test)]").unwrap()];
+        let listed: BTreeSet<&str> = RULES.iter().map(|(rule, _)| *rule).collect();
+        // The ids as they appear in the code: `"some-rule"` literals next to a push, or in
+        // the tables of bounds and keywords.
+        let ids = code.split('"').skip(1).step_by(2).filter(|s| {
+            s.len() > 3
+                && s.contains('-')
+                && s.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+                && !s.starts_with("x-kubernetes")
+                && !s.starts_with('-')
+        });
+        let missing: BTreeSet<&str> = ids
+            .filter(|id| !listed.contains(id))
+            .filter(|id| {
+                ![
+                    "needs-migration",
+                    "needs-review",
+                    "int-or-string",
+                    "kebab-case",
+                    "preserve-unknown-fields",
+                ]
+                .contains(id)
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "rule ids missing from RULES: {missing:?}"
+        );
     }
 
     #[test]
@@ -1523,10 +2019,19 @@ mod tests {
                 at(Safe, "enum-value-added", "spec.f")
             ]
         );
-        // An enum where there was none narrows; dropping it widens.
-        assert_eq!(
-            field(json!({"type": "string"}), e(json!(["a"]))),
-            f(Breaking, "enum-value-removed")
+        // An enum where there was none narrows (issue #48: it was reported as a removed value);
+        // dropping it widens.
+        let findings = diff(
+            one(object(json!({"f": {"type": "string"}}))),
+            one(object(json!({"f": e(json!(["a"]))}))),
+        );
+        assert_eq!(brief(&findings), f(Breaking, "enum-added"));
+        assert!(
+            findings[0]
+                .message
+                .contains("which took any value, to [\"a\"]"),
+            "{}",
+            findings[0].message
         );
         assert_eq!(
             field(e(json!(["a"])), json!({"type": "string"})),
@@ -1642,18 +2147,40 @@ mod tests {
     }
 
     #[test]
-    fn any_change_of_a_pattern_should_be_breaking_and_its_removal_safe() {
+    fn a_pattern_added_should_break_loosened_be_safe_and_changed_need_review() {
         let p = |pattern: &str| json!({"type": "string", "pattern": pattern});
+        // Two regular expressions: undecidable from the text (issue #48: was breaking).
         assert_eq!(
             field(p("^[a-z]+$"), p("^[a-z0-9]+$")),
-            f(Breaking, "pattern-changed"),
-            "even a wider one"
+            f(NeedsReview, "pattern-changed"),
         );
         assert_eq!(field(p("^[a-z]+$"), p("^[a-z]+$")), []);
         assert_eq!(
             field(json!({"type": "string"}), p("^a")),
-            f(Breaking, "pattern-changed")
+            f(Breaking, "pattern-added")
         );
+        // Anchors removed, an alternative added: only wider.
+        for (was, is) in [
+            ("^[a-z]+$", "[a-z]+"),
+            ("^[a-z]+$", "^[a-z]+"),
+            ("^[a-z]+$", "[a-z]+$"),
+            ("^a$", "^a$|^b$"),
+            ("^a$", "^b$|^a$"),
+        ] {
+            assert_eq!(
+                field(p(was), p(is)),
+                f(Safe, "pattern-loosened"),
+                "{was} to {is}"
+            );
+        }
+        // Not a loosening: an escaped dollar is no anchor; an anchor added narrows.
+        for (was, is) in [(r"a\$", r"a\"), ("[a-z]+", "^[a-z]+$"), ("^a$", "^a$b")] {
+            assert_eq!(
+                field(p(was), p(is)),
+                f(NeedsReview, "pattern-changed"),
+                "{was} to {is}"
+            );
+        }
         assert_eq!(
             field(p("^a"), json!({"type": "string"})),
             f(Safe, "pattern-removed")
@@ -1704,6 +2231,21 @@ mod tests {
             field(map(json!(["name"])), map(json!(["name", "port"]))),
             f(Breaking, "list-map-keys-changed")
         );
+        // Keys where there were none (issue #48: "from `` to `name`").
+        let findings = diff(
+            one(object(json!({"f": list(json!({}))}))),
+            one(object(json!({"f": map(json!(["name"]))}))),
+        );
+        let keys = findings
+            .iter()
+            .find(|f| f.rule == "list-map-keys-changed")
+            .unwrap();
+        assert!(
+            keys.message
+                .starts_with("x-kubernetes-list-map-keys `name` was set (there were none)"),
+            "{}",
+            keys.message
+        );
         let obj = |t: Option<&str>| {
             let mut s = object(json!({"a": {"type": "string"}}));
             if let Some(t) = t {
@@ -1737,10 +2279,33 @@ mod tests {
     }
 
     #[test]
-    fn nullable_removed_should_be_breaking_and_added_safe() {
+    fn nullable_removed_should_be_safe_when_optional_and_breaking_with_a_default_or_required() {
         let n = json!({"type": "string", "nullable": true});
+        // The apiserver prunes a null (issue #48: the message said objects fail validation).
+        let findings = diff(
+            one(object(json!({"f": n.clone()}))),
+            one(object(json!({"f": {"type": "string"}}))),
+        );
+        assert_eq!(brief(&findings), f(Safe, "nullable-removed"));
+        assert!(
+            findings[0]
+                .message
+                .contains("creates that send null still succeed")
+        );
         assert_eq!(
-            field(n.clone(), json!({"type": "string"})),
+            field(
+                json!({"type": "string", "nullable": true, "default": "d"}),
+                json!({"type": "string", "default": "d"})
+            ),
+            f(Breaking, "nullable-removed")
+        );
+        let required =
+            |f: Value| one(json!({"type": "object", "required": ["f"], "properties": {"f": f}}));
+        assert_eq!(
+            brief(&diff(
+                required(n.clone()),
+                required(json!({"type": "string"}))
+            )),
             f(Breaking, "nullable-removed")
         );
         assert_eq!(
@@ -1763,31 +2328,43 @@ mod tests {
     }
 
     #[test]
-    fn a_cel_rule_added_without_ratcheting_should_be_breaking_and_say_so() {
+    fn a_cel_rule_added_should_be_breaking_by_what_it_refuses() {
         let r = |rules: Value| json!({"type": "integer", "x-kubernetes-validations": rules});
-        let findings = diff(
-            one(object(json!({"f": {"type": "integer"}}))),
-            one(object(json!({"f": r(json!([{"rule": "self > 0"}]))}))),
-        );
+        let added = |rules: Value| {
+            diff(
+                one(object(json!({"f": {"type": "integer"}}))),
+                one(object(json!({"f": r(rules)}))),
+            )
+        };
+        let findings = added(json!([{"rule": "self > 0"}]));
         assert_eq!(brief(&findings), f(Breaking, "validation-added"));
         assert!(
-            findings[0].message.contains("ratchet"),
+            findings[0].message.contains("created"),
             "{}",
             findings[0].message
         );
-        assert_eq!(
-            field(
-                json!({"type": "integer"}),
-                r(json!([{"rule": "self >= oldSelf"}]))
-            ),
-            f(Safe, "validation-added-ratcheting")
+        // A transition rule refuses updates that worked (issue #48: was safe).
+        let findings = added(json!([{"rule": "self == oldSelf"}]));
+        assert_eq!(brief(&findings), f(Breaking, "validation-added-transition"));
+        assert!(
+            findings[0].message.contains("immutable"),
+            "{}",
+            findings[0].message
         );
+        // optionalOldSelf runs on creates too (issue #48: was safe).
+        let findings = added(json!([
+            {"rule": "oldSelf.hasValue() || self > 0", "optionalOldSelf": true}
+        ]));
+        assert_eq!(brief(&findings), f(Breaking, "validation-added-ratcheting"));
+        assert!(
+            findings[0].message.contains("creates"),
+            "{}",
+            findings[0].message
+        );
+        // `oldSelfish` is another name.
         assert_eq!(
-            field(
-                json!({"type": "integer"}),
-                r(json!([{"rule": "self > 0", "optionalOldSelf": true}]))
-            ),
-            f(Safe, "validation-added-ratcheting")
+            brief(&added(json!([{"rule": "self.oldSelfish > 0"}]))),
+            f(Breaking, "validation-added")
         );
         assert_eq!(
             field(r(json!([{"rule": "self > 0"}])), json!({"type": "integer"})),
@@ -1800,6 +2377,102 @@ mod tests {
                 r(json!([{"rule": "self > 0", "message": "positive"}]))
             ),
             []
+        );
+    }
+
+    #[test]
+    fn branches_reordered_or_int_or_string_should_be_no_change_and_an_any_of_widened_safe() {
+        let any_of = |branches: Value| {
+            json!({"type": "object", "anyOf": branches,
+                   "properties": {"a": {"type": "string"}, "b": {"type": "string"}}})
+        };
+        let (a, b) = (json!({"required": ["a"]}), json!({"required": ["b"]}));
+        // Issue #48: a reordering was breaking.
+        assert_eq!(field(any_of(json!([a, b])), any_of(json!([b, a]))), []);
+        assert_eq!(
+            field(any_of(json!([a])), any_of(json!([a, b]))),
+            f(Safe, "composition-loosened")
+        );
+        assert_eq!(
+            field(any_of(json!([a, b])), any_of(json!([a]))),
+            f(Breaking, "composition-changed")
+        );
+        // controller-gen's int-or-string (issue #48: was breaking).
+        let controller_gen = json!({"anyOf": [{"type": "integer"}, {"type": "string"}],
+                                    "x-kubernetes-int-or-string": true});
+        assert_eq!(
+            field(json!({"type": "integer"}), controller_gen),
+            f(Safe, "type-changed")
+        );
+    }
+
+    #[test]
+    fn served_versions_should_be_compared_with_the_storage_version() {
+        let s = json!({"type": "string"});
+        let v = |name: &str, storage: bool, properties: Value| {
+            version(name, storage, object(properties))
+        };
+        // Issue #48: a new served version without a stored field was only `version-added`.
+        let prev = one(object(json!({"a": s})));
+        let lacks = crd_of(json!([
+            v("v1", true, json!({"a": s})),
+            v("v2", false, json!({}))
+        ]));
+        assert_eq!(
+            brief(&diff(prev.clone(), lacks.clone())),
+            [
+                at(Safe, "version-added", "spec.versions[v2]"),
+                at(Breaking, "served-version-lacks-field", "spec.a"),
+            ]
+        );
+        let differs = crd_of(json!([
+            v("v1", true, json!({"a": s})),
+            v("v2", false, json!({"a": {"type": "integer"}}))
+        ]));
+        assert_eq!(
+            brief(&diff(prev.clone(), differs))[1],
+            at(Breaking, "served-version-type-differs", "spec.a")
+        );
+        // A field only in a served version that is not stored.
+        let both = crd_of(json!([
+            v("v1", true, json!({"a": s})),
+            v("v2", false, json!({"a": s}))
+        ]));
+        let dropped = crd_of(json!([
+            v("v1", true, json!({"a": s})),
+            v("v2", false, json!({"a": s, "b": s}))
+        ]));
+        assert_eq!(
+            brief(&diff(both.clone(), dropped)),
+            [
+                at(Safe, "field-added", "spec.b"),
+                at(Breaking, "served-version-field-dropped", "spec.b"),
+            ]
+        );
+        // Reported once: what the previous release already had is no change.
+        assert_eq!(diff(lacks.clone(), lacks.clone()), []);
+        // With a conversion webhook the conversion carries the fields.
+        let mut converted = lacks;
+        converted["spec"]["conversion"] = json!({"strategy": "Webhook"});
+        assert_eq!(
+            brief(&diff(prev, converted)),
+            [at(Safe, "version-added", "spec.versions[v2]")]
+        );
+        // Unknown fields preserved in the served version keep everything.
+        let preserved = crd_of(json!([
+            v("v1", true, json!({"a": s})),
+            version(
+                "v2",
+                false,
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+            )
+        ]));
+        assert_eq!(
+            brief(&diff(both, preserved)),
+            [
+                at(Safe, "preserve-unknown-fields-added", "spec"),
+                at(Safe, "field-removed", "spec.a")
+            ]
         );
     }
 
@@ -1901,13 +2574,18 @@ mod tests {
             version("v1", false, object(json!({"a": {"type": "string"}}))),
             version("v2", true, object(json!({"b": {"type": "string"}})))
         ]));
+        // v1, now served but not stored, lacks `b` and has `a`, which v2 does not.
         assert_eq!(
             brief(&diff(prev.clone(), cur.clone())),
-            [at(
-                Breaking,
-                "storage-version-changed",
-                "spec.versions[v2].storage"
-            )]
+            [
+                at(
+                    Breaking,
+                    "storage-version-changed",
+                    "spec.versions[v2].storage"
+                ),
+                at(Breaking, "served-version-lacks-field", "spec.b"),
+                at(Breaking, "served-version-field-dropped", "spec.a"),
+            ]
         );
         cur["spec"]["conversion"] = json!({"strategy": "Webhook"});
         let findings = diff(prev, cur);
@@ -1945,14 +2623,23 @@ mod tests {
         cur["spec"]["names"]["singular"] = json!("app");
         cur["spec"]["names"]["shortNames"] = json!(["wa"]);
         cur["spec"]["names"]["categories"] = json!(["all"]);
+        let findings = diff(prev.clone(), cur);
         assert_eq!(
-            brief(&diff(prev.clone(), cur)),
+            brief(&findings),
             [
                 at(Breaking, "scope-changed", "spec.scope"),
-                at(Breaking, "singular-changed", "spec.names.singular"),
+                at(Safe, "singular-changed", "spec.names.singular"),
                 at(Safe, "short-names-changed", "spec.names.shortNames"),
                 at(Safe, "categories-changed", "spec.names.categories"),
             ]
+        );
+        // The apiserver refuses it (issue #48: the message read like a rename).
+        assert!(
+            findings[0]
+                .message
+                .contains("refuses this update of the CRD (the scope is immutable)"),
+            "{}",
+            findings[0].message
         );
         // The singular and list kind written out as their defaults are no change.
         let mut explicit = prev.clone();
@@ -1987,12 +2674,19 @@ mod tests {
         let prev = one(object(json!({})));
         let mut cur = prev.clone();
         cur["spec"]["names"]["kind"] = json!("WebApplication");
+        let findings = diff(prev, cur);
+        // The apiserver refuses it (the compat oracle's `kind-changed` case).
+        assert!(
+            findings[0].message.contains("spec.names.kind is immutable"),
+            "{}",
+            findings[0].message
+        );
         assert_eq!(
-            brief(&diff(prev, cur)),
+            brief(&findings),
             [
                 at(Breaking, "kind-changed", "spec.names.kind"),
-                at(Breaking, "singular-changed", "spec.names.singular"),
                 at(Breaking, "list-kind-changed", "spec.names.listKind"),
+                at(Safe, "singular-changed", "spec.names.singular"),
             ]
         );
     }
@@ -2029,7 +2723,7 @@ mod tests {
                     "spec.versions[v1].additionalPrinterColumns"
                 ),
                 at(
-                    Safe,
+                    Breaking,
                     "subresource-added",
                     "spec.versions[v1].subresources.status"
                 ),

@@ -2,7 +2,9 @@
 //! generates against the released ones (a YAML file or a directory of them, as `--out` writes),
 //! judged by [`crate::crd::compat`], with the operator's accept list.
 //!
-//! Exit status: 1 when a breaking finding is not accepted; `needs-migration` findings alone pass
+//! Exit status: 1 when a breaking or needs-review finding is not accepted (needs-review: kubeforge
+//! cannot decide, so a person must, and records it in the accept list with the reason);
+//! `needs-migration` findings alone pass
 //! (exit 0) but are printed first after the breaking ones and summed up in a closing line that
 //! says to run a storage migration, since they are the normal cost of moving the storage version;
 //! stale acceptances (entries that match nothing) are reported and do not fail.
@@ -228,7 +230,11 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
         );
     }
     let count = |class| report.open(class).count();
-    let (breaking, migrations) = (count(Class::Breaking), count(Class::NeedsMigration));
+    let (breaking, review, migrations) = (
+        count(Class::Breaking),
+        count(Class::NeedsReview),
+        count(Class::NeedsMigration),
+    );
     let accepted = report
         .findings
         .iter()
@@ -236,8 +242,8 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
         .count();
     let _ = writeln!(
         out,
-        "compat against {}: {breaking} breaking, {migrations} needs-migration, {} safe, \
-         {accepted} accepted, {} stale acceptance(s)",
+        "compat against {}: {breaking} breaking, {review} needs-review, {migrations} \
+         needs-migration, {} safe, {accepted} accepted, {} stale acceptance(s)",
         previous.display(),
         count(Class::Safe),
         report.stale.len(),
@@ -248,6 +254,13 @@ fn text(previous: &Path, report: &Report, out: &mut String) {
             "NEEDS MIGRATION: {migrations} change(s) keep working only after a storage migration \
              (kubeforge::crd::migrate_storage) or through the conversion webhook; plan it before \
              the previous version is dropped"
+        );
+    }
+    if review > 0 {
+        let _ = writeln!(
+            out,
+            "NEEDS REVIEW: {review} change(s) kubeforge cannot judge (two regular expressions); \
+             check the values in use, then record each review with its reason in --accept FILE"
         );
     }
     if breaking > 0 {
@@ -299,6 +312,61 @@ mod tests {
         assert!(error.contains("reasn"), "{error}");
         std::fs::write(&file, "").unwrap();
         assert_eq!(read_accept(&file).unwrap(), []);
+    }
+
+    /// A CRD whose `spec.name` has `pattern`, as YAML.
+    fn patterned(pattern: &str) -> String {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  \
+             name: as.example.dev\nspec:\n  group: example.dev\n  names:\n    kind: A\n    \
+             plural: as\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    \
+             storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        \
+             properties:\n          name:\n            type: string\n            pattern: \
+             '{pattern}'\n"
+        )
+    }
+
+    #[test]
+    fn run_should_fail_on_needs_review_until_the_review_is_accepted() {
+        let dir = temp("review");
+        let previous = dir.join("as.example.dev.yaml");
+        std::fs::write(&previous, patterned("^[a-z]+$")).unwrap();
+        let current: Vec<CustomResourceDefinition> =
+            vec![serde_norway::from_str(&patterned("^[a-z0-9]+$")).unwrap()];
+        let mut out = String::new();
+        let passes = run(&previous, None, Format::Text, &current, &mut out).unwrap();
+        assert!(!passes, "needs-review must not pass silently: {out}");
+        assert!(
+            out.starts_with("needs-review: as.example.dev v1 name: pattern-changed: "),
+            "{out}"
+        );
+        assert!(out.contains("0 breaking, 1 needs-review"), "{out}");
+        assert!(out.contains("\nNEEDS REVIEW: 1 change(s)"), "{out}");
+        let accept = dir.join("accept.yaml");
+        std::fs::write(
+            &accept,
+            "- crd: as.example.dev\n  rule: pattern-changed\n  reason: only widens; names in \
+             use checked\n",
+        )
+        .unwrap();
+        let mut out = String::new();
+        assert!(
+            run(&previous, Some(&accept), Format::Text, &current, &mut out).unwrap(),
+            "{out}"
+        );
+        assert!(!out.contains("NEEDS REVIEW"), "{out}");
+        // A loosening it can see is safe.
+        let current: Vec<CustomResourceDefinition> =
+            vec![serde_norway::from_str(&patterned("[a-z]+")).unwrap()];
+        let mut out = String::new();
+        assert!(
+            run(&previous, None, Format::Text, &current, &mut out).unwrap(),
+            "{out}"
+        );
+        assert!(
+            out.starts_with("safe: as.example.dev v1 name: pattern-loosened"),
+            "{out}"
+        );
     }
 
     #[test]

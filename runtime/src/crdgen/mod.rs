@@ -13,7 +13,7 @@
 //! | `crdgen` | every CRD as multi-document YAML on stdout, sorted by name, byte-stable |
 //! | `crdgen --out DIR` | one file per CRD, `DIR/<name>.yaml` |
 //! | `crdgen --check DIR` | exit code 1 and a diff when a file in `DIR` is missing or out of date |
-//! | `crdgen --compat PREVIOUS` | the current CRDs against the released ones (a file or a directory, as `--out` writes), per CRD and version ([`crate::crd::compat`]); exit code 1 on a breaking change not accepted (`--accept FILE`, each entry with a reason); `--format json` for machines |
+//! | `crdgen --compat PREVIOUS` | the current CRDs against the released ones (a file or a directory, as `--out` writes), per CRD and version ([`crate::crd::compat`]); exit code 1 on a breaking or needs-review change not accepted (`--accept FILE`, each entry with a reason); `--format json` for machines |
 //! | `crdgen --rbac` | the ClusterRole with the rules every `#[controller]` needs and the Leases of leader election and shard membership, named after the operator |
 //! | `crdgen --deploy --image IMAGE` | what a deploy needs besides the CRDs: Namespace, ServiceAccount, ClusterRole and binding, a Role and binding for the leader-election Lease, a Deployment (probes, metrics port, resource requests, restricted security context) and a metrics Service |
 //! | `crdgen --all` | the CRDs, then the ClusterRole (with `--deploy`: the CRDs, then the deploy manifests) |
@@ -307,8 +307,9 @@ pub(crate) const MODES: &[Line] = &[
     Line {
         usage: "--compat PREVIOUS",
         help: "compare the CRDs with the released ones in PREVIOUS (a YAML file or a directory \
-               as --out writes it), per CRD and version: each finding breaking, needs-migration \
-               or safe, with its path and rule; exit status 1 on a breaking one not accepted",
+               as --out writes it), per CRD and version: each finding breaking, needs-review, \
+               needs-migration or safe, with its path and rule; exit status 1 on a breaking or \
+               needs-review one not accepted",
     },
     Line {
         usage: "--rbac",
@@ -362,9 +363,11 @@ pub(crate) const OPTIONS: &[Line] = &[
 
 /// What crdgen's exit status says.
 pub(crate) const EXIT_STATUS: &str = "0 on success, 1 when --check finds a file missing or out \
-                                      of date or --compat a breaking change not accepted \
-                                      (needs-migration findings alone exit 0, printed with a \
-                                      closing NEEDS MIGRATION line), 2 on a bad command line or \
+                                      of date or --compat a breaking or needs-review change not \
+                                      accepted (needs-review: kubeforge cannot decide, such as two \
+                                      regular expressions; review it and accept it with the \
+                                      reason; needs-migration findings alone exit 0, printed with \
+                                      a closing NEEDS MIGRATION line), 2 on a bad command line or \
                                       an error";
 
 /// The text `crdgen --help` prints: every mode and option, one line each; a bad command line
