@@ -213,8 +213,8 @@ fn owned_by(ns: &Namespace, uid: &str) -> bool {
 async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never_deleted() {
     let _turn = ONE_CONTROLLER.lock().await;
     let home = TestNamespace::new().await.unwrap();
-    let [a, b] = ["a", "b"].map(|n| format!("{}-{n}", home.name()));
-    let running = start(&home, vec![a.clone(), b.clone()]).await;
+    let [a, b, s] = ["a", "b", "s"].map(|n| format!("{}-{n}", home.name()));
+    let running = start(&home, vec![a.clone(), b.clone(), s.clone()]).await;
     let client = running.client.clone();
     let name = format!("released-{}", home.name());
     let generation = create(&client, &name, json!({ "namespaces": [a, b] }))
@@ -306,14 +306,16 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
 
     // The tenant deleted: the garbage collector deletes what it owns, so a and b are released
     // before it goes (its finalizer holds it until then).
+    // A scratch namespace (`on_owner_delete = delete`) shows when the collector has acted.
+    let generation = respec(
+        &client,
+        &name,
+        json!({ "namespaces": [a, b], "scratch": [s] }),
+    )
+    .await;
+    ready_at(&client, &name, generation, "s made", |ready, _| ready).await;
     let tenants = Api::<PolicyTenant>::all(client.clone());
     let held = tenants.get(&name).await.unwrap();
-    assert!(
-        held.finalizers()
-            .contains(&kubeforge::dependents::FINALIZER.to_owned()),
-        "{:?}",
-        held.finalizers()
-    );
     tenants
         .delete(&name, &DeleteParams::default())
         .await
@@ -326,13 +328,31 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
             .and_then(|t| t.is_none().then_some(()))
     })
     .await;
-    // The garbage collector had its chance: an owner reference left would delete them now.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    eventually(
+        "the collector to delete s",
+        Duration::from_secs(60),
+        async || {
+            let ns = namespaces.get_opt(&s).await.ok()?;
+            ns.is_none_or(|ns| ns.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        },
+    )
+    .await;
     for ns in [&a, &b] {
         let kept = namespaces.get(ns).await.unwrap();
-        assert!(kept.metadata.deletion_timestamp.is_none(), "{ns} deleted");
+        assert!(
+            kept.metadata.deletion_timestamp.is_none(),
+            "{ns} deleted with its tenant"
+        );
         assert!(!owned_by(&kept, &uid), "{ns}: {:?}", kept.metadata);
+        assert_eq!(kept.annotations().get(RELEASED_ANNOTATION), Some(&uid));
     }
+    assert!(
+        held.finalizers()
+            .contains(&kubeforge::dependents::FINALIZER.to_owned()),
+        "the tenant was not held: {:?}",
+        held.finalizers()
+    );
     assert!(
         Api::<ConfigMap>::namespaced(client.clone(), &b)
             .get_opt("workload")
@@ -453,15 +473,15 @@ async fn children_should_wait_while_the_namespace_they_depend_on_terminates() {
     // c wanted again while its old self terminates: not ready, and its settings wait.
     let generation = respec(&client, &name, json!({ "scratch": [c] })).await;
     let (ready, message) = ready_at(&client, &name, generation, "c re-added", |_, _| true).await;
-    assert!(!ready);
-    assert!(message.contains("being deleted"), "{message}");
-    assert!(message.contains("waits for scratch"), "{message}");
     // Reconciles while it terminates (each change of c's wakes the tenant): none applies into
-    // it. A status write and a wake-up later, still none.
+    // it. A spec change and 5 s later, still none.
     respec(&client, &name, json!({ "scratch": [c], "namespaces": [] })).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let refused = refused_applies(&client, &tenant).await - refused_before;
     assert_eq!(refused, 0, "applies refused by the terminating namespace");
+    assert!(!ready);
+    assert!(message.contains("being deleted"), "{message}");
+    assert!(message.contains("waits for scratch"), "{message}");
 
     // Once the old namespace is gone, a new one is made and the settings land in it.
     let_go(&client, &c).await;
