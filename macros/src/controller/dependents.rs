@@ -101,7 +101,7 @@ pub const OPTIONS: &[HandKey] = &[
     HandKey {
         name: "when",
         syntax: "path",
-        doc: "the child exists only while this `fn(&self, obj: &Kind) -> bool` holds (a method of the impl block by its bare name, or a path); deleted when it turns false (a collection: all of it)",
+        doc: "the child exists only while this `fn(&self, obj: &Kind) -> bool` holds (a method of the impl block by its bare name, or a path); pruned when it turns false (a collection: all of it), deleted unless `prune` or the kind's default says otherwise",
     },
     HandKey {
         name: "precondition",
