@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::child::{self, Written};
 use super::declare::{BuildMany, Built, Dependent};
 use super::policy::{self, Deletion};
-use super::{Item, Outcome, Reconciled, State, publish};
+use super::{Item, Outcome, Reconciled, State, Writing, publish};
 use crate::BoxError;
 use crate::ObjectKey;
 use crate::controller::{Context, Kind};
@@ -29,9 +29,8 @@ where
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
-        recorder: &Recorder,
+        writing: Writing<'_>,
         done: &Reconciled,
-        manager: &str,
     ) -> Outcome {
         let mut outcome = Outcome::new(self.name, State::NotReady);
         let active = self.when.as_ref().is_none_or(|w| w(controller, primary));
@@ -49,7 +48,7 @@ where
                 Ok(built) => {
                     for built in built {
                         let item = self
-                            .item(built, primary, ctx, done, manager, &mut wanted)
+                            .item(built, primary, ctx, done, writing.manager, &mut wanted)
                             .await;
                         outcome.items.push(item);
                     }
@@ -62,14 +61,15 @@ where
             }
         }
         if let Err(error) = self
-            .prune_stale(primary, ctx, &wanted, manager, &mut outcome)
+            .prune_stale(primary, ctx, &wanted, writing.manager, &mut outcome)
             .await
         {
             outcome.error = Some(error);
         }
         outcome.written |= outcome.items.iter().any(|i| i.created);
         self.aggregate(&mut outcome, active);
-        self.publish_items(primary, recorder, &outcome).await;
+        self.publish_items(primary, writing.recorder, &outcome)
+            .await;
         outcome
     }
 

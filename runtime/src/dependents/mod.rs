@@ -459,6 +459,14 @@ pub enum DependentsError {
     Status(#[source] kube::Error),
 }
 
+/// How the dependents write: the recorder of their events and the field manager of their
+/// applies.
+#[derive(Clone, Copy)]
+struct Writing<'a> {
+    recorder: &'a Recorder,
+    manager: &'a str,
+}
+
 /// One dependent with its kind erased.
 trait Erased<P, C>: Send + Sync {
     fn name(&self) -> &'static str;
@@ -468,9 +476,8 @@ trait Erased<P, C>: Send + Sync {
         controller: &'a C,
         primary: &'a P,
         ctx: &'a Context<P>,
-        recorder: &'a Recorder,
+        writing: Writing<'a>,
         done: &'a Reconciled,
-        manager: &'a str,
     ) -> BoxFuture<'a, Outcome>;
     /// Its policy when the owner is deleted (declared, or its kind's default).
     fn on_owner_delete(&self) -> Deletion;
@@ -601,10 +608,11 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
         let recorder = self
             .recorder
             .get_or_init(|| Recorder::new(ctx.client(), ctx.controller_name()));
+        let writing = Writing { recorder, manager };
         let mut reconciled = Reconciled::default();
         for dependent in &self.order {
             let outcome = dependent
-                .reconcile(controller, primary, ctx, recorder, &reconciled, manager)
+                .reconcile(controller, primary, ctx, writing, &reconciled)
                 .await;
             reconciled.outcomes.push(outcome);
         }
@@ -779,9 +787,8 @@ where
         controller: &'a C,
         primary: &'a P,
         ctx: &'a Context<P>,
-        recorder: &'a Recorder,
+        writing: Writing<'a>,
         done: &'a Reconciled,
-        manager: &'a str,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             match &self.desired {
@@ -789,11 +796,11 @@ where
                     if let Some(on) = self.waits_for(done, None) {
                         return Outcome::new(self.name, State::Waiting { on });
                     }
-                    self.reconcile_one(build, controller, primary, ctx, recorder, manager)
+                    self.reconcile_one(build, controller, primary, ctx, writing)
                         .await
                 }
                 Desire::Many(build) => {
-                    self.reconcile_many(build, controller, primary, ctx, recorder, done, manager)
+                    self.reconcile_many(build, controller, primary, ctx, writing, done)
                         .await
                 }
             }

@@ -7,10 +7,10 @@ use kube::ResourceExt;
 use super::child::{self, Written};
 use super::declare::{Build, Dependent};
 use super::policy::{self, Deletion};
-use super::{Outcome, State, publish};
+use super::{Outcome, State, Writing, publish};
 use crate::BoxError;
 use crate::controller::{Context, Kind};
-use crate::events::{EventType, Recorder};
+use crate::events::EventType;
 use crate::scope::Scoped;
 
 impl<P, C, K> Dependent<P, C, K>
@@ -27,9 +27,9 @@ where
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
-        recorder: &Recorder,
-        manager: &str,
+        writing: Writing<'_>,
     ) -> Outcome {
+        let Writing { recorder, manager } = writing;
         let mut outcome = Outcome::new(self.name, State::NotReady);
         match self
             .step(build, controller, primary, ctx, manager, &mut outcome)
