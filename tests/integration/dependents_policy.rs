@@ -111,6 +111,7 @@ static ONE_CONTROLLER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(()
 struct Running {
     client: Client,
     shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), kubeforge::manager::ManagerError>>,
     namespaces: Vec<String>,
 }
 
@@ -121,6 +122,12 @@ impl Drop for Running {
 }
 
 impl Running {
+    /// Stops the operator, returning once it has stopped.
+    async fn stop(&mut self) {
+        self.shutdown.cancel();
+        (&mut self.task).await.unwrap().unwrap();
+    }
+
     /// Stops the operator and deletes the namespaces (letting go of what holds them first).
     async fn finish(self) {
         self.shutdown.cancel();
@@ -145,7 +152,7 @@ async fn start(home: &TestNamespace, namespaces: Vec<String>) -> Running {
         .await
         .unwrap();
     let shutdown = CancellationToken::new();
-    tokio::spawn(
+    let task = tokio::spawn(
         Manager::new(client.clone())
             .controller(Tenants)
             .run_until(shutdown.clone()),
@@ -153,6 +160,7 @@ async fn start(home: &TestNamespace, namespaces: Vec<String>) -> Running {
     Running {
         client,
         shutdown,
+        task,
         namespaces,
     }
 }
@@ -503,5 +511,54 @@ async fn children_should_wait_while_the_namespace_they_depend_on_terminates() {
             .is_some()
     );
     assert_eq!(refused_applies(&client, &tenant).await - refused_before, 0);
+    running.finish().await;
+}
+
+#[tokio::test]
+async fn a_tenant_deleted_while_the_operator_is_down_should_wait_for_it_and_release_its_namespaces()
+{
+    let _turn = ONE_CONTROLLER.lock().await;
+    let home = TestNamespace::new().await.unwrap();
+    let d = format!("{}-d", home.name());
+    let mut running = start(&home, vec![d.clone()]).await;
+    let client = running.client.clone();
+    let name = format!("down-{}", home.name());
+    let generation = create(&client, &name, json!({ "namespaces": [d] }))
+        .await
+        .metadata
+        .generation
+        .unwrap();
+    ready_at(&client, &name, generation, "d made", |ready, _| ready).await;
+    running.stop().await;
+
+    // Down: the tenant is held by the dependents' finalizer, so the collector, which deletes a
+    // child only once its owner is gone, leaves d alone.
+    let tenants = Api::<PolicyTenant>::all(client.clone());
+    tenants
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = tenants.get(&name).await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(held.finalizers(), [kubeforge::dependents::FINALIZER]);
+    let uid = held.uid().unwrap();
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let owned = namespaces.get(&d).await.unwrap();
+    assert!(owned_by(&owned, &uid));
+    assert!(owned.metadata.deletion_timestamp.is_none());
+
+    // Back: d released, then the tenant goes.
+    let running = start(&home, vec![d.clone()]).await;
+    eventually("the tenant gone", Duration::from_secs(60), async || {
+        tenants
+            .get_opt(&name)
+            .await
+            .ok()
+            .and_then(|t| t.is_none().then_some(()))
+    })
+    .await;
+    let released = namespaces.get(&d).await.unwrap();
+    assert!(!owned_by(&released, &uid), "{:?}", released.metadata);
+    assert!(released.metadata.deletion_timestamp.is_none());
     running.finish().await;
 }
