@@ -278,6 +278,7 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
         .unwrap();
 
     // b dropped: released (no owner reference, no dependent label), never deleted.
+    let dropped = std::time::Instant::now();
     let generation = respec(&client, &name, json!({ "namespaces": [a] })).await;
     let released = eventually("b released", Duration::from_secs(60), async || {
         let ns = namespaces.get(&b).await.ok()?;
@@ -288,6 +289,7 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
         (!owned_by(&ns, &uid)).then_some(ns)
     })
     .await;
+    let release_took = dropped.elapsed();
     assert!(!released.labels().contains_key(DEPENDENT_LABEL));
     assert_eq!(
         released.annotations().get(RELEASED_ANNOTATION),
@@ -324,6 +326,7 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
     ready_at(&client, &name, generation, "s made", |ready, _| ready).await;
     let tenants = Api::<PolicyTenant>::all(client.clone());
     let held = tenants.get(&name).await.unwrap();
+    let deleted = std::time::Instant::now();
     tenants
         .delete(&name, &DeleteParams::default())
         .await
@@ -336,6 +339,7 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
             .and_then(|t| t.is_none().then_some(()))
     })
     .await;
+    let gone_after = deleted.elapsed();
     eventually(
         "the collector to delete s",
         Duration::from_secs(60),
@@ -360,6 +364,9 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
             .contains(&kubeforge::dependents::FINALIZER.to_owned()),
         "the tenant was not held: {:?}",
         held.finalizers()
+    );
+    eprintln!(
+        "b released {release_took:?} after it was dropped; the tenant gone {gone_after:?} after its deletion, a and b released"
     );
     assert!(
         Api::<ConfigMap>::namespaced(client.clone(), &b)
@@ -548,6 +555,7 @@ async fn a_tenant_deleted_while_the_operator_is_down_should_wait_for_it_and_rele
     assert!(owned.metadata.deletion_timestamp.is_none());
 
     // Back: d released, then the tenant goes.
+    let back = std::time::Instant::now();
     let running = start(&home, vec![d.clone()]).await;
     eventually("the tenant gone", Duration::from_secs(60), async || {
         tenants
@@ -557,6 +565,10 @@ async fn a_tenant_deleted_while_the_operator_is_down_should_wait_for_it_and_rele
             .and_then(|t| t.is_none().then_some(()))
     })
     .await;
+    eprintln!(
+        "the tenant deleted while the operator was down: gone {:?} after it came back",
+        back.elapsed()
+    );
     let released = namespaces.get(&d).await.unwrap();
     assert!(!owned_by(&released, &uid), "{:?}", released.metadata);
     assert!(released.metadata.deletion_timestamp.is_none());
