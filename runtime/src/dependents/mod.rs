@@ -10,18 +10,32 @@
 //! those are ready). A dependent can also be a collection of children of one kind:
 //! [`Dependent::many`] (a function returning `Vec<Child>`) or [`Dependent::for_each`] (one
 //! child per item of a list: per target namespace, say). Each child of a collection is applied
-//! on its own, those the dependent made earlier and no longer builds are deleted (found by the
+//! on its own, those the dependent made earlier and no longer builds are pruned (found by the
 //! owner reference and the [`DEPENDENT_LABEL`]), and each child's state is in
 //! [`Reconciled::items`]. A child never overwrites an object of its name that the primary does
-//! not own: that is [`State::Conflict`]. [`Dependents`] holds a controller's dependents in an
-//! order that respects `depends_on` and reconciles them:
+//! not own: that is [`State::Conflict`], not an error — the primary is checked again after
+//! [`CONFLICT_RECHECK`] ([`Reconciled::action`]).
 //!
-//! 1. each dependent in order: skipped while one it depends on is not ready; deleted while its
-//!    activation condition is false (and counted as deleting until it is gone from the cache);
-//!    left alone while its precondition is false; otherwise built and, **only if the stored
-//!    child does not already hold every field the desired one sets** (see `matcher`),
-//!    server-side applied with a controller owner reference as the controller's field manager
-//!    (a create-only one is created only when absent);
+//! What pruning does, and what happens to the children when the primary is deleted, is a
+//! [`Deletion`] policy per dependent ([`Dependent::prune`], [`Dependent::on_owner_delete`]):
+//! deleted, released (`Orphan`: owner reference and label removed, [`RELEASED_ANNOTATION`]
+//! added, the object kept; only the primary that released it takes it back) or kept. The kinds
+//! that hold other objects (Namespace, PersistentVolumeClaim, PersistentVolume) are released by
+//! default, and so is a pruned object others hold with finalizers; deleting them is an explicit
+//! opt-in. Releasing children on owner deletion needs them released before the garbage
+//! collector sees the owner gone: the primary carries [`FINALIZER`] while a dependent does so,
+//! and the controller's worker reconciles a primary being deleted while it carries it.
+//! [`Dependents`] holds a controller's dependents in an order that respects `depends_on` and
+//! reconciles them:
+//!
+//! 1. each dependent in order: skipped while one it depends on is not ready; pruned by its
+//!    policy while its activation condition is false (and counted as deleting until it is gone
+//!    from the cache); left alone while its precondition is false; otherwise built and, **only
+//!    if the stored child does not already hold every field the desired one sets** (see
+//!    `matcher`) and is not being deleted (then it is [`State::Terminating`], not ready),
+//!    server-side applied with a controller owner reference as the field manager
+//!    ([`DependentsBuilder::field_manager`], default the controller's name; a create-only one is
+//!    created only when absent);
 //! 2. a Normal `Created` event when one was created, a Warning `ApplyFailed` when writing one
 //!    failed;
 //! 3. with [`Dependents::run`], the primary's status: `Ready`, `Progressing` and `Degraded`
