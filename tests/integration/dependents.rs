@@ -653,3 +653,98 @@ async fn the_field_manager_of_the_applies_should_be_settable_so_a_migrated_objec
         .collect();
     assert_eq!(managers, [legacy], "one manager of the applied fields");
 }
+
+#[tokio::test]
+async fn a_child_others_hold_with_finalizers_should_be_released_when_pruned_or_its_owner_goes() {
+    let ns = TestNamespace::new().await.unwrap();
+    let _running = start(&ns).await;
+    let api = ns.api::<Database>();
+    api.create(&PostParams::default(), &database("held", true))
+        .await
+        .unwrap();
+    let cronjobs = ns.api::<CronJob>();
+    let configs = ns.api::<ConfigMap>();
+    let hold = Patch::Merge(json!({ "metadata": { "finalizers": ["backup.example.com/hold"] } }));
+    eventually("the children", Duration::from_secs(30), async || {
+        cronjobs.get_opt("held-backup").await.ok()??;
+        configs.get_opt("held-config").await.ok()?
+    })
+    .await;
+    // Someone else's finalizers on two of them: they hold something.
+    cronjobs
+        .patch("held-backup", &PatchParams::default(), &hold)
+        .await
+        .unwrap();
+    configs
+        .patch("held-config", &PatchParams::default(), &hold)
+        .await
+        .unwrap();
+    let uid = api.get("held").await.unwrap().uid().unwrap();
+
+    // Pruned (`when` turned false): released, not deleted.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": { "backup": false } })),
+    )
+    .await
+    .unwrap();
+    let released = eventually(
+        "the CronJob released",
+        Duration::from_secs(30),
+        async || {
+            let cronjob = cronjobs.get("held-backup").await.ok()?;
+            assert!(
+                cronjob.metadata.deletion_timestamp.is_none(),
+                "the held CronJob is being deleted"
+            );
+            cronjob.owner_references().is_empty().then_some(cronjob)
+        },
+    )
+    .await;
+    assert_eq!(
+        released
+            .annotations()
+            .get(kubeforge::dependents::RELEASED_ANNOTATION),
+        Some(&uid)
+    );
+
+    // The owner deleted: held until the held ConfigMap is released; the collector deletes the
+    // rest (the Service shows it has acted).
+    eventually("the database held", Duration::from_secs(30), async || {
+        let db = api.get("held").await.ok()?;
+        db.finalizers()
+            .contains(&kubeforge::dependents::FINALIZER.to_owned())
+            .then_some(())
+    })
+    .await;
+    api.delete("held", &DeleteParams::default()).await.unwrap();
+    let services = ns.api::<Service>();
+    eventually(
+        "the database gone, its Service collected",
+        Duration::from_secs(60),
+        async || {
+            let gone = api.get_opt("held").await.ok()?.is_none()
+                && services.get_opt("held").await.ok()?.is_none();
+            gone.then_some(())
+        },
+    )
+    .await;
+    let config = configs.get("held-config").await.unwrap();
+    assert!(config.metadata.deletion_timestamp.is_none(), "deleted");
+    assert!(
+        config.owner_references().is_empty(),
+        "{:?}",
+        config.metadata
+    );
+    // Let go, so the namespace can go.
+    let unhold = Patch::Merge(json!({ "metadata": { "finalizers": null } }));
+    configs
+        .patch("held-config", &PatchParams::default(), &unhold)
+        .await
+        .unwrap();
+    cronjobs
+        .patch("held-backup", &PatchParams::default(), &unhold)
+        .await
+        .unwrap();
+}

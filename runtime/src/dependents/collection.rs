@@ -67,6 +67,7 @@ where
             outcome.error = Some(error);
         }
         outcome.written |= outcome.items.iter().any(|i| i.created);
+        outcome.held |= outcome.items.iter().any(|i| i.held);
         self.aggregate(&mut outcome, active);
         self.publish_items(primary, writing.recorder, &outcome)
             .await;
@@ -89,6 +90,7 @@ where
             name: None,
             state: State::NotReady,
             created: false,
+            held: false,
             object: None,
         };
         let placed = built.child.and_then(|mut desired| {
@@ -121,6 +123,7 @@ where
                 object, created, ..
             }) => {
                 item.created = created;
+                item.held = policy::held(object.as_ref());
                 item.state = self.state_of(object.as_ref());
                 item.object = Some(object as Arc<_>);
             }
@@ -147,7 +150,10 @@ where
                 continue;
             }
             match policy::on_prune(self.prune, stale.as_ref()) {
-                Deletion::Keep => continue,
+                Deletion::Keep => {
+                    outcome.held |= policy::held(stale.as_ref());
+                    continue;
+                }
                 Deletion::Orphan => {
                     outcome.written |=
                         policy::release(primary, ctx, stale.as_ref(), manager).await?;
@@ -165,6 +171,7 @@ where
                     name: Some(key.name.clone()),
                     state: State::Deleting,
                     created: false,
+                    held: false,
                     object: None,
                 });
             }
@@ -282,6 +289,7 @@ mod tests {
             name: None,
             state,
             created: false,
+            held: false,
             object: None,
         }
     }

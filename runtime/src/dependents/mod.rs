@@ -183,6 +183,8 @@ pub struct Item {
     pub state: State,
     /// Whether this reconcile created it.
     pub created: bool,
+    /// Whether it carries finalizers (others hold it).
+    held: bool,
     object: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -217,6 +219,9 @@ pub struct Outcome {
     pub items: Vec<Item>,
     /// A collection's aggregate: which children are not ready, failed or conflict.
     summary: Option<String>,
+    /// Whether a stored child carries finalizers (others hold it): released, not deleted, when
+    /// the owner is deleted, unless the dependent says otherwise.
+    held: bool,
     object: Option<Arc<dyn Any + Send + Sync>>,
     error: Option<BoxError>,
 }
@@ -230,6 +235,7 @@ impl Outcome {
             written: false,
             items: Vec::new(),
             summary: None,
+            held: false,
             object: None,
             error: None,
         }
@@ -495,9 +501,12 @@ trait Erased<P, C>: Send + Sync {
     ) -> BoxFuture<'a, Outcome>;
     /// Its policy when the owner is deleted (declared, or its kind's default).
     fn on_owner_delete(&self) -> Deletion;
+    /// Whether the policy when the owner is deleted is the dependent's own.
+    fn declares_on_owner_delete(&self) -> bool;
     /// Whether the policy when the owner is deleted was declared `keep`.
     fn keeps_on_owner_delete(&self) -> bool;
-    /// Releases its children of `primary` (being deleted); how many.
+    /// Releases its children of `primary` (being deleted) whose policy when the owner is
+    /// deleted is `orphan`; how many.
     fn release<'a>(
         &'a self,
         controller: &'a C,
@@ -598,7 +607,11 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
             };
             for dependent in &self.order {
                 let mut outcome = Outcome::new(dependent.name(), State::Deleting);
-                if dependent.on_owner_delete() == Deletion::Orphan {
+                // Declared or by default `orphan`, or undeclared: each child by its own
+                // finalizers.
+                if dependent.on_owner_delete() == Deletion::Orphan
+                    || !dependent.declares_on_owner_delete()
+                {
                     let released = dependent
                         .release(controller, primary, ctx, manager)
                         .await
@@ -616,9 +629,20 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
                 .map_err(DependentsError::Finalizer)?;
             return Ok(reconciled);
         }
-        policy::finalizer(primary, ctx, release)
-            .await
-            .map_err(DependentsError::Finalizer)?;
+        // Added before any child is made, while a dependent releases on owner deletion; while
+        // only a child others hold needs it, once that child is seen.
+        let mut holds = primary
+            .meta()
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER);
+        if release && !holds {
+            policy::finalizer(primary, ctx, true)
+                .await
+                .map_err(DependentsError::Finalizer)?;
+            holds = true;
+        }
         let recorder = self
             .recorder
             .get_or_init(|| Recorder::new(ctx.client(), ctx.controller_name()));
@@ -637,6 +661,16 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
                     .any(|i| matches!(i.state, State::Conflict(_)))
         });
         reconciled.recheck = conflict.then_some(self.settings.conflict_recheck);
+        let held = self
+            .order
+            .iter()
+            .zip(&reconciled.outcomes)
+            .any(|(d, o)| o.held && !d.declares_on_owner_delete());
+        if holds != (release || held) {
+            policy::finalizer(primary, ctx, release || held)
+                .await
+                .map_err(DependentsError::Finalizer)?;
+        }
         Ok(reconciled)
     }
 
@@ -825,6 +859,10 @@ where
         policy::on_owner_delete::<K>(self.on_owner_delete)
     }
 
+    fn declares_on_owner_delete(&self) -> bool {
+        self.on_owner_delete.is_some()
+    }
+
     fn keeps_on_owner_delete(&self) -> bool {
         self.on_owner_delete == Some(Deletion::Keep)
     }
@@ -850,7 +888,10 @@ where
             };
             let mut released = 0;
             for object in children {
-                if child::owns(primary, object.as_ref())
+                let orphan = policy::on_owner_delete_of(self.on_owner_delete, object.as_ref())
+                    == Deletion::Orphan;
+                if orphan
+                    && child::owns(primary, object.as_ref())
                     && object.meta().deletion_timestamp.is_none()
                     && policy::release(primary, ctx, object.as_ref(), manager).await?
                 {

@@ -67,19 +67,33 @@ pub(super) fn holds_others<K: Kind>() -> bool {
 pub(super) fn on_prune<K: Kind>(declared: Option<Deletion>, object: &K) -> Deletion {
     match declared {
         Some(policy) => policy,
-        None if holds_others::<K>() || !object.finalizers().is_empty() => Deletion::Orphan,
+        None if holds_others::<K>() || held(object) => Deletion::Orphan,
         None => Deletion::Delete,
     }
 }
 
-/// The policy when the owner is deleted: the dependent's own, else `orphan` for a kind that
-/// holds other objects, else `delete`.
+/// The policy when the owner is deleted, known before any child is seen: the dependent's own,
+/// else `orphan` for a kind that holds other objects, else `delete`.
 pub(super) fn on_owner_delete<K: Kind>(declared: Option<Deletion>) -> Deletion {
     match declared {
         Some(policy) => policy,
         None if holds_others::<K>() => Deletion::Orphan,
         None => Deletion::Delete,
     }
+}
+
+/// The policy for child `object` when the owner is deleted: as [`on_owner_delete`], and
+/// `orphan` too for an object carrying finalizers (others hold it) unless the dependent says.
+pub(super) fn on_owner_delete_of<K: Kind>(declared: Option<Deletion>, object: &K) -> Deletion {
+    match declared {
+        None if held(object) => Deletion::Orphan,
+        declared => on_owner_delete::<K>(declared),
+    }
+}
+
+/// Whether others hold `object` with finalizers (a child never carries kubeforge's own).
+pub(super) fn held<K: Kind>(object: &K) -> bool {
+    !object.finalizers().is_empty()
 }
 
 /// Whether `object` is being deleted: it has a `deletionTimestamp`, or it is a Namespace in
@@ -268,6 +282,12 @@ mod tests {
         .unwrap();
         assert_eq!(on_prune(None, &held), Deletion::Orphan);
         assert_eq!(on_prune(Some(Deletion::Keep), &held), Deletion::Keep);
+        assert_eq!(on_owner_delete_of(None, &held), Deletion::Orphan);
+        assert_eq!(
+            on_owner_delete_of(Some(Deletion::Delete), &held),
+            Deletion::Delete
+        );
+        assert_eq!(on_owner_delete_of(None, &plain), Deletion::Delete);
     }
 
     #[test]

@@ -119,6 +119,7 @@ where
             } => {
                 outcome.created = created;
                 outcome.written = written;
+                outcome.held = policy::held(object.as_ref());
                 let state = self.state_of(object.as_ref());
                 outcome.object = Some(object as Arc<_>);
                 Ok(state)
