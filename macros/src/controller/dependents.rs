@@ -121,7 +121,7 @@ pub const OPTIONS: &[HandKey] = &[
     HandKey {
         name: "on_owner_delete",
         syntax: "`delete` or `orphan`",
-        doc: "what happens to the children when the primary is deleted: deleted by the garbage collector, or released before the primary goes (`orphan`: the primary carries the finalizer `kubeforge.dev/release-dependents` until they are; with the operator down, the primary waits for it). Default: `orphan` for a Namespace, PersistentVolumeClaim or PersistentVolume, `delete` otherwise",
+        doc: "what happens to the children when the primary is deleted: deleted by the garbage collector, or released before the primary goes (`orphan`: the primary carries the finalizer `kubeforge.dev/release-dependents` until they are; with the operator down, the primary waits for it). Default: `orphan` for a Namespace, PersistentVolumeClaim or PersistentVolume and for an object carrying finalizers (others hold it; from the reconcile that sees them), `delete` otherwise",
     },
     HandKey {
         name: "depends_on",

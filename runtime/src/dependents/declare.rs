@@ -362,7 +362,9 @@ impl<P, C, K> Dependent<P, C, K> {
     /// [`FINALIZER`](super::FINALIZER) until they are). `Keep` is refused by
     /// [`build`](super::DependentsBuilder::build): a child that keeps its owner reference is
     /// deleted by the garbage collector. Without it: `Orphan` for the kinds that hold other
-    /// objects (Namespace, PersistentVolumeClaim, PersistentVolume), `Delete` otherwise.
+    /// objects (Namespace, PersistentVolumeClaim, PersistentVolume) and for an object carrying
+    /// finalizers (others hold it: the primary takes the finalizer at the reconcile that sees
+    /// them), `Delete` otherwise.
     #[must_use]
     pub fn on_owner_delete(mut self, policy: Deletion) -> Self {
         self.on_owner_delete = Some(policy);

@@ -7,7 +7,9 @@
 //! collector no longer deletes it with the primary, pruning no longer finds it, and only the
 //! primary that released it takes it back when it builds it again (any other owner would be a
 //! conflict). A child released when its owner is deleted is released before the owner goes:
-//! the primary carries [`FINALIZER`] while one of its dependents orphans on owner deletion.
+//! the primary carries [`FINALIZER`] while one of its dependents orphans on owner deletion, or
+//! while a child others hold (with finalizers) is seen under a dependent with no policy of its
+//! own.
 
 use std::fmt::Display;
 use std::sync::Arc;
