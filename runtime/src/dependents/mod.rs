@@ -583,8 +583,10 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
     }
 
     /// Reconciles every dependent, in order (see the module docs), without touching the
-    /// primary's status. While a dependent releases its children on owner deletion, the
-    /// primary carries [`FINALIZER`] (added here); once the primary is being deleted, nothing
+    /// primary's status. While a dependent releases its children on owner deletion (or once a
+    /// child others hold with finalizers is seen, under a dependent with no policy of its own)
+    /// the primary carries [`FINALIZER`] (added here, taken off only when the primary is being
+    /// deleted); once the primary is being deleted, nothing
     /// is applied: those children are released, the finalizer removed, and
     /// [`Reconciled::owner_deleted`] is true.
     ///
@@ -631,7 +633,7 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
         }
         // Added before any child is made, while a dependent releases on owner deletion; while
         // only a child others hold needs it, once that child is seen.
-        let mut holds = primary
+        let holds = primary
             .meta()
             .finalizers
             .iter()
@@ -641,8 +643,8 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
             policy::finalizer(primary, ctx, true)
                 .await
                 .map_err(DependentsError::Finalizer)?;
-            holds = true;
         }
+        let holds = holds || release;
         let recorder = self
             .recorder
             .get_or_init(|| Recorder::new(ctx.client(), ctx.controller_name()));
@@ -666,8 +668,10 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
             .iter()
             .zip(&reconciled.outcomes)
             .any(|(d, o)| o.held && !d.declares_on_owner_delete());
-        if holds != (release || held) {
-            policy::finalizer(primary, ctx, release || held)
+        // Never taken off before the primary is deleted: a reconcile that did not reach a held
+        // child (one it depends on not ready) does not say it is gone.
+        if held && !holds {
+            policy::finalizer(primary, ctx, true)
                 .await
                 .map_err(DependentsError::Finalizer)?;
         }
