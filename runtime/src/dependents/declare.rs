@@ -315,7 +315,8 @@ impl<P, C, K> Dependent<P, C, K> {
         self
     }
 
-    /// Exists only while `active` holds; deleted when it turns false (a collection: all of it).
+    /// Exists only while `active` holds; pruned when it turns false (a collection: all of it):
+    /// deleted, unless [`prune`](Self::prune) or the kind's default says otherwise.
     #[must_use]
     pub fn when(mut self, active: impl Fn(&C, &P) -> bool + Send + Sync + 'static) -> Self {
         self.when = Some(Box::new(active));

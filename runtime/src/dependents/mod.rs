@@ -4,7 +4,8 @@
 //! A [`Dependent`] names one child: a function that builds it from the primary object, and
 //! options — [`create_only`](Dependent::create_only) (made once, never updated: a generated
 //! password), [`when`](Dependent::when) (an activation condition: the child exists only while
-//! it holds, and is deleted when it turns false), [`precondition`](Dependent::precondition) (the
+//! it holds, and is pruned — deleted, unless its [`Deletion`] policy says otherwise — when it
+//! turns false), [`precondition`](Dependent::precondition) (the
 //! child is left as it is until it holds), [`ready`](Dependent::ready) (built-ins for the
 //! workload kinds in [`ready`]) and [`depends_on`](Dependent::depends_on) (reconciled only once
 //! those are ready). A dependent can also be a collection of children of one kind:
