@@ -128,8 +128,19 @@ impl Running {
         (&mut self.task).await.unwrap().unwrap();
     }
 
-    /// Stops the operator and deletes the namespaces (letting go of what holds them first).
-    async fn finish(self) {
+    /// Deletes the tenant `name` while the operator runs (its finalizer comes off), stops the
+    /// operator and deletes the namespaces (letting go of what holds them first).
+    async fn finish(self, name: &str) {
+        let tenants = Api::<PolicyTenant>::all(self.client.clone());
+        let _ = tenants.delete(name, &DeleteParams::default()).await;
+        eventually("the tenant gone", Duration::from_secs(60), async || {
+            tenants
+                .get_opt(name)
+                .await
+                .ok()
+                .and_then(|t| t.is_none().then_some(()))
+        })
+        .await;
         self.shutdown.cancel();
         let api = Api::<Namespace>::all(self.client.clone());
         for name in &self.namespaces {
@@ -157,6 +168,10 @@ async fn start(home: &TestNamespace, namespaces: Vec<String>) -> Running {
             .controller(Tenants)
             .run_until(shutdown.clone()),
     );
+    // Tenants a failed run left (one test runs at a time): the operator lets them go.
+    let _ = Api::<PolicyTenant>::all(client.clone())
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
     Running {
         client,
         shutdown,
@@ -375,7 +390,7 @@ async fn a_namespace_dropped_or_whose_tenant_is_deleted_should_be_released_never
             .unwrap()
             .is_some()
     );
-    running.finish().await;
+    running.finish(&name).await;
 }
 
 /// A scratch namespace of a new tenant, made and then held in `Terminating` by a ConfigMap with
@@ -466,7 +481,7 @@ async fn a_child_being_pruned_should_not_make_the_tenant_not_ready() {
         "c still terminating"
     );
     let_go(&client, &c).await;
-    running.finish().await;
+    running.finish(&name).await;
 }
 
 #[tokio::test]
@@ -518,7 +533,7 @@ async fn children_should_wait_while_the_namespace_they_depend_on_terminates() {
             .is_some()
     );
     assert_eq!(refused_applies(&client, &tenant).await - refused_before, 0);
-    running.finish().await;
+    running.finish(&name).await;
 }
 
 #[tokio::test]
@@ -572,5 +587,5 @@ async fn a_tenant_deleted_while_the_operator_is_down_should_wait_for_it_and_rele
     let released = namespaces.get(&d).await.unwrap();
     assert!(!owned_by(&released, &uid), "{:?}", released.metadata);
     assert!(released.metadata.deletion_timestamp.is_none());
-    running.finish().await;
+    running.finish(&name).await;
 }
