@@ -989,6 +989,46 @@ mod tests {
     }
 
     #[test]
+    fn keep_on_owner_deletion_should_be_refused_and_a_conflict_rechecked() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        let namespace = |_: &(), _: &ConfigMap, _: &Context<ConfigMap>| Namespace::default();
+        let kept = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace).on_owner_delete(Deletion::Keep))
+            .build();
+        assert_eq!(
+            kept.err().map(|e| e.to_string()),
+            Some("dependent `ns`: `keep` applies to pruning only (a child that keeps its owner reference is deleted with its owner by the garbage collector); write `orphan`".to_owned())
+        );
+        let default = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace))
+            .build()
+            .unwrap();
+        assert!(
+            default.releases_on_owner_delete(),
+            "a Namespace is released"
+        );
+        let deleted = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace).on_owner_delete(Deletion::Delete))
+            .build()
+            .unwrap();
+        assert!(!deleted.releases_on_owner_delete());
+
+        let conflict = Reconciled {
+            outcomes: vec![outcome("copy", State::Conflict("theirs".into()))],
+            recheck: Some(CONFLICT_RECHECK),
+            ..Reconciled::default()
+        };
+        assert_eq!(conflict.action(), Action::RequeueAfter(CONFLICT_RECHECK));
+        assert_eq!(
+            __or_recheck(Action::Done, conflict.action()),
+            Action::RequeueAfter(CONFLICT_RECHECK)
+        );
+        let soon = Action::requeue_after(Duration::from_secs(1));
+        assert_eq!(__or_recheck(soon, conflict.action()), soon);
+        assert_eq!(Reconciled::default().action(), Action::Done);
+    }
+
+    #[test]
     fn conditions_should_name_the_first_dependent_not_ready_or_failed() {
         let ready = Reconciled {
             outcomes: vec![
