@@ -67,8 +67,7 @@ const _: () = {
                         ),
                     )
                     .await?;
-                let _ = done;
-                ::core::result::Result::Ok(kf::controller::Action::Done)
+                ::core::result::Result::Ok(done.action())
             }
         }
         fn cleanup(

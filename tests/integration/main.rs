@@ -20,6 +20,7 @@ mod conversion;
 mod crd;
 mod database;
 mod dependents;
+mod dependents_policy;
 mod deploy;
 mod dynamic;
 mod events;

@@ -591,6 +591,8 @@ pub struct ControllerArgs {
     pub rbac: Vec<RbacRule>,
     /// `dependents(..)`: children built by methods of the impl block, applied by the framework.
     pub dependents: Vec<super::dependents::DependentArg>,
+    /// `field_manager = ".."`: the field manager of the dependents' applies.
+    pub field_manager: Option<LitStr>,
     /// `every = "30s"`: a timer per object.
     pub every: Option<Keyed<u64>>,
     /// `reconcile_timeout = "30s"`: a reconcile running longer is cancelled and retried.
@@ -626,6 +628,16 @@ pub const CONTROLLER: Table<ControllerArgs> = Table {
         )
         .syntax("`(method, method(option, ..), ..)`")
         .doc("children built by methods of the impl block (`fn name(&self, obj: &Kind, ctx: &Context<Kind>) -> Child`, or `-> Vec<Child>`, `async fn`, `-> Result<.., E>`), applied by the framework in dependency order, their kinds owned: see *`dependents(..)` options*"),
+        Key::new(
+            "field_manager",
+            Value::Custom(|a: &mut ControllerArgs, meta, _| {
+                a.reconciler_key("field_manager", meta);
+                a.field_manager = Some(meta.value()?.parse()?);
+                Ok(())
+            }),
+        )
+        .syntax("`\"..\"`")
+        .doc("the field manager of the dependents' server-side applies and releases (default: the controller's name); name the manager of the operator the objects come from (a hand-written one being replaced) so that each field keeps one owner instead of two; needs `dependents(..)`"),
         Key::repeatable("watches", Value::Custom(watches))
             .syntax("`(W, map = path, option, ..)`")
             .doc("any kind, with a mapper naming the primaries to reconcile: see *`watches(..)`*"),

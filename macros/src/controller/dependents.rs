@@ -34,7 +34,19 @@ pub struct DependentArg {
     pub precondition: Option<Path>,
     pub ready: Option<Ready>,
     pub depends_on: Vec<Ident>,
+    /// `prune = delete|orphan|keep`: the `Deletion` variant for a child no longer built.
+    pub prune: Option<Ident>,
+    /// `on_owner_delete = delete|orphan`: the `Deletion` variant when the owner is deleted.
+    pub on_owner_delete: Option<Ident>,
 }
+
+/// The values of `prune` and `on_owner_delete`: the word, its `Deletion` variant, and whether
+/// `on_owner_delete` takes it.
+const POLICIES: &[(&str, &str, bool)] = &[
+    ("delete", "Delete", true),
+    ("orphan", "Orphan", true),
+    ("keep", "Keep", false),
+];
 
 /// A checked dependent: the entry, the kind its method builds, what the method returns (the
 /// kind, a `Vec` of it for a collection, or a `Result` of either) and whether it is `async`.
@@ -89,7 +101,7 @@ pub const OPTIONS: &[HandKey] = &[
     HandKey {
         name: "when",
         syntax: "path",
-        doc: "the child exists only while this `fn(&self, obj: &Kind) -> bool` holds (a method of the impl block by its bare name, or a path); deleted when it turns false (a collection: all of it)",
+        doc: "the child exists only while this `fn(&self, obj: &Kind) -> bool` holds (a method of the impl block by its bare name, or a path); pruned when it turns false (a collection: all of it), deleted unless `prune` or the kind's default says otherwise",
     },
     HandKey {
         name: "precondition",
@@ -100,6 +112,16 @@ pub const OPTIONS: &[HandKey] = &[
         name: "ready",
         syntax: "flag or `= path`",
         doc: "when the child counts as ready: alone, by the kind's built-in rule (`Readiness`); with a path, when that `fn(&Child) -> bool` says so of the stored object (of each, for a collection). Without it, ready as soon as it exists",
+    },
+    HandKey {
+        name: "prune",
+        syntax: "`delete`, `orphan` or `keep`",
+        doc: "what happens to a child no longer built (dropped from a collection, or `when` turned false): deleted; released (`orphan`: owner reference and `kubeforge.dev/dependent` label removed, object kept; taken back if this primary builds it again); or left as it is, still owned (`keep`). Default: `orphan` for a Namespace, PersistentVolumeClaim or PersistentVolume and for an object carrying finalizers (others hold it), `delete` otherwise",
+    },
+    HandKey {
+        name: "on_owner_delete",
+        syntax: "`delete` or `orphan`",
+        doc: "what happens to the children when the primary is deleted: deleted by the garbage collector, or released before the primary goes (`orphan`: the primary carries the finalizer `kubeforge.dev/release-dependents` until they are; with the operator down, the primary waits for it). Default: `orphan` for a Namespace, PersistentVolumeClaim or PersistentVolume and for an object carrying finalizers (others hold it; from the reconcile that sees them), `delete` otherwise",
     },
     HandKey {
         name: "depends_on",
@@ -127,6 +149,8 @@ pub fn parse(
             precondition: None,
             ready: None,
             depends_on: Vec::new(),
+            prune: None,
+            on_owner_delete: None,
         };
         if content.peek(syn::token::Paren) {
             let options;
@@ -192,6 +216,8 @@ fn option(input: ParseStream<'_>, arg: &mut DependentArg, errors: &mut Errors) -
                 Some(_) => path(value, errors).map(Ready::With),
             }
         }
+        "prune" => arg.prune = policy(&option, value, true, errors),
+        "on_owner_delete" => arg.on_owner_delete = policy(&option, value, false, errors),
         "depends_on" => {
             if let Some(value) = &value {
                 errors.spanned(value, "write `depends_on(a, b)`");
@@ -212,6 +238,63 @@ fn option(input: ParseStream<'_>, arg: &mut DependentArg, errors: &mut Errors) -
         ),
     }
     Ok(())
+}
+
+/// `prune = orphan`, `on_owner_delete = delete`: the `Deletion` variant named, with its span.
+/// `keep` only prunes (`pruning`): a child that keeps its owner reference is deleted with its
+/// owner by the garbage collector.
+fn policy(
+    option: &Ident,
+    value: Option<Expr>,
+    pruning: bool,
+    errors: &mut Errors,
+) -> Option<Ident> {
+    let allowed: Vec<&str> = POLICIES
+        .iter()
+        .filter(|(_, _, owner)| pruning || *owner)
+        .map(|(word, _, _)| *word)
+        .collect();
+    let word = match value {
+        Some(Expr::Path(p)) if p.path.get_ident().is_some() => p.path.get_ident().cloned(),
+        Some(other) => {
+            errors.spanned(
+                &other,
+                format!("`{option}` takes one of {}", allowed.join(", ")),
+            );
+            return None;
+        }
+        None => {
+            errors.at(
+                option.span(),
+                format!("`{option}` needs a policy: `{option} = {}`", allowed[1]),
+            );
+            return None;
+        }
+    }?;
+    let name = word.to_string();
+    match POLICIES.iter().find(|(w, _, _)| *w == name) {
+        Some((_, _, false)) if !pruning => {
+            errors.at(
+                word.span(),
+                format!(
+                    "`{option} = {name}` cannot keep a child: one that keeps its owner reference is deleted with its owner by the garbage collector; write `{option} = orphan` to keep it"
+                ),
+            );
+            None
+        }
+        Some((_, variant, _)) => Some(Ident::new(variant, word.span())),
+        None => {
+            errors.at(
+                word.span(),
+                format!(
+                    "unknown policy `{name}` of `{option}`; expected one of {}{}",
+                    allowed.join(", "),
+                    did_you_mean(&name, &allowed)
+                ),
+            );
+            None
+        }
+    }
 }
 
 fn flag(option: &Ident, value: Option<&Expr>, errors: &mut Errors) {
@@ -602,7 +685,13 @@ impl Expansion {
 
     /// The options of dependent `d` (the `i`th), as builder calls over parameters of
     /// `__dependents` where they name functions.
-    fn options(&mut self, d: &Dependent, i: usize, child_g: &TokenStream) -> Vec<TokenStream> {
+    fn options(
+        &mut self,
+        kf: &Path,
+        d: &Dependent,
+        i: usize,
+        child_g: &TokenStream,
+    ) -> Vec<TokenStream> {
         let mut options = Vec::new();
         if d.arg.create_only {
             options.push(quote!(.create_only()));
@@ -631,6 +720,15 @@ impl Expansion {
             let names = d.arg.depends_on.iter().map(ToString::to_string);
             options.push(quote!(.depends_on(&[#(#names),*])));
         }
+        for (variant, method) in [
+            (&d.arg.prune, "prune"),
+            (&d.arg.on_owner_delete, "on_owner_delete"),
+        ] {
+            if let Some(variant) = variant {
+                let method = format_ident!("{method}");
+                options.push(quote!(.#method(#kf::dependents::Deletion::#variant)));
+            }
+        }
         options
     }
 }
@@ -641,6 +739,7 @@ pub fn expansion(
     kind: &Type,
     self_ty: &Type,
     dependents: &[Dependent],
+    field_manager: Option<&syn::LitStr>,
     of: &dyn Fn(&Type) -> TokenStream,
 ) -> Expansion {
     let mut out = Expansion {
@@ -707,13 +806,14 @@ pub fn expansion(
         if !matches!(d.shape, Shape::ForEach(_)) {
             out.params.push(desired);
         }
-        let options = out.options(d, i, &child_g);
+        let options = out.options(kf, d, i, &child_g);
         entries.push(quote! {
             .with(#kf::dependents::Dependent::<__S::Kind, __S, #child_g>::#new #(#options)*)
         });
     }
+    let manager = field_manager.map(|m| quote!(.field_manager(#m)));
     out.body = quote! {
-        #kf::dependents::Dependents::<__S::Kind, __S>::new() #(#entries)* .__ordered()
+        #kf::dependents::Dependents::<__S::Kind, __S>::new() #(#entries)* #manager .__ordered()
     };
     out
 }

@@ -91,6 +91,7 @@ pub fn expand(model: &Model) -> TokenStream {
         &model.kind,
         &model.self_ty,
         &model.dependents,
+        model.field_manager.as_ref(),
         &|ty| kinds.of(ty),
     );
     let mut next = 0;
@@ -217,17 +218,24 @@ impl Expander<'_> {
         } else {
             quote!(|_: &#kf::dependents::Reconciled, _: &mut _| {})
         };
+        // A primary being deleted (held by the dependents' finalizer) is not reconciled further;
+        // while a dependent conflicts, the primary is checked again after the recheck interval.
         let then = match &self.model.reconcile {
             Some(reconcile) => {
                 let span = reconcile.sig.span();
                 quote_spanned! {span=>
+                    if done.owner_deleted() {
+                        return ::core::result::Result::Ok(#kf::controller::Action::Done);
+                    }
+                    let recheck = done.action();
                     ctx.__set_dependents(done);
-                    <#self_ty>::reconcile(self, obj, ctx).await
+                    <#self_ty>::reconcile(self, obj, ctx)
+                        .await
+                        .map(|action| #kf::dependents::__or_recheck(action, recheck))
                 }
             }
             None => quote! {
-                let _ = done;
-                ::core::result::Result::Ok(#kf::controller::Action::Done)
+                ::core::result::Result::Ok(done.action())
             },
         };
         let span = self

@@ -53,6 +53,8 @@ pub struct Model {
     /// `reconcile_on = path`.
     pub reconcile_on: Option<syn::Path>,
     pub finalizer: Option<LitStr>,
+    /// `field_manager = ".."`: the field manager of the dependents' applies.
+    pub field_manager: Option<LitStr>,
     pub predicates: Vec<PredicateArg>,
     /// `retry = ..`; `None` keeps the runtime's default policy.
     pub retry: Option<RetryArg>,
@@ -164,6 +166,12 @@ fn check_reconciler(
     let krate = args.crate_path.clone().unwrap_or_else(default_crate);
     let declared = std::mem::take(&mut args.dependents);
     let has_dependents = !declared.is_empty();
+    if let (Some(manager), false) = (&args.field_manager, has_dependents) {
+        errors.spanned(
+            manager,
+            "`field_manager` names the field manager of the dependents' applies: this controller declares no `dependents(..)`",
+        );
+    }
     let dependents = dependents::check(declared, item, &krate, errors);
     for dependent in &dependents {
         if !args
@@ -226,6 +234,7 @@ fn check_reconciler(
         primary: args.primary,
         reconcile_on: args.reconcile_on,
         finalizer: args.finalizer,
+        field_manager: args.field_manager,
         predicates: args.predicates,
         retry: retry.flatten(),
         dequeue: args.dequeue,

@@ -134,7 +134,7 @@ impl Finalized {
 
 /// A JSON patch adding `finalizer` to an object whose UID is `uid` and whose finalizer list is
 /// `current` (it fails with 422 if either changed).
-pub(super) fn add_patch(uid: &str, current: Option<&Vec<String>>, finalizer: &str) -> Value {
+pub(crate) fn add_patch(uid: &str, current: Option<&Vec<String>>, finalizer: &str) -> Value {
     match current {
         None => json!([
             { "op": "test", "path": "/metadata/uid", "value": uid },
@@ -151,7 +151,7 @@ pub(super) fn add_patch(uid: &str, current: Option<&Vec<String>>, finalizer: &st
 
 /// A JSON patch removing `finalizer` from an object whose UID is `uid` and whose finalizer list
 /// is `current`, or `None` if the list does not hold it.
-pub(super) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Option<Value> {
+pub(crate) fn remove_patch(uid: &str, current: &[String], finalizer: &str) -> Option<Value> {
     let index = current.iter().position(|f| f == finalizer)?;
     Some(json!([
         { "op": "test", "path": "/metadata/uid", "value": uid },

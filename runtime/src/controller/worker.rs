@@ -192,6 +192,13 @@ where
                     true,
                 ),
             },
+            // Held by the dependents' finalizer: the reconcile releases the children that
+            // outlive their owner, then takes the finalizer off (see `dependents`).
+            _ if deleting && has_finalizer(&obj, crate::dependents::FINALIZER) => (
+                self.guarded(self.reconciler.reconcile(Arc::clone(&obj), &ctx))
+                    .await,
+                false,
+            ),
             _ if deleting => {
                 // Being deleted and not held by our finalizer: nothing left to reconcile.
                 self.retries.forget(key);

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Preconditions};
 use serde_json::Value;
 
-use super::matcher;
+use super::{matcher, policy};
 use crate::BoxError;
 use crate::ObjectKey;
 use crate::cache::Lookup;
@@ -105,6 +105,7 @@ pub(super) async fn write<P: Kind, K: Kind + crate::views::Writable>(
     desired: K,
     key: &ObjectKey,
     create_only: bool,
+    manager: &str,
 ) -> Result<Written<K>, BoxError> {
     let stored = |object, created, written| Written::Stored {
         object: Arc::new(object),
@@ -118,10 +119,27 @@ pub(super) async fn write<P: Kind, K: Kind + crate::views::Writable>(
         Some(Some(current)) => Some(current),
         _ => live::<P, K>(ctx, key).await?,
     };
+    // Released by this primary earlier (`orphan`): taken back before anything else.
+    let current = match current {
+        Some(current)
+            if !owns(primary, current.as_ref())
+                && policy::released_by(primary, current.as_ref()) =>
+        {
+            Some(policy::adopt(ctx, current.as_ref(), &desired, manager).await?)
+        }
+        current => current,
+    };
     match current {
         Some(current) if !owns(primary, current.as_ref()) => {
             Ok(Written::Foreign(foreign(primary, current.as_ref())))
         }
+        // Being deleted: nothing is written into it (it is not ready, so what depends on it
+        // waits); it is made again once it is gone.
+        Some(current) if policy::being_deleted(current.as_ref()) => Ok(Written::Stored {
+            object: current,
+            created: false,
+            written: false,
+        }),
         Some(current) if create_only || unchanged(&desired, current.as_ref()) => {
             Ok(Written::Stored {
                 object: current,
@@ -130,9 +148,7 @@ pub(super) async fn write<P: Kind, K: Kind + crate::views::Writable>(
             })
         }
         Some(_) => {
-            let written = ctx
-                .apply_owned(primary, ctx.controller_name(), desired)
-                .await?;
+            let written = ctx.apply_owned(primary, manager, desired).await?;
             Ok(stored(written, false, true))
         }
         None if create_only => {
@@ -143,9 +159,7 @@ pub(super) async fn write<P: Kind, K: Kind + crate::views::Writable>(
             Ok(stored(object, created, created))
         }
         None => {
-            let written = ctx
-                .apply_owned(primary, ctx.controller_name(), desired)
-                .await?;
+            let written = ctx.apply_owned(primary, manager, desired).await?;
             Ok(stored(written, true, true))
         }
     }

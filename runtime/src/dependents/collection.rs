@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::child::{self, Written};
 use super::declare::{BuildMany, Built, Dependent};
-use super::{Item, Outcome, Reconciled, State, publish};
+use super::policy::{self, Deletion};
+use super::{Item, Outcome, Reconciled, State, Writing, publish};
 use crate::BoxError;
 use crate::ObjectKey;
 use crate::controller::{Context, Kind};
@@ -28,7 +29,7 @@ where
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
-        recorder: &Recorder,
+        writing: Writing<'_>,
         done: &Reconciled,
     ) -> Outcome {
         let mut outcome = Outcome::new(self.name, State::NotReady);
@@ -46,7 +47,9 @@ where
             match build(controller, primary, ctx).await {
                 Ok(built) => {
                     for built in built {
-                        let item = self.item(built, primary, ctx, done, &mut wanted).await;
+                        let item = self
+                            .item(built, primary, ctx, done, writing.manager, &mut wanted)
+                            .await;
                         outcome.items.push(item);
                     }
                 }
@@ -57,12 +60,17 @@ where
                 }
             }
         }
-        if let Err(error) = self.prune(primary, ctx, &wanted, &mut outcome).await {
+        if let Err(error) = self
+            .prune_stale(primary, ctx, &wanted, writing.manager, &mut outcome)
+            .await
+        {
             outcome.error = Some(error);
         }
         outcome.written |= outcome.items.iter().any(|i| i.created);
+        outcome.held |= outcome.items.iter().any(|i| i.held);
         self.aggregate(&mut outcome, active);
-        self.publish_items(primary, recorder, &outcome).await;
+        self.publish_items(primary, writing.recorder, &outcome)
+            .await;
         outcome
     }
 
@@ -73,6 +81,7 @@ where
         primary: &P,
         ctx: &Context<P>,
         done: &Reconciled,
+        manager: &str,
         wanted: &mut BTreeSet<ObjectKey>,
     ) -> Item {
         let mut item = Item {
@@ -81,6 +90,7 @@ where
             name: None,
             state: State::NotReady,
             created: false,
+            held: false,
             object: None,
         };
         let placed = built.child.and_then(|mut desired| {
@@ -107,17 +117,14 @@ where
             item.state = State::Waiting { on };
             return item;
         }
-        match child::write(primary, ctx, desired, &key, self.create_only).await {
+        match child::write(primary, ctx, desired, &key, self.create_only, manager).await {
             Ok(Written::Foreign(message)) => item.state = State::Conflict(message),
             Ok(Written::Stored {
                 object, created, ..
             }) => {
                 item.created = created;
-                item.state = if (self.ready)(&object) {
-                    State::Ready
-                } else {
-                    State::NotReady
-                };
+                item.held = policy::held(object.as_ref());
+                item.state = self.state_of(object.as_ref());
                 item.object = Some(object as Arc<_>);
             }
             Err(error) => item.state = State::Failed(error.to_string()),
@@ -125,13 +132,15 @@ where
         item
     }
 
-    /// Deletes the children this dependent made for `primary` that are not `wanted`; each is
-    /// reported as [`State::Deleting`] until it is gone.
-    async fn prune(
+    /// Prunes the children this dependent made for `primary` that are not `wanted`, by the
+    /// dependent's policy: deleted (each reported as [`State::Deleting`] until it is gone),
+    /// released (no longer ours: not reported again) or kept (left as it is, not reported).
+    async fn prune_stale(
         &self,
         primary: &P,
         ctx: &Context<P>,
         wanted: &BTreeSet<ObjectKey>,
+        manager: &str,
         outcome: &mut Outcome,
     ) -> Result<(), BoxError> {
         let made = child::labelled::<P, K>(primary, ctx, self.name).await?;
@@ -139,6 +148,18 @@ where
             let key = ObjectKey::of(stale.as_ref());
             if wanted.contains(&key) {
                 continue;
+            }
+            match policy::on_prune(self.prune, stale.as_ref()) {
+                Deletion::Keep => {
+                    outcome.held |= policy::held(stale.as_ref());
+                    continue;
+                }
+                Deletion::Orphan => {
+                    outcome.written |=
+                        policy::release(primary, ctx, stale.as_ref(), manager).await?;
+                    continue;
+                }
+                Deletion::Delete => {}
             }
             let deleting = stale.meta().deletion_timestamp.is_some()
                 || child::delete(ctx, stale.as_ref()).await?;
@@ -150,6 +171,7 @@ where
                     name: Some(key.name.clone()),
                     state: State::Deleting,
                     created: false,
+                    held: false,
                     object: None,
                 });
             }
@@ -170,10 +192,12 @@ where
             .iter()
             .filter(|i| i.state == State::Ready)
             .count();
+        // A child being pruned is no longer wanted: it does not hold an active collection back
+        // (an inactive one is done once every child is gone).
         let pending: Vec<String> = outcome
             .items
             .iter()
-            .filter(|i| !i.state.is_done())
+            .filter(|i| !i.state.is_done() && (i.state != State::Deleting || !active))
             .map(|i| super::describe(&i.item, &i.state))
             .collect();
         let summary = format!("{ready} of {total} ready; {}", pending.join("; "));
@@ -193,10 +217,12 @@ where
                     State::Waiting { on } => Some(on),
                     _ => None,
                 });
-                let all_waiting = outcome
-                    .items
-                    .iter()
-                    .all(|i| matches!(i.state, State::Waiting { .. } | State::Ready));
+                let all_waiting = outcome.items.iter().all(|i| {
+                    matches!(
+                        i.state,
+                        State::Waiting { .. } | State::Ready | State::Deleting
+                    )
+                });
                 match waits {
                     Some(on) if all_waiting && ready == 0 => State::Waiting { on },
                     _ => State::NotReady,
@@ -208,7 +234,9 @@ where
         if !pending.is_empty() {
             outcome.summary = Some(summary);
         }
-        if outcome.error.is_none() && outcome.state.is_failure() {
+        // A failure is retried; a conflict is not an error (retrying cannot resolve it): the
+        // primary is checked again after `Dependents::conflict_recheck`.
+        if outcome.error.is_none() && matches!(outcome.state, State::Failed(_)) {
             outcome.error = outcome.summary.clone().map(Into::into);
         }
         if let Some(error) = &outcome.error
@@ -261,6 +289,7 @@ mod tests {
             name: None,
             state,
             created: false,
+            held: false,
             object: None,
         }
     }
@@ -295,19 +324,28 @@ mod tests {
             item("c", State::Conflict("theirs".into())),
         ]);
         assert!(matches!(conflict.state, State::Conflict(_)));
+        assert!(
+            conflict.error.is_none(),
+            "a conflict is rechecked, not retried"
+        );
     }
 
     #[test]
-    fn the_aggregate_should_be_ready_only_when_every_child_is_and_nothing_is_pruning() {
+    fn the_aggregate_should_be_ready_when_every_wanted_child_is() {
         let ready = aggregate(vec![item("a", State::Ready), item("b", State::Ready)]);
         assert_eq!(ready.state, State::Ready);
         assert!(ready.summary.is_none() && ready.error.is_none());
         assert_eq!(aggregate(Vec::new()).state, State::Ready);
+        // A child being pruned does not make the wanted ones less ready.
         let pruning = aggregate(vec![item("a", State::Ready), item("b", State::Deleting)]);
-        assert_eq!(pruning.state, State::NotReady);
+        assert_eq!(pruning.state, State::Ready);
+        assert!(pruning.summary.is_none(), "{:?}", pruning.summary);
+        // A wanted child being deleted (re-added while its old self terminates) is not ready.
+        let back = aggregate(vec![item("a", State::Ready), item("b", State::Terminating)]);
+        assert_eq!(back.state, State::NotReady);
         assert_eq!(
-            pruning.summary.as_deref(),
-            Some("1 of 1 ready; b is being deleted")
+            back.summary.as_deref(),
+            Some("1 of 2 ready; b is being deleted (made again once gone)")
         );
         let waiting = aggregate(vec![item("a", State::Waiting { on: "role" })]);
         assert_eq!(waiting.state, State::Waiting { on: "role" });
@@ -320,6 +358,7 @@ mod tests {
         roles.items = vec![item("a", State::Ready), item("b", State::NotReady)];
         let done = Reconciled {
             outcomes: vec![roles],
+            ..Reconciled::default()
         };
         assert_eq!(binding.waits_for(&done, Some("a")), None);
         assert_eq!(binding.waits_for(&done, Some("b")), Some("role"));

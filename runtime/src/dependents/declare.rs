@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 use crate::BoxError;
 use crate::controller::{Context, Kind};
 
+use super::policy::Deletion;
 use super::ready::Readiness;
 
 pub(super) type Build<P, C, K> = Box<
@@ -130,6 +131,10 @@ pub struct Dependent<P, C, K> {
     pub(super) precondition: Option<Test<P, C>>,
     pub(super) ready: Box<dyn Fn(&K) -> bool + Send + Sync>,
     pub(super) depends_on: Vec<&'static str>,
+    /// What happens to a child no longer built (`None`: the kind's default, see `policy`).
+    pub(super) prune: Option<Deletion>,
+    /// What happens to a child when the owner is deleted (`None`: the kind's default).
+    pub(super) on_owner_delete: Option<Deletion>,
 }
 
 impl<P, C, K> Dependent<P, C, K> {
@@ -297,6 +302,8 @@ impl<P, C, K> Dependent<P, C, K> {
             precondition: None,
             ready: Box::new(|_| true),
             depends_on: Vec::new(),
+            prune: None,
+            on_owner_delete: None,
         }
     }
 
@@ -308,7 +315,8 @@ impl<P, C, K> Dependent<P, C, K> {
         self
     }
 
-    /// Exists only while `active` holds; deleted when it turns false (a collection: all of it).
+    /// Exists only while `active` holds; pruned when it turns false (a collection: all of it):
+    /// deleted, unless [`prune`](Self::prune) or the kind's default says otherwise.
     #[must_use]
     pub fn when(mut self, active: impl Fn(&C, &P) -> bool + Send + Sync + 'static) -> Self {
         self.when = Some(Box::new(active));
@@ -336,6 +344,32 @@ impl<P, C, K> Dependent<P, C, K> {
         K: Readiness + 'static,
     {
         self.ready(K::is_ready)
+    }
+
+    /// What happens to a child this dependent no longer builds (dropped from a collection, or
+    /// its activation condition turned false): deleted, released (`Orphan`: owner reference and
+    /// [`DEPENDENT_LABEL`](super::DEPENDENT_LABEL) removed, object kept) or left as it is
+    /// (`Keep`). Without it: `Orphan` for the kinds that hold other objects (Namespace,
+    /// PersistentVolumeClaim, PersistentVolume) and for an object carrying finalizers (others
+    /// hold it), `Delete` otherwise.
+    #[must_use]
+    pub fn prune(mut self, policy: Deletion) -> Self {
+        self.prune = Some(policy);
+        self
+    }
+
+    /// What happens to its children when the owner is deleted: deleted by the garbage
+    /// collector (`Delete`), or released before the owner goes (`Orphan`: the owner carries
+    /// [`FINALIZER`](super::FINALIZER) until they are). `Keep` is refused by
+    /// [`build`](super::DependentsBuilder::build): a child that keeps its owner reference is
+    /// deleted by the garbage collector. Without it: `Orphan` for the kinds that hold other
+    /// objects (Namespace, PersistentVolumeClaim, PersistentVolume) and for an object carrying
+    /// finalizers (others hold it: the primary takes the finalizer at the reconcile that sees
+    /// them), `Delete` otherwise.
+    #[must_use]
+    pub fn on_owner_delete(mut self, policy: Deletion) -> Self {
+        self.on_owner_delete = Some(policy);
+        self
     }
 
     /// Reconciled only once the dependents named are ready.

@@ -4,24 +4,39 @@
 //! A [`Dependent`] names one child: a function that builds it from the primary object, and
 //! options — [`create_only`](Dependent::create_only) (made once, never updated: a generated
 //! password), [`when`](Dependent::when) (an activation condition: the child exists only while
-//! it holds, and is deleted when it turns false), [`precondition`](Dependent::precondition) (the
+//! it holds, and is pruned — deleted, unless its [`Deletion`] policy says otherwise — when it
+//! turns false), [`precondition`](Dependent::precondition) (the
 //! child is left as it is until it holds), [`ready`](Dependent::ready) (built-ins for the
 //! workload kinds in [`ready`]) and [`depends_on`](Dependent::depends_on) (reconciled only once
 //! those are ready). A dependent can also be a collection of children of one kind:
 //! [`Dependent::many`] (a function returning `Vec<Child>`) or [`Dependent::for_each`] (one
 //! child per item of a list: per target namespace, say). Each child of a collection is applied
-//! on its own, those the dependent made earlier and no longer builds are deleted (found by the
+//! on its own, those the dependent made earlier and no longer builds are pruned (found by the
 //! owner reference and the [`DEPENDENT_LABEL`]), and each child's state is in
 //! [`Reconciled::items`]. A child never overwrites an object of its name that the primary does
-//! not own: that is [`State::Conflict`]. [`Dependents`] holds a controller's dependents in an
-//! order that respects `depends_on` and reconciles them:
+//! not own: that is [`State::Conflict`], not an error — the primary is checked again after
+//! [`CONFLICT_RECHECK`] ([`Reconciled::action`]).
 //!
-//! 1. each dependent in order: skipped while one it depends on is not ready; deleted while its
-//!    activation condition is false (and counted as deleting until it is gone from the cache);
-//!    left alone while its precondition is false; otherwise built and, **only if the stored
-//!    child does not already hold every field the desired one sets** (see `matcher`),
-//!    server-side applied with a controller owner reference as the controller's field manager
-//!    (a create-only one is created only when absent);
+//! What pruning does, and what happens to the children when the primary is deleted, is a
+//! [`Deletion`] policy per dependent ([`Dependent::prune`], [`Dependent::on_owner_delete`]):
+//! deleted, released (`Orphan`: owner reference and label removed, [`RELEASED_ANNOTATION`]
+//! added, the object kept; only the primary that released it takes it back) or kept. The kinds
+//! that hold other objects (Namespace, PersistentVolumeClaim, PersistentVolume) are released by
+//! default, and so is a pruned object others hold with finalizers; deleting them is an explicit
+//! opt-in. Releasing children on owner deletion needs them released before the garbage
+//! collector sees the owner gone: the primary carries [`FINALIZER`] while a dependent does so,
+//! and the controller's worker reconciles a primary being deleted while it carries it.
+//! [`Dependents`] holds a controller's dependents in an order that respects `depends_on` and
+//! reconciles them:
+//!
+//! 1. each dependent in order: skipped while one it depends on is not ready; pruned by its
+//!    policy while its activation condition is false (and counted as deleting until it is gone
+//!    from the cache); left alone while its precondition is false; otherwise built and, **only
+//!    if the stored child does not already hold every field the desired one sets** (see
+//!    `matcher`) and is not being deleted (then it is [`State::Terminating`], not ready),
+//!    server-side applied with a controller owner reference as the field manager
+//!    ([`DependentsBuilder::field_manager`], default the controller's name; a create-only one is
+//!    created only when absent);
 //! 2. a Normal `Created` event when one was created, a Warning `ApplyFailed` when writing one
 //!    failed;
 //! 3. with [`Dependents::run`], the primary's status: `Ready`, `Progressing` and `Degraded`
@@ -67,6 +82,7 @@ mod child;
 mod collection;
 mod declare;
 mod matcher;
+mod policy;
 pub mod ready;
 mod single;
 
@@ -74,6 +90,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use kube::api::Patch;
@@ -81,13 +98,14 @@ use kube::core::object::HasStatus;
 use serde::Serialize;
 
 use crate::BoxError;
-use crate::controller::{Context, Kind};
+use crate::controller::{Action, Context, Kind};
 use crate::crd::{Conditions, PROGRESSING, READY};
 use crate::events::{EventType, Recorder};
 use crate::scope::Scoped;
 
 pub use child::DEPENDENT_LABEL;
 pub use declare::{Dependent, Desired, DesiredMany, Items};
+pub use policy::{Deletion, FINALIZER, RELEASED_ANNOTATION};
 pub use ready::Readiness;
 
 use declare::Desire;
@@ -111,8 +129,14 @@ pub enum State {
     Blocked,
     /// Its activation condition is false and it does not exist.
     Inactive,
-    /// Its activation condition is false and it is being deleted.
+    /// No longer built (its activation condition is false, or a collection no longer builds
+    /// it) and being deleted. A collection's child in this state does not hold the collection
+    /// back: it is not wanted.
     Deleting,
+    /// Wanted, but the stored object is being deleted (a `deletionTimestamp`, a Namespace in
+    /// phase `Terminating`): not ready (what depends on it waits), nothing is written into it,
+    /// and it is made again once it is gone.
+    Terminating,
     /// Writing or reading it failed (the message).
     Failed(String),
     /// An object of its name exists that the primary does not own: left as it is (the message
@@ -142,6 +166,7 @@ impl std::fmt::Display for State {
             State::Blocked => f.write_str("precondition not met"),
             State::Inactive => f.write_str("inactive"),
             State::Deleting => f.write_str("being deleted"),
+            State::Terminating => f.write_str("being deleted (made again once gone)"),
             State::Failed(e) | State::Conflict(e) => f.write_str(e),
         }
     }
@@ -159,6 +184,8 @@ pub struct Item {
     pub state: State,
     /// Whether this reconcile created it.
     pub created: bool,
+    /// Whether it carries finalizers (others hold it).
+    held: bool,
     object: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -193,6 +220,9 @@ pub struct Outcome {
     pub items: Vec<Item>,
     /// A collection's aggregate: which children are not ready, failed or conflict.
     summary: Option<String>,
+    /// Whether a stored child carries finalizers (others hold it): released, not deleted, when
+    /// the owner is deleted, unless the dependent says otherwise.
+    held: bool,
     object: Option<Arc<dyn Any + Send + Sync>>,
     error: Option<BoxError>,
 }
@@ -206,6 +236,7 @@ impl Outcome {
             written: false,
             items: Vec::new(),
             summary: None,
+            held: false,
             object: None,
             error: None,
         }
@@ -229,6 +260,12 @@ impl Debug for Outcome {
 pub struct Reconciled {
     /// Each dependent's outcome, in the order they were reconciled.
     pub outcomes: Vec<Outcome>,
+    /// When to look again: after the conflict recheck interval while a dependent (or a child)
+    /// conflicts with an object the primary does not own.
+    recheck: Option<Duration>,
+    /// The primary is being deleted: its children were released or left to the garbage
+    /// collector, nothing was applied.
+    owner_deleted: bool,
 }
 
 impl Reconciled {
@@ -255,6 +292,20 @@ impl Reconciled {
     /// Where dependent `name` stands.
     pub fn state(&self, name: &str) -> Option<&State> {
         self.outcome(name).map(|o| &o.state)
+    }
+
+    /// What the reconcile returns for the dependents: `RequeueAfter` the conflict recheck
+    /// interval (see [`DependentsBuilder::conflict_recheck`]) while one conflicts with an object
+    /// the primary does not own — a conflict is not an error, retrying with backoff cannot
+    /// resolve it — else `Done`.
+    pub fn action(&self) -> Action {
+        self.recheck.map_or(Action::Done, Action::requeue_after)
+    }
+
+    /// Whether the primary is being deleted: nothing was applied, the children that orphan on
+    /// owner deletion were released and [`FINALIZER`] removed. Nothing more is to be done.
+    pub fn owner_deleted(&self) -> bool {
+        self.owner_deleted
     }
 
     /// Whether every dependent is ready (or inactive and gone).
@@ -342,11 +393,21 @@ impl<K> Context<K> {
     }
 }
 
+/// The user's `action` after the dependents' `recheck` ([`Reconciled::action`]): the user's,
+/// unless it is `Done` and the dependents want a recheck.
+#[doc(hidden)]
+pub fn __or_recheck(action: Action, recheck: Action) -> Action {
+    match action {
+        Action::Done => recheck,
+        action => action,
+    }
+}
+
 /// How a dependent (or one child of a collection) that is not done reads in a condition.
 fn describe(name: &str, state: &State) -> String {
     match state {
         State::Waiting { .. } => format!("{name} {state}"),
-        State::Deleting | State::NotReady => format!("{name} is {state}"),
+        State::Deleting | State::Terminating | State::NotReady => format!("{name} is {state}"),
         _ => format!("{name}: {state}"),
     }
 }
@@ -405,9 +466,26 @@ pub enum DependentsError {
         #[source]
         source: BoxError,
     },
+    /// Keep on owner deletion: a child that keeps its owner reference is deleted by the garbage
+    /// collector.
+    #[error(
+        "dependent `{0}`: `keep` applies to pruning only (a child that keeps its owner reference is deleted with its owner by the garbage collector); write `orphan`"
+    )]
+    KeepOnOwnerDelete(&'static str),
+    /// Adding or removing [`FINALIZER`] on the primary failed.
+    #[error("the dependents' finalizer: {0}")]
+    Finalizer(#[source] BoxError),
     /// Patching the primary's status failed.
     #[error("status of the dependents: {}", crate::client::readable(.0))]
     Status(#[source] kube::Error),
+}
+
+/// How the dependents write: the recorder of their events and the field manager of their
+/// applies.
+#[derive(Clone, Copy)]
+struct Writing<'a> {
+    recorder: &'a Recorder,
+    manager: &'a str,
 }
 
 /// One dependent with its kind erased.
@@ -419,20 +497,58 @@ trait Erased<P, C>: Send + Sync {
         controller: &'a C,
         primary: &'a P,
         ctx: &'a Context<P>,
-        recorder: &'a Recorder,
+        writing: Writing<'a>,
         done: &'a Reconciled,
     ) -> BoxFuture<'a, Outcome>;
+    /// Its policy when the owner is deleted (declared, or its kind's default).
+    fn on_owner_delete(&self) -> Deletion;
+    /// Whether the policy when the owner is deleted is the dependent's own.
+    fn declares_on_owner_delete(&self) -> bool;
+    /// Whether the policy when the owner is deleted was declared `keep`.
+    fn keeps_on_owner_delete(&self) -> bool;
+    /// Releases its children of `primary` (being deleted) whose policy when the owner is
+    /// deleted is `orphan`; how many.
+    fn release<'a>(
+        &'a self,
+        controller: &'a C,
+        primary: &'a P,
+        ctx: &'a Context<P>,
+        manager: &'a str,
+    ) -> BoxFuture<'a, Result<usize, BoxError>>;
 }
 
 /// A controller's dependents, in reconcile order. Build with [`Dependents::new`].
 pub struct Dependents<P, C> {
     order: Vec<Box<dyn Erased<P, C>>>,
     recorder: OnceLock<Recorder>,
+    settings: Settings,
 }
 
 /// The dependents being declared; [`build`](Self::build) orders and checks them.
 pub struct DependentsBuilder<P, C> {
     declared: Vec<Box<dyn Erased<P, C>>>,
+    settings: Settings,
+}
+
+/// How the dependents of a controller are written.
+struct Settings {
+    /// The field manager of the applies (`None`: the controller's name).
+    field_manager: Option<String>,
+    /// How long after a conflict the primary is checked again.
+    conflict_recheck: Duration,
+}
+
+/// How long after a conflict with an object the primary does not own it is checked again,
+/// unless [`DependentsBuilder::conflict_recheck`] says otherwise.
+pub const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            field_manager: None,
+            conflict_recheck: CONFLICT_RECHECK,
+        }
+    }
 }
 
 impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
@@ -441,7 +557,25 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
     pub fn new() -> DependentsBuilder<P, C> {
         DependentsBuilder {
             declared: Vec::new(),
+            settings: Settings::default(),
         }
+    }
+
+    /// The field manager of the dependents' applies: the one set with
+    /// [`DependentsBuilder::field_manager`], else the controller's name.
+    pub fn field_manager<'a>(&'a self, ctx: &'a Context<P>) -> &'a str {
+        self.settings
+            .field_manager
+            .as_deref()
+            .unwrap_or_else(|| ctx.controller_name())
+    }
+
+    /// Whether a dependent releases its children when the primary is deleted (the primary then
+    /// carries [`FINALIZER`]).
+    pub fn releases_on_owner_delete(&self) -> bool {
+        self.order
+            .iter()
+            .any(|d| d.on_owner_delete() == Deletion::Orphan)
     }
 
     /// The dependents' names, in reconcile order.
@@ -450,19 +584,99 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
     }
 
     /// Reconciles every dependent, in order (see the module docs), without touching the
-    /// primary's status.
-    pub async fn reconcile(&self, controller: &C, primary: &P, ctx: &Context<P>) -> Reconciled {
+    /// primary's status. While a dependent releases its children on owner deletion (or once a
+    /// child others hold with finalizers is seen, under a dependent with no policy of its own)
+    /// the primary carries [`FINALIZER`] (added here, taken off only when the primary is being
+    /// deleted); once the primary is being deleted, nothing
+    /// is applied: those children are released, the finalizer removed, and
+    /// [`Reconciled::owner_deleted`] is true.
+    ///
+    /// # Errors
+    ///
+    /// Adding or removing the finalizer, or releasing a child, failed.
+    pub async fn reconcile(
+        &self,
+        controller: &C,
+        primary: &P,
+        ctx: &Context<P>,
+    ) -> Result<Reconciled, DependentsError> {
+        let manager = self.field_manager(ctx);
+        let deleting = primary.meta().deletion_timestamp.is_some();
+        let release = self.releases_on_owner_delete();
+        if deleting {
+            let mut reconciled = Reconciled {
+                owner_deleted: true,
+                ..Reconciled::default()
+            };
+            for dependent in &self.order {
+                let mut outcome = Outcome::new(dependent.name(), State::Deleting);
+                // Declared or by default `orphan`, or undeclared: each child by its own
+                // finalizers.
+                if dependent.on_owner_delete() == Deletion::Orphan
+                    || !dependent.declares_on_owner_delete()
+                {
+                    let released = dependent
+                        .release(controller, primary, ctx, manager)
+                        .await
+                        .map_err(|source| DependentsError::Dependent {
+                            dependent: dependent.name(),
+                            source,
+                        })?;
+                    outcome.written = released > 0;
+                    outcome.state = State::Inactive;
+                }
+                reconciled.outcomes.push(outcome);
+            }
+            policy::finalizer(primary, ctx, false)
+                .await
+                .map_err(DependentsError::Finalizer)?;
+            return Ok(reconciled);
+        }
+        // Added before any child is made, while a dependent releases on owner deletion; while
+        // only a child others hold needs it, once that child is seen.
+        let holds = primary
+            .meta()
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER);
+        if release && !holds {
+            policy::finalizer(primary, ctx, true)
+                .await
+                .map_err(DependentsError::Finalizer)?;
+        }
+        let holds = holds || release;
         let recorder = self
             .recorder
             .get_or_init(|| Recorder::new(ctx.client(), ctx.controller_name()));
+        let writing = Writing { recorder, manager };
         let mut reconciled = Reconciled::default();
         for dependent in &self.order {
             let outcome = dependent
-                .reconcile(controller, primary, ctx, recorder, &reconciled)
+                .reconcile(controller, primary, ctx, writing, &reconciled)
                 .await;
             reconciled.outcomes.push(outcome);
         }
-        reconciled
+        let conflict = reconciled.outcomes.iter().any(|o| {
+            matches!(o.state, State::Conflict(_))
+                || o.items
+                    .iter()
+                    .any(|i| matches!(i.state, State::Conflict(_)))
+        });
+        reconciled.recheck = conflict.then_some(self.settings.conflict_recheck);
+        let held = self
+            .order
+            .iter()
+            .zip(&reconciled.outcomes)
+            .any(|(d, o)| o.held && !d.declares_on_owner_delete());
+        // Never taken off before the primary is deleted: a reconcile that did not reach a held
+        // child (one it depends on not ready) does not say it is gone.
+        if held && !holds {
+            policy::finalizer(primary, ctx, true)
+                .await
+                .map_err(DependentsError::Finalizer)?;
+        }
+        Ok(reconciled)
     }
 
     /// Reconciles the dependents, then writes the primary's status: the conditions and
@@ -483,7 +697,10 @@ impl<P: Kind, C: Send + Sync + 'static> Dependents<P, C> {
         P: HasStatus<Status: ConditionsStatus + Clone + PartialEq + Default + Serialize>
             + crate::views::Writable,
     {
-        let mut reconciled = self.reconcile(controller, primary, ctx).await;
+        let mut reconciled = self.reconcile(controller, primary, ctx).await?;
+        if reconciled.owner_deleted {
+            return Ok(reconciled);
+        }
         let mut status = primary.status().cloned().unwrap_or_default();
         let before = status.clone();
         let generation = primary.meta().generation.unwrap_or(0);
@@ -518,6 +735,23 @@ impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
         self
     }
 
+    /// The field manager of the dependents' applies and releases (default: the controller's
+    /// name). Set it to the manager of the operator the objects come from (a hand-written one
+    /// being replaced) so that they keep one owner instead of two.
+    #[must_use]
+    pub fn field_manager(mut self, manager: impl Into<String>) -> Self {
+        self.settings.field_manager = Some(manager.into());
+        self
+    }
+
+    /// How long after a conflict with an object the primary does not own the primary is
+    /// reconciled again (default [`CONFLICT_RECHECK`], 30 s; see [`Reconciled::action`]).
+    #[must_use]
+    pub fn conflict_recheck(mut self, after: Duration) -> Self {
+        self.settings.conflict_recheck = after;
+        self
+    }
+
     /// The dependents in the order declared, unchecked: `#[controller(dependents(..))]` orders
     /// and checks them at compile time.
     #[doc(hidden)]
@@ -525,6 +759,7 @@ impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
         Dependents {
             order: self.declared,
             recorder: OnceLock::new(),
+            settings: self.settings,
         }
     }
 
@@ -535,6 +770,9 @@ impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
     ///
     /// A duplicate name, a `depends_on` naming no dependent, or a cycle.
     pub fn build(self) -> Result<Dependents<P, C>, DependentsError> {
+        if let Some(keeps) = self.declared.iter().find(|d| d.keeps_on_owner_delete()) {
+            return Err(DependentsError::KeepOnOwnerDelete(keeps.name()));
+        }
         let names: Vec<&'static str> = self.declared.iter().map(|d| d.name()).collect();
         let edges: Vec<Vec<&'static str>> = self
             .declared
@@ -547,6 +785,7 @@ impl<P: Kind, C: Send + Sync + 'static> DependentsBuilder<P, C> {
         Ok(Dependents {
             order: order.into_iter().filter_map(|i| slots[i].take()).collect(),
             recorder: OnceLock::new(),
+            settings: self.settings,
         })
     }
 }
@@ -601,7 +840,7 @@ where
         controller: &'a C,
         primary: &'a P,
         ctx: &'a Context<P>,
-        recorder: &'a Recorder,
+        writing: Writing<'a>,
         done: &'a Reconciled,
     ) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
@@ -610,14 +849,61 @@ where
                     if let Some(on) = self.waits_for(done, None) {
                         return Outcome::new(self.name, State::Waiting { on });
                     }
-                    self.reconcile_one(build, controller, primary, ctx, recorder)
+                    self.reconcile_one(build, controller, primary, ctx, writing)
                         .await
                 }
                 Desire::Many(build) => {
-                    self.reconcile_many(build, controller, primary, ctx, recorder, done)
+                    self.reconcile_many(build, controller, primary, ctx, writing, done)
                         .await
                 }
             }
+        })
+    }
+
+    fn on_owner_delete(&self) -> Deletion {
+        policy::on_owner_delete::<K>(self.on_owner_delete)
+    }
+
+    fn declares_on_owner_delete(&self) -> bool {
+        self.on_owner_delete.is_some()
+    }
+
+    fn keeps_on_owner_delete(&self) -> bool {
+        self.on_owner_delete == Some(Deletion::Keep)
+    }
+
+    fn release<'a>(
+        &'a self,
+        controller: &'a C,
+        primary: &'a P,
+        ctx: &'a Context<P>,
+        manager: &'a str,
+    ) -> BoxFuture<'a, Result<usize, BoxError>> {
+        Box::pin(async move {
+            let children: Vec<Arc<K>> = match &self.desired {
+                Desire::Many(_) => child::labelled::<P, K>(primary, ctx, self.name).await?,
+                Desire::One(build) => {
+                    let mut desired = build(controller, primary, ctx).await?;
+                    let key = child::place(primary, ctx, &mut desired, None)?;
+                    child::current::<P, K>(ctx, &key)
+                        .await?
+                        .into_iter()
+                        .collect()
+                }
+            };
+            let mut released = 0;
+            for object in children {
+                let orphan = policy::on_owner_delete_of(self.on_owner_delete, object.as_ref())
+                    == Deletion::Orphan;
+                if orphan
+                    && child::owns(primary, object.as_ref())
+                    && object.meta().deletion_timestamp.is_none()
+                    && policy::release(primary, ctx, object.as_ref(), manager).await?
+                {
+                    released += 1;
+                }
+            }
+            Ok(released)
         })
     }
 }
@@ -703,12 +989,53 @@ mod tests {
     }
 
     #[test]
+    fn keep_on_owner_deletion_should_be_refused_and_a_conflict_rechecked() {
+        use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+        let namespace = |_: &(), _: &ConfigMap, _: &Context<ConfigMap>| Namespace::default();
+        let kept = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace).on_owner_delete(Deletion::Keep))
+            .build();
+        assert_eq!(
+            kept.err().map(|e| e.to_string()),
+            Some("dependent `ns`: `keep` applies to pruning only (a child that keeps its owner reference is deleted with its owner by the garbage collector); write `orphan`".to_owned())
+        );
+        let default = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace))
+            .build()
+            .unwrap();
+        assert!(
+            default.releases_on_owner_delete(),
+            "a Namespace is released"
+        );
+        let deleted = Dependents::<ConfigMap, ()>::new()
+            .with(Dependent::new("ns", namespace).on_owner_delete(Deletion::Delete))
+            .build()
+            .unwrap();
+        assert!(!deleted.releases_on_owner_delete());
+
+        let conflict = Reconciled {
+            outcomes: vec![outcome("copy", State::Conflict("theirs".into()))],
+            recheck: Some(CONFLICT_RECHECK),
+            ..Reconciled::default()
+        };
+        assert_eq!(conflict.action(), Action::RequeueAfter(CONFLICT_RECHECK));
+        assert_eq!(
+            __or_recheck(Action::Done, conflict.action()),
+            Action::RequeueAfter(CONFLICT_RECHECK)
+        );
+        let soon = Action::requeue_after(Duration::from_secs(1));
+        assert_eq!(__or_recheck(soon, conflict.action()), soon);
+        assert_eq!(Reconciled::default().action(), Action::Done);
+    }
+
+    #[test]
     fn conditions_should_name_the_first_dependent_not_ready_or_failed() {
         let ready = Reconciled {
             outcomes: vec![
                 outcome("secret", State::Ready),
                 outcome("backup", State::Inactive),
             ],
+            ..Reconciled::default()
         };
         let [r, p, d] = ready.conditions();
         assert_eq!((r.1, r.2.as_str()), (true, "AllDependentsReady"));
@@ -721,6 +1048,7 @@ mod tests {
                 outcome("stateful_set", State::NotReady),
                 outcome("backup-job", State::Waiting { on: "stateful_set" }),
             ],
+            ..Reconciled::default()
         };
         let [r, p, _] = waiting.conditions();
         assert_eq!((r.1, r.2.as_str()), (false, "StatefulSetNotReady"));
@@ -735,6 +1063,7 @@ mod tests {
                 outcome("secret", State::Failed("forbidden".into())),
                 outcome("service", State::NotReady),
             ],
+            ..Reconciled::default()
         };
         let [r, p, d] = failed.conditions();
         assert_eq!((r.1, r.2.as_str()), (false, "SecretNotReady"));

@@ -6,10 +6,11 @@ use kube::ResourceExt;
 
 use super::child::{self, Written};
 use super::declare::{Build, Dependent};
-use super::{Outcome, State, publish};
+use super::policy::{self, Deletion};
+use super::{Outcome, State, Writing, publish};
 use crate::BoxError;
 use crate::controller::{Context, Kind};
-use crate::events::{EventType, Recorder};
+use crate::events::EventType;
 use crate::scope::Scoped;
 
 impl<P, C, K> Dependent<P, C, K>
@@ -26,11 +27,12 @@ where
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
-        recorder: &Recorder,
+        writing: Writing<'_>,
     ) -> Outcome {
+        let Writing { recorder, manager } = writing;
         let mut outcome = Outcome::new(self.name, State::NotReady);
         match self
-            .step(build, controller, primary, ctx, &mut outcome)
+            .step(build, controller, primary, ctx, manager, &mut outcome)
             .await
         {
             Ok(state) => outcome.state = state,
@@ -60,7 +62,8 @@ where
                 note,
             )
             .await;
-            outcome.error = Some(message.clone().into());
+            // Not an error: retrying cannot resolve it. The primary is checked again after
+            // `Dependents::conflict_recheck` (see `Reconciled::action`).
         }
         if outcome.created {
             let name = outcome
@@ -90,13 +93,14 @@ where
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
+        manager: &str,
         outcome: &mut Outcome,
     ) -> Result<State, BoxError> {
         if let Some(active) = &self.when
             && !active(controller, primary)
         {
             return self
-                .deactivate(build, controller, primary, ctx, outcome)
+                .deactivate(build, controller, primary, ctx, manager, outcome)
                 .await;
         }
         if let Some(holds) = &self.precondition
@@ -106,7 +110,7 @@ where
         }
         let mut desired = build(controller, primary, ctx).await?;
         let key = child::place(primary, ctx, &mut desired, None)?;
-        match child::write(primary, ctx, desired, &key, self.create_only).await? {
+        match child::write(primary, ctx, desired, &key, self.create_only, manager).await? {
             Written::Foreign(message) => Ok(State::Conflict(message)),
             Written::Stored {
                 object,
@@ -115,25 +119,36 @@ where
             } => {
                 outcome.created = created;
                 outcome.written = written;
-                let state = if (self.ready)(&object) {
-                    State::Ready
-                } else {
-                    State::NotReady
-                };
+                outcome.held = policy::held(object.as_ref());
+                let state = self.state_of(object.as_ref());
                 outcome.object = Some(object as Arc<_>);
                 Ok(state)
             }
         }
     }
 
-    /// The activation condition is false: delete the child if it exists and is owned by
-    /// `primary` (a child of that name it does not own is left alone); done once it is gone.
+    /// Where a stored child stands: being deleted ([`State::Terminating`]), else ready or not
+    /// by the dependent's rule.
+    pub(super) fn state_of(&self, object: &K) -> State {
+        if policy::being_deleted(object) {
+            State::Terminating
+        } else if (self.ready)(object) {
+            State::Ready
+        } else {
+            State::NotReady
+        }
+    }
+
+    /// The activation condition is false: the child, if it exists and is owned by `primary` (a
+    /// child of that name it does not own is left alone), is pruned by the dependent's policy:
+    /// deleted (done once it is gone), released or kept.
     async fn deactivate(
         &self,
         build: &Build<P, C, K>,
         controller: &C,
         primary: &P,
         ctx: &Context<P>,
+        manager: &str,
         outcome: &mut Outcome,
     ) -> Result<State, BoxError> {
         // Where the child would be: the desired function only reads.
@@ -146,6 +161,14 @@ where
         };
         if !child::owns(primary, current.as_ref()) {
             return Ok(State::Inactive);
+        }
+        match policy::on_prune(self.prune, current.as_ref()) {
+            Deletion::Keep => return Ok(State::Inactive),
+            Deletion::Orphan => {
+                outcome.written |= policy::release(primary, ctx, current.as_ref(), manager).await?;
+                return Ok(State::Inactive);
+            }
+            Deletion::Delete => {}
         }
         if current.meta().deletion_timestamp.is_some() {
             return Ok(State::Deleting);

@@ -1,5 +1,6 @@
 //! Collections of dependents: `-> Vec<Child>` (sync and async), and `for_each = items` with
-//! items borrowed as `&str` or `&Item`, per-item `depends_on`, `ready` and `when`.
+//! items borrowed as `&str` or `&Item`, per-item `depends_on`, `ready` and `when`; deletion
+//! policies (`prune`, `on_owner_delete`) and the applies' `field_manager`.
 
 use kubeforge::BoxError;
 use kubeforge::controller::Context;
@@ -42,11 +43,12 @@ pub struct Tenants;
 
 #[kubeforge::controller(
     for = Tenant,
+    field_manager = "tenant-operator",
     dependents(
-        settings,
-        tokens(ready = has_data),
-        role(for_each = namespaces, when = enabled),
-        binding(for_each = namespaces, depends_on(role)),
+        settings(prune = orphan),
+        tokens(ready = has_data, on_owner_delete = orphan),
+        role(for_each = namespaces, when = enabled, prune = keep),
+        binding(for_each = namespaces, depends_on(role), prune = delete, on_owner_delete = delete),
         quota_config(for_each = targets),
     ),
 )]
