@@ -17,6 +17,11 @@
 //! announce only what this run changed (the examples' `unregister` removes its row with a
 //! JSON-patch `remove`, which fails when a previous run already did).
 
+/// The finalizer a primary carries while dependents of it must be released (orphaned) before
+/// the garbage collector sees it gone (`crate::dependents::FINALIZER`): the worker reconciles a
+/// primary being deleted while it carries it, so the reconcile can release them and take it off.
+pub const RELEASE_DEPENDENTS: &str = "kubeforge.dev/release-dependents";
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -95,7 +95,7 @@ pub use builder::{Controller, ControllerError, Idle};
 pub use config::{ControllerConfig, RECONCILE_TIMEOUT, STALL_TIMEOUT};
 pub(crate) use config::{SYNC_TIMEOUT, default_retry};
 pub use context::Context;
-pub use finalizer::FinalizerError;
+pub use finalizer::{FinalizerError, RELEASE_DEPENDENTS};
 pub use metrics::{ControllerMetrics, ReconcileResult};
 pub use predicate::{
     AnnotationsChanged, GenerationChanged, LabelsChanged, MetadataPredicate, Predicate,

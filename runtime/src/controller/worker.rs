@@ -194,7 +194,7 @@ where
             },
             // Held by the dependents' finalizer: the reconcile releases the children that
             // outlive their owner, then takes the finalizer off (see `dependents`).
-            _ if deleting && has_finalizer(&obj, crate::dependents::FINALIZER) => (
+            _ if deleting && has_finalizer(&obj, finalizer::RELEASE_DEPENDENTS) => (
                 self.guarded(self.reconciler.reconcile(Arc::clone(&obj), &ctx))
                     .await,
                 false,

@@ -25,8 +25,10 @@ use crate::controller::{Context, Kind};
 use crate::scope::Scoped;
 
 /// The finalizer on a primary while one of its dependents orphans on owner deletion: taken off
-/// once those children are released, so the garbage collector finds none of them owned.
-pub const FINALIZER: &str = "kubeforge.dev/release-dependents";
+/// once those children are released, so the garbage collector finds none of them owned. Defined
+/// with the controller's finalizer handling, whose worker reconciles a primary being deleted
+/// while it carries it (the controller does not depend on the dependents).
+pub use crate::controller::RELEASE_DEPENDENTS as FINALIZER;
 
 /// On a released child: the UID of the primary that released it (only that primary adopts it
 /// again).
