@@ -411,3 +411,80 @@ async fn service_account_should_be_denied_until_rbac_allows_it() {
         403
     );
 }
+
+/// `apply_crds` of a kind's one-version CRD where the live CRD converts through a webhook whose
+/// endpoint another writer set since (to the unconfigured one, where a clean-up leaves it), as happens on the
+/// shared plane when tests install a kind's versions and its `K::crd()` in turn: the apply is
+/// accepted and keeps the conversion (before #48 it was refused: server-side apply dropped the
+/// `strategy` its field manager had applied and kept the other writer's `webhook`,
+/// `spec.conversion.strategy: Required value`, and every later test of the kind failed).
+#[tokio::test]
+async fn apply_crds_should_keep_a_conversion_another_writer_repointed() {
+    let ns = TestNamespace::new().await.unwrap();
+    let client = ns.client();
+    let group = format!("{}.apply-crds.kubeforge.dev", ns.name());
+    let crd = |versions: &[&str],
+               conversion: Option<serde_json::Value>|
+     -> CustomResourceDefinition {
+        let versions: Vec<_> = versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({
+                "name": v, "served": true, "storage": i == 0,
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } },
+            }))
+            .collect();
+        let mut crd = json!({
+            "metadata": { "name": format!("gears.{group}") },
+            "spec": {
+                "group": group, "scope": "Namespaced",
+                "names": { "kind": "Gear", "plural": "gears" },
+                "versions": versions,
+            },
+        });
+        if let Some(conversion) = conversion {
+            crd["spec"]["conversion"] = conversion;
+        }
+        serde_json::from_value(crd).unwrap()
+    };
+    let service = |name: &str| {
+        json!({ "strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": { "service": { "namespace": "default", "name": name, "path": "/convert" } },
+    } })
+    };
+    let timeout = Duration::from_secs(30);
+    // Both versions, converted by a webhook: what `crd::crds()` gives a multi-version kind.
+    apply_crds(
+        &client,
+        [crd(&["v1", "v2"], Some(service("first")))],
+        timeout,
+    )
+    .await
+    .unwrap();
+    // Another writer points the conversion at the unconfigured endpoint (where a clean-up
+    // leaves it) without restating the strategy: it owns the endpoint now, the strategy stays
+    // apply_crds' alone.
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let name = format!("gears.{group}");
+    let unconfigured = kubeforge::crd::conversion::unconfigured(&api.get(&name).await.unwrap());
+    let endpoint = unconfigured.webhook.and_then(|w| w.client_config).unwrap();
+    let elsewhere =
+        json!({ "spec": { "conversion": { "webhook": { "clientConfig": endpoint } } } });
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(elsewhere))
+        .await
+        .unwrap();
+    // The first version's own CRD, without a conversion: what `K::crd()` gives.
+    apply_crds(&client, [crd(&["v1"], None)], timeout)
+        .await
+        .unwrap();
+    let live = api.get(&name).await.unwrap();
+    let conversion = live.spec.conversion.unwrap();
+    assert_eq!(conversion.strategy, "Webhook");
+    let endpoint = conversion.webhook.and_then(|w| w.client_config).unwrap();
+    assert!(
+        kubeforge::crd::conversion::is_unconfigured(&endpoint),
+        "{endpoint:?}"
+    );
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+}

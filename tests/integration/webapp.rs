@@ -167,10 +167,18 @@ async fn webapp_operator_should_converge_under_its_generated_rbac_and_clean_up()
         Some(1)
     );
 
-    // `kubectl get webapps` shows the printer columns.
+    // `kubectl get` shows the printer columns. The version is named: another test may have
+    // installed v2 (the kind's other version) on the shared plane, which kubectl would prefer,
+    // and reading v1 objects through it needs a conversion no operator serves here.
     let run = concat!(env!("CARGO_MANIFEST_DIR"), "/../controlplane/run");
     let table = std::process::Command::new(run)
-        .args(["kubectl", "-n", ns.name(), "get", "webapps"])
+        .args([
+            "kubectl",
+            "-n",
+            ns.name(),
+            "get",
+            "webapps.v1.apps.kubeforge.dev",
+        ])
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&table.stdout);

@@ -774,7 +774,7 @@ async fn the_webapp_example_should_deny_foreign_registries_and_serve_its_v2() {
         .await
         .unwrap();
     let crd = "webapps.apps.kubeforge.dev";
-    let _unconfigured = WebhookCleanup::new(&ns, &format!("wh-{}", ns.name())).conversion(crd);
+    let unconfigured = WebhookCleanup::new(&ns, &format!("wh-{}", ns.name())).conversion(crd);
     let running = Running::start_with(&ns, 0, None, |o| o.serve::<WebApp>()).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     eventually(
@@ -849,4 +849,11 @@ async fn the_webapp_example_should_deny_foreign_registries_and_serve_its_v2() {
     // at the unconfigured endpoint).
     let conversion = crds.get(crd).await.unwrap().spec.conversion.unwrap();
     assert_eq!(conversion.strategy, "Webhook");
+    // Unconfigured, and back to the one version the other WebApp tests install: left served
+    // without a conversion, v2 (kubectl's and the namespace controller's preferred version)
+    // could read none of their v1 objects, and no namespace of the plane could be deleted.
+    drop(unconfigured);
+    apply_crds(&client, [WebApp::crd()], Duration::from_secs(30))
+        .await
+        .unwrap();
 }

@@ -51,8 +51,19 @@ pub async fn apply_crds(
             .await
             .map_err(TestingError::api(format!("reading CRD {name}")))?;
         if let Some(live) = live {
-            if configured(live.spec.conversion.as_ref())
-                && !configured(crd.spec.conversion.as_ref())
+            // A CRD of one version (`K::crd()`) applied where the live one converts through a
+            // webhook (all versions applied, by another test): the live conversion is kept. Left
+            // out, server-side apply would drop the `strategy` this field manager applied before
+            // but keep a `webhook` another writer set since (an operator, a clean-up's merge
+            // patch): a CRD the apiserver refuses (`spec.conversion.strategy: Required value`).
+            let webhook = live
+                .spec
+                .conversion
+                .as_ref()
+                .is_some_and(|c| c.strategy == "Webhook");
+            if (crd.spec.conversion.is_none() && webhook)
+                || (configured(live.spec.conversion.as_ref())
+                    && !configured(crd.spec.conversion.as_ref()))
             {
                 crd.spec.conversion = live.spec.conversion;
             } else if crd.spec.conversion.is_some() && live.spec.conversion != crd.spec.conversion {
