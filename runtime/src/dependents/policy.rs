@@ -149,15 +149,7 @@ pub(super) async fn release<P: Kind, K: Kind>(
             "annotations": { RELEASED_ANNOTATION: uid },
         }
     });
-    let api = <K::Scope as Scoped>::api::<K>(ctx.client(), namespace.as_deref());
-    let params = PatchParams {
-        field_manager: Some(manager.to_owned()),
-        ..PatchParams::default()
-    };
-    match api
-        .patch_metadata(&name, &params, &Patch::Merge(&patch))
-        .await
-    {
+    match patch_metadata(ctx, object, manager, &patch).await {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(error) => {
@@ -165,6 +157,22 @@ pub(super) async fn release<P: Kind, K: Kind>(
             Err(name_error(&what, error).into())
         }
     }
+}
+
+/// Sends `patch`, a merge patch of `object`'s metadata, as field manager `manager`.
+async fn patch_metadata<P: Kind, K: Kind>(
+    ctx: &Context<P>,
+    object: &K,
+    manager: &str,
+    patch: &serde_json::Value,
+) -> kube::Result<kube::api::PartialObjectMeta<K>> {
+    let api = <K::Scope as Scoped>::api::<K>(ctx.client(), object.meta().namespace.as_deref());
+    let params = PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_metadata(&object.name_any(), &params, &Patch::Merge(patch))
+        .await
 }
 
 /// Takes back `object`, released earlier by the primary `desired` is placed under: one merge
@@ -193,15 +201,7 @@ pub(super) async fn adopt<P: Kind, K: Kind>(
             "annotations": { RELEASED_ANNOTATION: null },
         }
     });
-    let api = <K::Scope as Scoped>::api::<K>(ctx.client(), namespace.as_deref());
-    let params = PatchParams {
-        field_manager: Some(manager.to_owned()),
-        ..PatchParams::default()
-    };
-    match api
-        .patch_metadata(&name, &params, &Patch::Merge(&patch))
-        .await
-    {
+    match patch_metadata(ctx, object, manager, &patch).await {
         Ok(written) => {
             let mut adopted = object.clone();
             *adopted.meta_mut() = written.metadata;

@@ -4,6 +4,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
@@ -216,39 +217,26 @@ pub(super) async fn sweep(
     config: kube::Config,
     namespace: &str,
 ) -> Result<(), String> {
-    let mut names: Vec<String> = Vec::new();
-    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("listing validating webhook configurations: {e}"))?;
-    for config in validating.items {
-        let selectors = config
-            .webhooks
+    let mut names =
+        namespaced_configurations::<ValidatingWebhookConfiguration>(client, namespace, |c| {
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| w.namespace_selector.clone())
+                .collect()
+        })
+        .await?;
+    for name in namespaced_configurations::<MutatingWebhookConfiguration>(client, namespace, |c| {
+        c.webhooks
             .iter()
             .flatten()
-            .map(|w| w.namespace_selector.as_ref());
-        if only_this(selectors, namespace) {
-            names.extend(config.metadata.name);
-        }
-    }
-    let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| format!("listing mutating webhook configurations: {e}"))?;
-    for config in mutating.items {
-        let selectors = config
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| w.namespace_selector.as_ref());
-        if only_this(selectors, namespace)
-            && !config
-                .metadata
-                .name
-                .as_ref()
-                .is_some_and(|n| names.contains(n))
-        {
-            names.extend(config.metadata.name);
+            .map(|w| w.namespace_selector.clone())
+            .collect()
+    })
+    .await?
+    {
+        if !names.contains(&name) {
+            names.push(name);
         }
     }
     if names.is_empty() {
@@ -289,25 +277,36 @@ pub(super) async fn sweep(
     Ok(())
 }
 
-/// Whether `selectors` (a configuration's webhooks') are not empty and each selects exactly
-/// `namespace` by its name label.
-fn only_this<'a>(
-    selectors: impl Iterator<
-        Item = Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
-    >,
+/// The names of the webhook configurations of kind `C` whose webhooks (their namespace
+/// selectors, by `selectors`) are not none and each selects exactly `namespace` by its name label.
+async fn namespaced_configurations<C>(
+    client: &Client,
     namespace: &str,
-) -> bool {
-    let mut any = false;
-    for selector in selectors {
-        any = true;
-        let named = selector
-            .and_then(|s| s.match_labels.as_ref())
-            .and_then(|labels| labels.get(NAMESPACE_NAME));
-        if named.map(String::as_str) != Some(namespace) {
-            return false;
-        }
-    }
-    any
+    selectors: impl Fn(&C) -> Vec<Option<LabelSelector>>,
+) -> Result<Vec<String>, String>
+where
+    C: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let listed = Api::<C>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("listing {}s: {e}", C::kind(&())))?;
+    Ok(listed
+        .items
+        .iter()
+        .filter(|config| {
+            let selectors = selectors(config);
+            !selectors.is_empty()
+                && selectors.iter().all(|selector| {
+                    selector
+                        .as_ref()
+                        .and_then(|s| s.match_labels.as_ref())
+                        .and_then(|labels| labels.get(NAMESPACE_NAME))
+                        .is_some_and(|named| named == namespace)
+                })
+        })
+        .filter_map(|config| config.meta().name.clone())
+        .collect())
 }
 
 fn ignore_gone(result: kube::Result<()>) -> kube::Result<()> {
