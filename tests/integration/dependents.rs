@@ -278,6 +278,19 @@ fn mark_ready() -> Patch<serde_json::Value> {
     Patch::Merge(json!({ "metadata": { "annotations": { "test/ready": "yes" } } }))
 }
 
+/// The Database `name`'s `Degraded` condition once it is `True`.
+async fn degraded(api: &kube::Api<Database>, name: &str) -> kubeforge::crd::Condition {
+    eventually("Degraded=True", Duration::from_secs(30), async || {
+        let status = api.get(name).await.ok()?.status?;
+        status
+            .conditions
+            .get(kubeforge::dependents::DEGRADED)
+            .filter(|c| c.status == kubeforge::crd::ConditionStatus::True)
+            .cloned()
+    })
+    .await
+}
+
 #[tokio::test]
 async fn dependents_should_be_applied_in_order_and_ready_should_name_what_is_not() {
     let ns = TestNamespace::new().await.unwrap();
@@ -492,15 +505,7 @@ async fn a_dependent_the_apiserver_refuses_should_make_the_primary_degraded() {
         .await
         .unwrap();
     let api = ns.api::<Database>();
-    let degraded = eventually("Degraded=True", Duration::from_secs(30), async || {
-        let status = api.get("broken").await.ok()?.status?;
-        status
-            .conditions
-            .get(kubeforge::dependents::DEGRADED)
-            .filter(|c| c.status == kubeforge::crd::ConditionStatus::True)
-            .cloned()
-    })
-    .await;
+    let degraded = degraded(&api, "broken").await;
     assert_eq!(degraded.reason, "BrokenFailed");
     assert!(
         degraded.message.contains("Not_A_Valid_Name"),
@@ -547,15 +552,7 @@ async fn a_conflict_should_be_rechecked_at_a_fixed_interval_not_retried_as_an_er
         .await
         .unwrap();
     let api = ns.api::<Database>();
-    let degraded = eventually("Degraded=True", Duration::from_secs(30), async || {
-        let status = api.get("held").await.ok()?.status?;
-        status
-            .conditions
-            .get(kubeforge::dependents::DEGRADED)
-            .filter(|c| c.status == kubeforge::crd::ConditionStatus::True)
-            .cloned()
-    })
-    .await;
+    let degraded = degraded(&api, "held").await;
     assert_eq!(degraded.reason, "ConfigConflict", "{degraded:?}");
     assert!(degraded.message.contains("not owned by"), "{degraded:?}");
 

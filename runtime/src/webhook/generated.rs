@@ -46,24 +46,27 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
     if let (Some(api_version), Some(map)) = (api_version, object.as_object_mut()) {
         map.insert("apiVersion".to_owned(), Value::String(api_version));
     }
-    let mut restored = object.clone();
-    let annotation = restore(&mut restored, to);
-    let (object, typed): (Value, T) = match serde_json::from_value(restored.clone()) {
-        Ok(typed) => (restored, typed),
-        Err(error) if annotation.is_some() => {
+    // The object before the annotation is applied, kept only when there is one (a conversion
+    // without it copies nothing more): the fallback when what it holds does not fit.
+    let key = format!("{KEPT}{to}");
+    let before = object["metadata"]["annotations"]
+        .get(&key)
+        .is_some()
+        .then(|| object.clone());
+    restore(&mut object, to);
+    let (object, typed): (Value, T) = match (serde_json::from_value(object.clone()), before) {
+        (Ok(typed), _) => (object, typed),
+        (Err(error), Some(mut plain)) => {
             // What the annotation holds does not fit the version: drop it, keep the object.
-            tracing::warn!(
-                annotation = annotation.as_deref().unwrap_or_default(),
-                %error,
-                "dropping a conversion annotation that does not fit its version"
-            );
-            let mut plain = object;
+            tracing::warn!(annotation = %key, %error, "dropping a conversion annotation that does not fit its version");
             remove_annotation(&mut plain, to);
             let typed = serde_json::from_value(plain.clone())
                 .map_err(|e| format!("cannot read the object as version {to}: {e}"))?;
             (plain, typed)
         }
-        Err(error) => return Err(format!("cannot read the object as version {to}: {error}")),
+        (Err(error), None) => {
+            return Err(format!("cannot read the object as version {to}: {error}"));
+        }
     };
     let mut out = serde_json::to_value(typed).map_err(|e| e.to_string())?;
     let mut kept = Map::new();
@@ -82,21 +85,21 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
     Ok(out)
 }
 
-/// Puts back what `version` could not hold when the object left it, and removes the annotation;
-/// returns the annotation's name when there was one (its content read or not).
-fn restore(object: &mut Value, version: &str) -> Option<String> {
-    let (key, saved) = remove_annotation(object, version)?;
+/// Puts back what `version` could not hold when the object left it, and removes the annotation.
+fn restore(object: &mut Value, version: &str) {
+    let Some((key, saved)) = remove_annotation(object, version) else {
+        return;
+    };
     let Some(saved) = saved
         .as_str()
         .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
     else {
         tracing::warn!(annotation = %key, "dropping a conversion annotation that is not a JSON object of pointers");
-        return Some(key);
+        return;
     };
     for (pointer, value) in saved {
         insert_absent(object, &pointer, value);
     }
-    Some(key)
 }
 
 /// Removes the annotation that keeps `version`'s fields (and `annotations` when it was the only
