@@ -352,13 +352,13 @@ pub fn webhook_rules(
     if !conversions.is_empty() {
         let names: Vec<String> = conversions
             .iter()
-            .map(|c| format!("{}.{}", c.hub.plural, c.hub.group))
+            .map(super::webhook::KindConversions::crd_name)
             .collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         cluster = cluster.allow_named(
             "apiextensions.k8s.io",
             "customresourcedefinitions",
-            &["get", "patch"],
+            &["get", "list", "watch", "patch"],
             &names,
         );
     }

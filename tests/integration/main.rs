@@ -17,6 +17,7 @@ mod config_audit;
 mod controller;
 mod controlplane;
 mod conversion;
+mod conversion_reapply;
 mod crd;
 mod database;
 mod dependents;

@@ -61,6 +61,7 @@ mod migrate;
 mod paths;
 pub(crate) use paths::eq as const_str_eq;
 mod registry;
+pub(crate) mod repoint;
 mod structural;
 mod validate;
 

@@ -228,9 +228,11 @@ impl Configurations {
         })
     }
 
-    /// Points the CRD of each of `conversions` at its conversion webhook (a merge patch of
-    /// `spec.conversion`, so whoever applies the CRD keeps the rest). Never anything weaker:
-    /// there is no call that turns a conversion off.
+    /// Points the CRD of each of `conversions` at its conversion webhook, unless it already
+    /// converts there: a merge patch of `spec.conversion` (whoever applies the CRD keeps the
+    /// rest) written so that applying the CRD's manifest again replaces it
+    /// (`crate::crd::repoint`). Never anything weaker: there is no call that turns a conversion
+    /// off.
     ///
     /// # Errors
     ///
@@ -243,9 +245,7 @@ impl Configurations {
         use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
         let api = Api::<CustomResourceDefinition>::all(client.clone());
         for kind in conversions {
-            let name = format!("{}.{}", kind.hub.plural, kind.hub.group);
-            let patch = crate::crd::conversion::replacing_patch(Some(&self.crd_conversion(kind)));
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            crate::crd::repoint::repoint(&api, &kind.crd_name(), &self.crd_conversion(kind))
                 .await?;
         }
         Ok(())

@@ -58,6 +58,12 @@ impl KindConversions {
         format!("/convert/{}/{}", self.hub.group, self.hub.plural)
     }
 
+    /// The name of the kind's CRD: `<plural>.<group>`.
+    #[must_use]
+    pub fn crd_name(&self) -> String {
+        format!("{}.{}", self.hub.plural, self.hub.group)
+    }
+
     /// Converts `object` to `desired` (`group/version`): through the hub unless it is one of
     /// them; `metadata` as received (the apiserver refuses other changes than labels and
     /// annotations), annotations and labels as the conversion left them.

@@ -402,11 +402,13 @@ async fn certificate(
 }
 
 /// How often the configurations are applied again although the bundle did not change: repairs
-/// a configuration deleted by hand or a CRD applied again with another conversion endpoint.
+/// a configuration deleted by hand. (A CRD whose conversion endpoint changes is repaired when
+/// its watch sees it.)
 const REAPPLY_EVERY: Duration = Duration::from_secs(60);
 
-/// Applies the configurations with the current CA bundle, again whenever it changes and every
-/// [`REAPPLY_EVERY`], until `shutdown`; retries failures with backoff.
+/// Applies the configurations with the current CA bundle, again whenever it changes, whenever a
+/// converted kind's CRD stops naming this server's endpoint, and every [`REAPPLY_EVERY`], until
+/// `shutdown`; retries failures with backoff.
 ///
 /// Nothing is removed on shutdown, in any mode: while the operator is down the apiserver fails
 /// the requests these webhooks answer (a `Fail` webhook refuses them, a conversion cannot be
@@ -424,43 +426,62 @@ async fn keep_configured(
     }
     let mut configurations = plan.configurations;
     let mut bundle = certs.ca_bundle();
-    loop {
-        configurations.ca_bundle = bundle.borrow_and_update().clone();
-        let mut delay = Duration::from_millis(200);
-        let mut first = true;
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let watches = futures::future::join_all(served.conversions.iter().map(|kind| {
+        let wanted = configurations
+            .crd_conversion(kind)
+            .webhook
+            .and_then(|w| w.client_config)
+            .unwrap_or_default();
+        super::repair::watch_endpoint(
+            client.clone(),
+            kind.crd_name(),
+            wanted,
+            Arc::clone(&wake),
+            shutdown.clone(),
+        )
+    }));
+    let configure = async {
         loop {
-            let applied = async {
-                configurations.apply(&client, &served.kinds).await?;
-                configurations
-                    .apply_conversions(&client, &served.conversions)
-                    .await
-            };
-            match applied.await {
-                Ok(()) if first => {
-                    tracing::info!(name = %configurations.name, "webhook configurations applied");
-                    break;
+            configurations.ca_bundle = bundle.borrow_and_update().clone();
+            let mut delay = Duration::from_millis(200);
+            let mut first = true;
+            loop {
+                let applied = async {
+                    configurations.apply(&client, &served.kinds).await?;
+                    configurations
+                        .apply_conversions(&client, &served.conversions)
+                        .await
+                };
+                match applied.await {
+                    Ok(()) if first => {
+                        tracing::info!(name = %configurations.name, "webhook configurations applied");
+                        break;
+                    }
+                    Ok(()) => {
+                        tracing::info!(name = %configurations.name, "webhook configurations applied after failures");
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, retry_in = ?delay, "applying the webhook configurations failed");
+                    }
                 }
-                Ok(()) => {
-                    tracing::info!(name = %configurations.name, "webhook configurations applied after failures");
-                    break;
+                first = false;
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = shutdown.cancelled() => return,
                 }
-                Err(error) => {
-                    tracing::warn!(%error, retry_in = ?delay, "applying the webhook configurations failed");
-                }
+                delay = (delay * 2).min(Duration::from_secs(30));
             }
-            first = false;
             tokio::select! {
-                () = tokio::time::sleep(delay) => {}
+                changed = bundle.changed() => if changed.is_err() { return },
+                () = wake.notified() => {}
+                () = tokio::time::sleep(REAPPLY_EVERY) => {}
                 () = shutdown.cancelled() => return,
             }
-            delay = (delay * 2).min(Duration::from_secs(30));
         }
-        tokio::select! {
-            changed = bundle.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(REAPPLY_EVERY) => {}
-            () = shutdown.cancelled() => return,
-        }
-    }
+    };
+    tokio::join!(configure, watches);
 }
 
 #[cfg(test)]
