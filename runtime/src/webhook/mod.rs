@@ -79,6 +79,7 @@ mod conversion;
 mod generated;
 #[cfg(feature = "webhooks")]
 mod options;
+#[cfg(feature = "webhooks")]
 mod repair;
 mod roundtrip;
 #[cfg(feature = "webhooks")]
