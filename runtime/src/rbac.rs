@@ -332,22 +332,28 @@ pub fn webhook_rules(
 ) -> (Rules, Rules) {
     let mut cluster = Rules::new();
     let mut certificate = Rules::new();
-    let admission = |hooks: &crate::webhook::Hooks| !hooks.is_empty();
-    if webhooks.iter().any(|k| admission(&k.hooks)) {
-        for resource in [
-            "validatingwebhookconfigurations",
-            "mutatingwebhookconfigurations",
-        ] {
-            cluster = cluster.allow(
-                "admissionregistration.k8s.io",
-                resource,
-                &["get", "create", "patch"],
-            );
-            cluster.cluster_scoped.insert((
-                "admissionregistration.k8s.io".to_owned(),
-                resource.to_owned(),
-            ));
-        }
+    let validates = |k: &crate::webhook::KindWebhooks| {
+        k.hooks.validate.is_some() || k.hooks.validate_delete.is_some()
+    };
+    let mut configurations = Vec::new();
+    // A converting kind's check of the annotations its conversions keep fields in is a
+    // validating webhook.
+    if webhooks.iter().any(validates) || !conversions.is_empty() {
+        configurations.push("validatingwebhookconfigurations");
+    }
+    if webhooks.iter().any(|k| k.hooks.default.is_some()) {
+        configurations.push("mutatingwebhookconfigurations");
+    }
+    for resource in configurations {
+        cluster = cluster.allow(
+            "admissionregistration.k8s.io",
+            resource,
+            &["get", "create", "patch"],
+        );
+        cluster.cluster_scoped.insert((
+            "admissionregistration.k8s.io".to_owned(),
+            resource.to_owned(),
+        ));
     }
     if !conversions.is_empty() {
         let names: Vec<String> = conversions
@@ -355,12 +361,16 @@ pub fn webhook_rules(
             .map(super::webhook::KindConversions::crd_name)
             .collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        cluster = cluster.allow_named(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            &["get", "list", "watch", "patch"],
-            &names,
-        );
+        cluster = cluster
+            .allow_named(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                &["get", "list", "watch", "patch"],
+                &names,
+            )
+            // The Warning events about conversion annotations dropped, on any object of the
+            // kinds.
+            .events();
     }
     if !webhooks.is_empty() || !conversions.is_empty() {
         certificate = certificate.allow("", "secrets", &["get", "create", "update"]);

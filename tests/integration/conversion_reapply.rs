@@ -31,13 +31,13 @@ macro_rules! kind {
 
             pub mod v1 {
                 #[kubeforge::custom_resource(
-                                    group = $group,
-                                    version = "v1",
-                                    kind = "Crate",
-                                    namespaced,
-                                    storage = false,
-                                    conversion(hub = super::v2::Crate)
-                                )]
+                                                            group = $group,
+                                                            version = "v1",
+                                                            kind = "Crate",
+                                                            namespaced,
+                                                            storage = false,
+                                                            conversion(hub = super::v2::Crate)
+                                                        )]
                 #[derive(Clone, Debug, Default, PartialEq)]
                 pub struct CrateSpec {
                     pub size: i32,
@@ -46,11 +46,11 @@ macro_rules! kind {
 
             pub mod v2 {
                 #[kubeforge::custom_resource(
-                                    group = $group,
-                                    version = "v2",
-                                    kind = "Crate",
-                                    namespaced
-                                )]
+                                                            group = $group,
+                                                            version = "v2",
+                                                            kind = "Crate",
+                                                            namespaced
+                                                        )]
                 #[derive(Clone, Debug, Default, PartialEq)]
                 pub struct CrateSpec {
                     pub capacity: i32,

@@ -8,9 +8,12 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kubeforge::crd::{ConditionStatus, READY};
 use kubeforge::manager::Manager;
 use kubeforge::testing::{TestNamespace, WebhookCleanup, apply_crds};
@@ -41,17 +44,21 @@ async fn the_tutorials_operator_should_run_each_step_of_the_book() {
     let name = format!("guestbook-{}", ns.name());
     // Dropped last-but-one (before the namespace): no webhook of a stopped manager stays behind.
     let cleanup = WebhookCleanup::new(&ns, &name).conversion(CRD);
-    let webhooks = WebhookOptions::new(&name)
-        .port(0)
-        .url("https://127.0.0.1")
-        .secret(ns.name(), "webhook-cert")
-        .serve::<Guestbook>();
-    let manager = Manager::new(admin.clone())
-        .namespace(Some(ns.name().to_owned()))
-        .webhooks(webhooks)
-        .controller(GuestbookController);
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn(manager.run_until(shutdown.clone()));
+    let start = || {
+        let webhooks = WebhookOptions::new(&name)
+            .port(0)
+            .url("https://127.0.0.1")
+            .secret(ns.name(), "webhook-cert")
+            .serve::<Guestbook>();
+        let manager = Manager::new(admin.clone())
+            .namespace(Some(ns.name().to_owned()))
+            .webhooks(webhooks)
+            .controller(GuestbookController);
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(manager.run_until(shutdown.clone()));
+        (shutdown, running)
+    };
+    let (shutdown, running) = start();
 
     // Step "A first operator": a Guestbook gets its page and Ready. An untitled one is titled
     // after its name by the defaulter, once the webhooks are registered (until then the
@@ -145,22 +152,157 @@ async fn the_tutorials_operator_should_run_each_step_of_the_book() {
     );
     assert_eq!(again.spec.entries, ["cake"]);
 
-    // The annotation that keeps v2's fields is anyone's to write: one that does not fit v2 (a
-    // number for the theme) is dropped when the object is read through v2, not a failure of
-    // every v2 read and list in the namespace (before #48: `cannot read the object as version
-    // v2`). Written through v1: metadata only, the operator's webhooks are not asked.
-    let bad = json!({ "metadata": { "annotations": { "conversion.kubeforge.dev/v2": "{\"/spec/theme\": 7}" } } });
+    // A field of the wrong type written through v2 (the hooks are v1's) gets the schema's
+    // error. Before #48 the apiserver converted the object to v1 for the hooks first, so a wrong
+    // `heading` (v1's `title`) failed as a conversion: "conversion webhook for
+    // tutorial.kubeforge.dev/v2, Kind=Guestbook failed: .. cannot read the object as version v1".
+    // Sent as JSON: the typed client cannot hold a number there.
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("tutorial.kubeforge.dev", "v2", "Guestbook"),
+        "guestbooks",
+    );
+    let raw: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &resource);
+    for field in ["heading", "theme"] {
+        let mut spec = json!({ "heading": "Wrong", "theme": "fancy" });
+        spec[field] = json!(7);
+        let wrong = json!({
+            "apiVersion": "tutorial.kubeforge.dev/v2", "kind": "Guestbook",
+            "metadata": { "name": format!("wrong-{field}") }, "spec": spec,
+        });
+        let refused = raw
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(wrong).unwrap(),
+            )
+            .await
+            .map(|stored| format!("stored: {stored:?}"))
+            .unwrap_or_else(|e| e.to_string());
+        assert!(
+            refused.contains(&format!("spec.{field}: Invalid value"))
+                && refused.contains("must be of type string")
+                && !refused.contains("conversion"),
+            "the schema's error for spec.{field}: {refused}"
+        );
+    }
+
+    // The annotation that keeps v2's fields is anyone's to write. One that does not fit v2 (a
+    // number for the theme) is refused when it is written, with why (before #48 it was
+    // accepted and dropped by the next read through v2); one that fits is what v2 reads.
+    let kept = |text: &str| json!({ "metadata": { "annotations": { "conversion.kubeforge.dev/v2": text } } });
+    let bad = kept("{\"/spec/theme\": 7}");
+    let refused = books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&bad))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("the annotation conversion.kubeforge.dev/v2 does not fit version v2"),
+        "{refused}"
+    );
+    for (text, why) in [
+        ("not json", "is not a JSON object of pointers"),
+        (
+            "{\"/metadata/name\": \"x\"}",
+            "is not a JSON pointer into spec or status",
+        ),
+    ] {
+        let refused = books
+            .patch(
+                "visitors",
+                &PatchParams::default(),
+                &Patch::Merge(&kept(text)),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(why), "{text}: {refused}");
+    }
+    let refused = books
+        .patch(
+            "visitors",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({ "metadata": { "annotations": { "conversion.kubeforge.dev/v9": "{}" } } }),
+            ),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("names no version"), "{refused}");
+    books
+        .patch(
+            "visitors",
+            &PatchParams::default(),
+            &Patch::Merge(&kept("{\"/spec/theme\": \"fancy\"}")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(v2_books.get("visitors").await.unwrap().spec.theme, "fancy");
+
+    // One written before the check existed (an operator of an earlier release: the validating
+    // configuration without it) never fails a read: it is dropped when the object is read
+    // through v2, not a failure of every v2 read and list in the namespace (before #48:
+    // `cannot read the object as version v2`).
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    // With the operator down, the check is asked only when such an annotation changes: a label
+    // goes through, a changed annotation is refused (the webhook fails closed).
+    let label = json!({ "metadata": { "labels": { "tier": "front" } } });
+    books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let refused = books
+        .patch("visitors", &PatchParams::default(), &Patch::Merge(&bad))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("kept-annotations.guestbooks"), "{refused}");
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    configurations
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
     books
         .patch("visitors", &PatchParams::default(), &Patch::Merge(&bad))
         .await
         .unwrap();
-    let listed = v2_books.list(&Default::default()).await.unwrap();
+    let (shutdown, running) = start();
+    let listed = eventually(
+        "a list through v2 (the conversion served again)",
+        Duration::from_secs(60),
+        async || v2_books.list(&Default::default()).await.ok(),
+    )
+    .await;
     let visitors = listed
         .items
         .iter()
         .find(|b| b.metadata.name.as_deref() == Some("visitors"))
         .expect("listed through v2");
     assert_eq!(visitors.spec.heading, "visitors");
+    assert_eq!(
+        visitors.spec.theme, "plain",
+        "the annotation dropped, v2's default"
+    );
+    // With an event on the object saying so.
+    let events = ns.api::<k8s_openapi::api::events::v1::Event>();
+    let note = eventually(
+        "a ConversionAnnotationDropped event on visitors",
+        Duration::from_secs(30),
+        async || {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find_map(|e| {
+                (e.reason.as_deref() == Some("ConversionAnnotationDropped")
+                    && e.regarding.as_ref()?.name.as_deref() == Some("visitors"))
+                .then_some(e.note?)
+            })
+        },
+    )
+    .await;
+    assert!(
+        note.contains("conversion.kubeforge.dev/v2") && note.contains("does not fit version v2"),
+        "{note}"
+    );
     assert_eq!(v2_books.get("party").await.unwrap().spec.theme, "fancy");
 
     shutdown.cancel();

@@ -231,7 +231,7 @@ fn webhook_manifests(
         value["kind"] = json!(kind);
         value
     };
-    if let Some(validating) = configurations.validating(webhooks) {
+    if let Some(validating) = configurations.validating(webhooks, conversions) {
         let value = serde_json::to_value(validating).unwrap_or(Value::Null);
         out.push(typed(value, "ValidatingWebhookConfiguration"));
     }
@@ -438,6 +438,7 @@ mod tests {
             &self,
             _: &[u8],
             _: kube::Client,
+            _: Option<&crate::webhook::HookVersion>,
         ) -> futures::future::BoxFuture<'static, crate::webhook::__private::Reviewed> {
             unreachable!("not called")
         }

@@ -13,6 +13,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub(crate) use super::versions::HookVersion;
+
 /// What a validating or defaulting webhook answers: allowed (with warnings for the client), or
 /// denied with a message the client sees (`admission webhook "..." denied the request: <message>`).
 ///
@@ -309,8 +311,14 @@ pub trait Defaulter: Sized + Send + Sync {
 /// A webhook of one kind version, type-erased: reads the review's request as its kind and answers.
 #[doc(hidden)]
 pub trait Hook: Send + Sync {
-    /// Answers the `AdmissionReview` in `body`.
-    fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed>;
+    /// Answers the `AdmissionReview` in `body`; `version`, when the kind converts, brings the
+    /// objects sent in another version of the kind to the hook's.
+    fn review(
+        &self,
+        body: &[u8],
+        client: Client,
+        version: Option<&HookVersion>,
+    ) -> BoxFuture<'static, Reviewed>;
 }
 
 /// A review's response, and what the metrics record of it (read by the server: feature
@@ -323,19 +331,35 @@ pub struct Reviewed {
 }
 
 /// A review's request, its objects decoded as `K` (each `Err` with why when it is not a `K`).
-struct Decoded<K> {
-    request: AdmissionRequest<DynamicObject>,
-    object: Option<Result<K, String>>,
+pub(super) struct Decoded<K> {
+    pub(super) request: AdmissionRequest<DynamicObject>,
+    pub(super) object: Option<Result<K, String>>,
     old: Option<Result<K, String>>,
     /// The object as received.
-    raw: Option<serde_json::Value>,
+    pub(super) raw: Option<serde_json::Value>,
+}
+
+impl<K> Decoded<K> {
+    /// The `apiVersion` the new object was sent in, when it is not the hook's (it was
+    /// converted): the version a defaulter's changes go back to.
+    fn sent_in(&self, version: Option<&HookVersion>) -> Option<String> {
+        let sent = self.raw.as_ref()?["apiVersion"].as_str()?;
+        version
+            .filter(|v| v.api_version != sent)
+            .map(|_| sent.to_owned())
+    }
 }
 
 /// Decodes an `AdmissionReview` and its objects as `K`. An unreadable review is answered with
 /// `invalid` (the apiserver then applies the failure policy); an object that is not a `K` is
 /// an `Err` with why, for the hook to decide (never a panic).
+/// An object sent in another version of the kind is converted to the hook's first (`version`);
+/// one that does not convert is an `Err` too.
 #[allow(clippy::result_large_err)]
-fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Decoded<K>, Reviewed> {
+pub(super) fn decode<K: DeserializeOwned>(
+    body: &[u8],
+    version: Option<&HookVersion>,
+) -> Result<Decoded<K>, Reviewed> {
     let review: kube::core::admission::AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(|e| Reviewed {
             response: AdmissionResponse::invalid(format!(
@@ -358,8 +382,13 @@ fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Decoded<K>, Reviewed> {
         .as_ref()
         .and_then(|o| serde_json::to_value(o).ok());
     let typed = |o: &Option<serde_json::Value>| -> Option<Result<K, String>> {
-        o.clone()
-            .map(|o| serde_json::from_value::<K>(o).map_err(|e| e.to_string()))
+        o.as_ref().map(|o| {
+            let o = match version {
+                Some(version) => version.to_hook(o)?,
+                None => o.clone(),
+            };
+            serde_json::from_value::<K>(o).map_err(|e| e.to_string())
+        })
     };
     Ok(Decoded {
         object: typed(&raw),
@@ -370,7 +399,7 @@ fn decode<K: DeserializeOwned>(body: &[u8]) -> Result<Decoded<K>, Reviewed> {
 }
 
 /// `request` answered with `verdict` at once (an object the hook cannot read).
-fn answered(
+pub(super) fn answered(
     request: &AdmissionRequest<DynamicObject>,
     verdict: Verdict,
 ) -> BoxFuture<'static, Reviewed> {
@@ -388,8 +417,13 @@ impl<K> Hook for Validating<K>
 where
     K: Validator + DeserializeOwned + Send + Sync + 'static,
 {
-    fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
-        let decoded = match decode::<K>(body) {
+    fn review(
+        &self,
+        body: &[u8],
+        client: Client,
+        version: Option<&HookVersion>,
+    ) -> BoxFuture<'static, Reviewed> {
+        let decoded = match decode::<K>(body, version) {
             Ok(decoded) => decoded,
             Err(reviewed) => return async move { reviewed }.boxed(),
         };
@@ -444,8 +478,13 @@ impl<K> Hook for ValidatingDelete<K>
 where
     K: DeleteValidator + DeserializeOwned + Send + Sync + 'static,
 {
-    fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
-        let Decoded { request, old, .. } = match decode::<K>(body) {
+    fn review(
+        &self,
+        body: &[u8],
+        client: Client,
+        version: Option<&HookVersion>,
+    ) -> BoxFuture<'static, Reviewed> {
+        let Decoded { request, old, .. } = match decode::<K>(body, version) {
             Ok(decoded) => decoded,
             Err(reviewed) => return async move { reviewed }.boxed(),
         };
@@ -476,16 +515,24 @@ impl<K> Hook for Defaulting<K>
 where
     K: Defaulter + DeserializeOwned + Serialize + Send + Sync + 'static,
 {
-    fn review(&self, body: &[u8], client: Client) -> BoxFuture<'static, Reviewed> {
+    fn review(
+        &self,
+        body: &[u8],
+        client: Client,
+        version: Option<&HookVersion>,
+    ) -> BoxFuture<'static, Reviewed> {
+        let decoded = match decode::<K>(body, version) {
+            Ok(decoded) => decoded,
+            Err(reviewed) => return async move { reviewed }.boxed(),
+        };
+        // Sent in another version: the defaulter's changes are converted back to it.
+        let back = decoded.sent_in(version).zip(version.cloned());
         let Decoded {
             request,
             object,
             raw,
             ..
-        } = match decode::<K>(body) {
-            Ok(decoded) => decoded,
-            Err(reviewed) => return async move { reviewed }.boxed(),
-        };
+        } = decoded;
         let object = match object {
             Some(Ok(object)) => Some(object),
             // Not a `K`: left alone; the schema validation that follows says what is wrong.
@@ -510,7 +557,17 @@ where
             // the defaulter changed, not what serde filled in (`serde(default)`).
             let before = serde_json::to_value(&object);
             let verdict = object.apply_defaults(&ctx).await;
-            let response = match before.and_then(|before| patch_from(&raw, &before, &object)) {
+            let changes = before.map_err(|e| e.to_string()).and_then(|before| {
+                let after = serde_json::to_value(&object).map_err(|e| e.to_string())?;
+                let (before, after) = match &back {
+                    Some((sent, version)) => {
+                        (version.back(before, sent)?, version.back(after, sent)?)
+                    }
+                    None => (before, after),
+                };
+                patch_from(&raw, &before, &after).map_err(|e| e.to_string())
+            });
+            let response = match changes {
                 Ok(Some(patch)) if verdict.is_allowed() => {
                     response.with_patch(patch).unwrap_or_else(|e| {
                         AdmissionResponse::invalid(format!("kubeforge: defaulting patch: {e}"))
@@ -518,7 +575,7 @@ where
                 }
                 Ok(_) => response,
                 Err(e) => AdmissionResponse::invalid(format!(
-                    "kubeforge: cannot serialize the defaulted object: {e}"
+                    "kubeforge: cannot write the defaulted object back: {e}"
                 )),
             };
             Reviewed {

@@ -106,9 +106,15 @@ impl Configurations {
 
     /// The validating configuration (`None` when no kind validates): per kind version, one
     /// webhook for its `Validator` (the operations of its settings, `CREATE` and `UPDATE` by
-    /// default) and one for its `DeleteValidator` (`DELETE`), each only when implemented.
+    /// default) and one for its `DeleteValidator` (`DELETE`), each only when implemented; per
+    /// kind of `conversions`, the check of the annotations its conversions keep fields in
+    /// ([`Configurations::kept_annotations`]).
     #[must_use]
-    pub fn validating(&self, kinds: &[KindWebhooks]) -> Option<ValidatingWebhookConfiguration> {
+    pub fn validating(
+        &self,
+        kinds: &[KindWebhooks],
+        conversions: &[super::KindConversions],
+    ) -> Option<ValidatingWebhookConfiguration> {
         let webhook =
             |k: &KindWebhooks, what: &str, path: String, operations: &[&str]| ValidatingWebhook {
                 admission_review_versions: vec!["v1".to_owned()],
@@ -142,10 +148,55 @@ impl Configurations {
                 ));
             }
         }
+        webhooks.extend(conversions.iter().map(|c| self.kept_annotations(c)));
         (!webhooks.is_empty()).then(|| ValidatingWebhookConfiguration {
             metadata: self.metadata(),
             webhooks: Some(webhooks),
         })
+    }
+
+    /// The webhook that checks the annotations `conversions`' kind keeps another version's
+    /// fields in (`conversion.kubeforge.dev/<version>`) when one is written ([`KEPT_CHANGED`]):
+    /// every version of the kind (`Exact`: a conversion before the call would drop the
+    /// annotation it is to check), `Fail` (the kind's reads need the operator anyway).
+    #[must_use]
+    pub fn kept_annotations(&self, conversions: &super::KindConversions) -> ValidatingWebhook {
+        let hub = conversions.hub;
+        ValidatingWebhook {
+            admission_review_versions: vec!["v1".to_owned()],
+            client_config: self.client_config(&conversions.kept_path()),
+            failure_policy: Some("Fail".to_owned()),
+            match_policy: Some("Exact".to_owned()),
+            name: format!("kept-annotations.{}.{}", hub.plural, hub.group),
+            namespace_selector: self.namespace_selector.clone(),
+            object_selector: None,
+            match_conditions: Some(vec![MatchCondition {
+                name: KEPT_CHANGED_NAME.to_owned(),
+                expression: KEPT_CHANGED.to_owned(),
+            }]),
+            rules: Some(vec![RuleWithOperations {
+                api_groups: Some(vec![hub.group.to_owned()]),
+                api_versions: Some(
+                    conversions
+                        .versions()
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                ),
+                operations: Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]),
+                resources: Some(vec![hub.plural.to_owned()]),
+                scope: Some(
+                    if hub.namespaced {
+                        "Namespaced"
+                    } else {
+                        "Cluster"
+                    }
+                    .to_owned(),
+                ),
+            }]),
+            side_effects: "None".to_owned(),
+            timeout_seconds: Some(10),
+        }
     }
 
     /// The mutating configuration (`None` when no kind defaults).
@@ -189,9 +240,14 @@ impl Configurations {
     /// # Errors
     ///
     /// The apiserver refused or could not be reached.
-    pub async fn apply(&self, client: &kube::Client, kinds: &[KindWebhooks]) -> kube::Result<()> {
+    pub async fn apply(
+        &self,
+        client: &kube::Client,
+        kinds: &[KindWebhooks],
+        conversions: &[super::KindConversions],
+    ) -> kube::Result<()> {
         let params = PatchParams::apply("kubeforge-webhooks").force();
-        if let Some(config) = self.validating(kinds) {
+        if let Some(config) = self.validating(kinds, conversions) {
             let api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
             api.patch(&self.name, &params, &Patch::Apply(typed(config)))
                 .await?;
@@ -260,6 +316,18 @@ pub const METADATA_ONLY: &str = "request.operation != 'UPDATE' \
 || object.exists(k, k != 'metadata' && (!(k in oldObject) || object[k] != oldObject[k])) \
 || oldObject.exists(k, k != 'metadata' && !(k in object))";
 
+/// The expression of the match condition of a kind's kept-annotations webhook
+/// ([`Configurations::kept_annotations`]): a create, or an update, whose object has an
+/// annotation `conversion.kubeforge.dev/*` that the old object does not have with that value.
+pub const KEPT_CHANGED: &str = "has(object.metadata.annotations) && \
+object.metadata.annotations.exists(k, k.startsWith('conversion.kubeforge.dev/') && \
+(request.operation != 'UPDATE' || !has(oldObject.metadata.annotations) || \
+!(k in oldObject.metadata.annotations) || \
+oldObject.metadata.annotations[k] != object.metadata.annotations[k]))";
+
+/// The name of that match condition.
+pub const KEPT_CHANGED_NAME: &str = "kept-annotation-changed";
+
 /// The name of the match condition every admission webhook of a `CREATE`/`UPDATE` rule carries.
 pub const METADATA_NAME: &str = "not-metadata-only-update";
 
@@ -287,10 +355,17 @@ fn typed<K: kube::Resource<DynamicType = ()> + serde::Serialize>(obj: K) -> serd
 }
 
 impl KindWebhooks {
+    /// The rule of the kind's webhooks for `operations`: every version the kind converts to
+    /// the hook's in process ([`super::HookVersion`]), so the apiserver converts nothing before
+    /// the schema has checked the object; the hook's version alone when it does not convert.
     fn rule(&self, operations: &[&str]) -> RuleWithOperations {
+        let versions = match super::HookVersion::of(self.group, self.kind, self.version) {
+            Some(version) => version.conversions.versions(),
+            None => vec![self.version],
+        };
         RuleWithOperations {
             api_groups: Some(vec![self.group.to_owned()]),
-            api_versions: Some(vec![self.version.to_owned()]),
+            api_versions: Some(versions.into_iter().map(str::to_owned).collect()),
             operations: Some(operations.iter().map(|&o| o.to_owned()).collect()),
             resources: Some(vec![self.plural.to_owned()]),
             scope: Some(

@@ -13,6 +13,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use k8s_openapi::api::core::v1::ObjectReference;
+
+use super::generated::Dropped;
 use crate::crd::KindInfo;
 use crate::crd::const_str_eq as same;
 
@@ -56,6 +59,21 @@ impl KindConversions {
     #[must_use]
     pub fn path(&self) -> String {
         format!("/convert/{}/{}", self.hub.group, self.hub.plural)
+    }
+
+    /// `/validate-kept/<group>/<plural>`: the check of the annotations its conversions keep
+    /// fields in.
+    #[must_use]
+    pub fn kept_path(&self) -> String {
+        format!("/validate-kept/{}/{}", self.hub.group, self.hub.plural)
+    }
+
+    /// The kind's versions: the hub's and every spoke's.
+    #[must_use]
+    pub fn versions(&self) -> Vec<&'static str> {
+        let mut versions = vec![self.hub.version];
+        versions.extend(self.spokes.keys().filter(|v| **v != self.hub.version));
+        versions
     }
 
     /// The name of the kind's CRD: `<plural>.<group>`.
@@ -120,20 +138,59 @@ impl KindConversions {
         Ok(converted)
     }
 
-    /// Answers a `ConversionReview` (every object, or a failure naming the first that failed).
+    /// Checks the annotations generated conversions keep another version's fields in
+    /// (`conversion.kubeforge.dev/<version>`) on `object`: each must name another version of
+    /// the kind and hold what that version can read, so converting the object there uses it
+    /// (rather than dropping it, as a conversion does with one that does not fit).
+    ///
+    /// # Errors
+    ///
+    /// The first annotation that does not, and why.
+    pub fn check_kept(&self, object: &Value) -> Result<(), String> {
+        let Some(annotations) = object["metadata"]["annotations"].as_object() else {
+            return Ok(());
+        };
+        let sent = object["apiVersion"].as_str().unwrap_or_default();
+        let versions = self.versions();
+        for key in annotations.keys() {
+            let Some(version) = key.strip_prefix(super::generated::KEPT) else {
+                continue;
+            };
+            if !versions.contains(&version) {
+                return Err(format!(
+                    "the annotation {key} names no version of {}.{} (its versions: {})",
+                    self.hub.plural,
+                    self.hub.group,
+                    versions.join(", ")
+                ));
+            }
+            let target = format!("{}/{version}", self.hub.group);
+            if target != sent {
+                super::generated::strictly(|| self.convert(object.clone(), &target))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers a `ConversionReview` (every object, or a failure naming the first that failed),
+    /// with the annotations the conversions dropped, by object (for events).
     #[cfg_attr(not(feature = "webhooks"), allow(dead_code))]
-    pub(crate) fn review(&self, body: &[u8]) -> ConversionReview {
+    pub(crate) fn review(
+        &self,
+        body: &[u8],
+    ) -> (ConversionReview, Vec<(ObjectReference, Dropped)>) {
         let request = match serde_json::from_slice::<ConversionReview>(body)
             .map_err(|e| e.to_string())
             .and_then(|r| ConversionRequest::try_from(r).map_err(|e| e.to_string()))
         {
             Ok(request) => request,
             Err(e) => {
-                return ConversionResponse::invalid(Status::failure(
+                let review = ConversionResponse::invalid(Status::failure(
                     &format!("kubeforge: cannot read the ConversionReview: {e}"),
                     "InvalidRequest",
                 ))
                 .into_review();
+                return (review, Vec::new());
             }
         };
         let mut request = request;
@@ -141,23 +198,44 @@ impl KindConversions {
         let objects = std::mem::take(&mut request.objects);
         let response = ConversionResponse::for_request(request);
         let mut converted = Vec::with_capacity(objects.len());
+        let mut dropped = Vec::new();
         for object in objects {
             let name = object["metadata"]["name"]
                 .as_str()
                 .unwrap_or("?")
                 .to_owned();
-            match self.convert(object, &desired) {
+            let reference = reference(&object);
+            let (result, drops) =
+                super::generated::collecting_drops(|| self.convert(object, &desired));
+            dropped.extend(drops.into_iter().map(|d| (reference.clone(), d)));
+            match result {
                 Ok(object) => converted.push(object),
                 Err(e) => {
                     tracing::warn!(object = %name, %desired, error = %e, "conversion failed");
                     let message = format!("converting {name} to {desired}: {e}");
-                    return response
+                    let review = response
                         .failure(Status::failure(&message, "Conversion"))
                         .into_review();
+                    return (review, dropped);
                 }
             }
         }
-        response.success(converted).into_review()
+        (response.success(converted).into_review(), dropped)
+    }
+}
+
+/// The reference of `object` (as JSON) for an event about it.
+fn reference(object: &Value) -> ObjectReference {
+    let text = |key: &str, v: &Value| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    let metadata = &object["metadata"];
+    ObjectReference {
+        api_version: text("apiVersion", object),
+        kind: text("kind", object),
+        name: text("name", metadata),
+        namespace: text("namespace", metadata),
+        uid: text("uid", metadata),
+        resource_version: text("resourceVersion", metadata),
+        ..ObjectReference::default()
     }
 }
 

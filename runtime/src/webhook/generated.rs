@@ -53,13 +53,22 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
         .get(&key)
         .is_some()
         .then(|| object.clone());
-    restore(&mut object, to);
+    restore(&mut object, to)?;
     let (object, typed): (Value, T) = match (serde_json::from_value(object.clone()), before) {
         (Ok(typed), _) => (object, typed),
+        (Err(error), Some(_)) if strict() => {
+            return Err(format!(
+                "the annotation {key} does not fit version {to}: {error}"
+            ));
+        }
         (Err(error), Some(mut plain)) => {
             // What the annotation holds does not fit the version: drop it, keep the object.
-            tracing::warn!(annotation = %key, %error, "dropping a conversion annotation that does not fit its version");
-            remove_annotation(&mut plain, to);
+            let value = remove_annotation(&mut plain, to).map(|(_, v)| v);
+            dropped(
+                &key,
+                value,
+                format!("it does not fit version {to}: {error}"),
+            );
             let typed = serde_json::from_value(plain.clone())
                 .map_err(|e| format!("cannot read the object as version {to}: {e}"))?;
             (plain, typed)
@@ -86,20 +95,108 @@ pub fn convert_json<T: Serialize + DeserializeOwned>(
 }
 
 /// Puts back what `version` could not hold when the object left it, and removes the annotation.
-fn restore(object: &mut Value, version: &str) {
+/// One that is not a JSON object of pointers is dropped, or, [`strictly`], an error.
+fn restore(object: &mut Value, version: &str) -> Result<(), String> {
     let Some((key, saved)) = remove_annotation(object, version) else {
-        return;
+        return Ok(());
     };
-    let Some(saved) = saved
+    let saved_text = saved.clone();
+    let saved = saved
         .as_str()
-        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).ok())
-    else {
-        tracing::warn!(annotation = %key, "dropping a conversion annotation that is not a JSON object of pointers");
-        return;
+        .ok_or_else(|| "not a string".to_owned())
+        .and_then(|s| serde_json::from_str::<Map<String, Value>>(s).map_err(|e| e.to_string()))
+        .and_then(|saved| match saved.keys().find(|p| !kept_pointer(p)) {
+            Some(pointer) => Err(format!(
+                "{pointer:?} is not a JSON pointer into spec or status"
+            )),
+            None => Ok(saved),
+        });
+    let saved = match saved {
+        Ok(saved) => saved,
+        Err(error) if strict() => {
+            return Err(format!(
+                "the annotation {key} is not a JSON object of pointers into spec or status: {error}"
+            ));
+        }
+        Err(error) => {
+            dropped(
+                &key,
+                Some(saved_text),
+                format!("it is not a JSON object of pointers into spec or status: {error}"),
+            );
+            return Ok(());
+        }
     };
     for (pointer, value) in saved {
         insert_absent(object, &pointer, value);
     }
+    Ok(())
+}
+
+/// Whether `pointer` is one the conversions keep: into `spec` or `status`.
+fn kept_pointer(pointer: &str) -> bool {
+    ["/spec", "/status"].iter().any(|root| {
+        pointer
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+thread_local! {
+    static STRICT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static DROPS: std::cell::RefCell<Option<Vec<Dropped>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// An annotation a conversion dropped, and why: what the event about the object says.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Dropped {
+    /// `conversion.kubeforge.dev/<version>`.
+    pub(crate) annotation: String,
+    /// Its value (as JSON).
+    pub(crate) value: String,
+    /// Why it was dropped.
+    pub(crate) why: String,
+}
+
+/// Logs that `annotation` (holding `value`) was dropped because of `why`, and keeps it for
+/// [`collecting_drops`].
+fn dropped(annotation: &str, value: Option<Value>, why: String) {
+    tracing::warn!(%annotation, %why, "dropping a conversion annotation");
+    DROPS.with(|drops| {
+        if let Some(drops) = drops.borrow_mut().as_mut() {
+            drops.push(Dropped {
+                annotation: annotation.to_owned(),
+                value: value.map(|v| v.to_string()).unwrap_or_default(),
+                why,
+            });
+        }
+    });
+}
+
+/// Runs `f` (conversions, which are synchronous) and returns what it returned with the
+/// annotations it dropped.
+pub(crate) fn collecting_drops<T>(f: impl FnOnce() -> T) -> (T, Vec<Dropped>) {
+    let outer = DROPS.with(|d| d.replace(Some(Vec::new())));
+    let out = f();
+    let drops = DROPS.with(|d| d.replace(outer)).unwrap_or_default();
+    (out, drops)
+}
+
+fn strict() -> bool {
+    STRICT.with(std::cell::Cell::get)
+}
+
+/// Runs `f` (conversions, which are synchronous) with an annotation that does not fit its
+/// version an error instead of dropped: what admission asks when the annotation is written.
+pub(crate) fn strictly<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            STRICT.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(STRICT.with(|s| s.replace(true)));
+    f()
 }
 
 /// Removes the annotation that keeps `version`'s fields (and `annotations` when it was the only
@@ -264,5 +361,48 @@ mod tests {
         });
         let old = convert_json::<Old>(garbled, "v2", "v1", &[("instances", "replicas")]).unwrap();
         assert_eq!(old["spec"]["replicas"], 2);
+    }
+
+    #[test]
+    fn strictly_an_annotation_that_does_not_fit_should_be_an_error_saying_why() {
+        let with = |text: &str| {
+            json!({
+                "apiVersion": "g/v2",
+                "metadata": { "name": "a", "annotations": { "conversion.kubeforge.dev/v1": text } },
+                "spec": { "image": "i", "instances": 2, "tier": "gold" },
+            })
+        };
+        let convert = |object| {
+            strictly(|| convert_json::<Old>(object, "v2", "v1", &[("instances", "replicas")]))
+        };
+        let error = convert(with("{\"/spec/legacy\": 7}")).unwrap_err();
+        assert!(
+            error.starts_with(
+                "the annotation conversion.kubeforge.dev/v1 does not fit version v1: invalid type: integer `7`"
+            ),
+            "{error}"
+        );
+        for (text, why) in [
+            (
+                "{",
+                "is not a JSON object of pointers into spec or status: EOF",
+            ),
+            (
+                "[1]",
+                "is not a JSON object of pointers into spec or status: invalid type",
+            ),
+            (
+                "{\"/metadata/name\": \"b\"}",
+                "\"/metadata/name\" is not a JSON pointer into spec or status",
+            ),
+        ] {
+            let error = convert(with(text)).unwrap_err();
+            assert!(error.contains(why), "{text}: {error}");
+        }
+        // One that fits converts, strictly or not; and strictness ends with the call.
+        let fits = convert(with("{\"/spec/legacy\": \"x\"}")).unwrap();
+        assert_eq!(fits["spec"]["legacy"], "x");
+        assert!(!strict());
+        assert!(convert_json::<Old>(with("{"), "v2", "v1", &[("instances", "replicas")]).is_ok());
     }
 }

@@ -78,6 +78,8 @@ mod config;
 mod conversion;
 mod generated;
 #[cfg(feature = "webhooks")]
+mod kept;
+#[cfg(feature = "webhooks")]
 mod options;
 #[cfg(feature = "webhooks")]
 mod repair;
@@ -86,6 +88,7 @@ mod roundtrip;
 mod running;
 #[cfg(feature = "webhooks")]
 mod server;
+mod versions;
 /// For the metrics reference (`metrics/reference.rs`).
 #[cfg(all(test, feature = "webhooks"))]
 pub(crate) use server::WebhookMetrics;
@@ -95,6 +98,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 
 pub use admission::{AdmissionContext, Defaulter, DeleteValidator, Hooks, Validator, Verdict};
+pub use versions::HookVersion;
 
 /// Used by the code `#[custom_resource]` generates.
 #[doc(hidden)]

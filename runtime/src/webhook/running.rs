@@ -63,6 +63,7 @@ pub(crate) async fn start(
         routes,
         client: client.clone(),
         metrics: WebhookMetrics::new(registry),
+        drops: Arc::new(super::kept::DropEvents::new(client.clone())),
     };
     let serving = Arc::new(WebhookRunnable {
         state: Arc::new(OnceLock::new()),
@@ -94,6 +95,17 @@ fn routes(
     };
     for kind in conversions {
         add(
+            kind.kept_path(),
+            Route {
+                handler: Handler::Admission(
+                    Arc::new(super::kept::KeptAnnotations(Arc::new(kind.clone()))),
+                    None,
+                ),
+                timeout: Duration::from_secs(9),
+                kind: kind.hub.kind.to_owned(),
+            },
+        );
+        add(
             kind.path(),
             Route {
                 handler: Handler::Conversion(Arc::new(kind.clone())),
@@ -106,6 +118,7 @@ fn routes(
     for kind in kinds {
         // Answer a second before the apiserver gives up.
         let timeout = Duration::from_secs(u64::from(kind.settings.timeout_seconds.max(2)) - 1);
+        let version = super::HookVersion::of(kind.group, kind.kind, kind.version);
         let hooks = [
             (kind.validate_path(), &kind.hooks.validate),
             (kind.validate_delete_path(), &kind.hooks.validate_delete),
@@ -116,7 +129,7 @@ fn routes(
                 add(
                     path,
                     Route {
-                        handler: Handler::Admission(Arc::clone(hook)),
+                        handler: Handler::Admission(Arc::clone(hook), version.clone()),
                         timeout,
                         kind: kind.kind.to_owned(),
                     },
@@ -448,7 +461,9 @@ async fn keep_configured(
             let mut first = true;
             loop {
                 let applied = async {
-                    configurations.apply(&client, &served.kinds).await?;
+                    configurations
+                        .apply(&client, &served.kinds, &served.conversions)
+                        .await?;
                     configurations
                         .apply_conversions(&client, &served.conversions)
                         .await

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::admission::{Hook, Reviewed};
+use super::admission::{Hook, HookVersion, Reviewed};
 use super::conversion::KindConversions;
 
 /// The largest review body read (the apiserver's own request limit is 3 MiB; a review holds the
@@ -32,8 +32,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a path serves.
 #[derive(Clone)]
 pub(crate) enum Handler {
-    /// An admission webhook (`AdmissionReview`).
-    Admission(Arc<dyn Hook>),
+    /// An admission webhook (`AdmissionReview`), and the version its objects are brought to
+    /// when its kind converts.
+    Admission(Arc<dyn Hook>, Option<HookVersion>),
     /// A kind's conversion webhook (`ConversionReview`).
     Conversion(Arc<KindConversions>),
 }
@@ -128,6 +129,8 @@ pub(crate) struct Server {
     pub(crate) routes: HashMap<String, Route>,
     pub(crate) client: Client,
     pub(crate) metrics: WebhookMetrics,
+    /// Events about the annotations conversions dropped.
+    pub(crate) drops: Arc<super::kept::DropEvents>,
 }
 
 impl Server {
@@ -224,10 +227,11 @@ impl Server {
                 );
             }
         };
-        let hook = match &route.handler {
-            Handler::Admission(hook) => hook,
+        let (hook, version) = match &route.handler {
+            Handler::Admission(hook, version) => (hook, version.as_ref()),
             Handler::Conversion(conversions) => {
-                let review = conversions.review(&body);
+                let (review, dropped) = conversions.review(&body);
+                self.drops.report(dropped);
                 if review
                     .response
                     .as_ref()
@@ -241,7 +245,7 @@ impl Server {
                 return json(&review);
             }
         };
-        let reviewing = hook.review(&body, self.client.clone());
+        let reviewing = hook.review(&body, self.client.clone(), version);
         let Ok(Reviewed {
             response,
             operation,

@@ -94,7 +94,7 @@ pub fn main() {
         namespace_selector: None,
         ca_bundle: None,
     };
-    let validating = configurations.validating(&kinds[..1]).unwrap();
+    let validating = configurations.validating(&kinds[..1], &[]).unwrap();
     let json = kubeforge::serde_json::to_value(&validating).unwrap();
     let hooks = json["webhooks"].as_array().unwrap();
     assert_eq!(hooks.len(), 2, "{json}");
@@ -133,6 +133,6 @@ pub fn main() {
     let json = kubeforge::serde_json::to_value(&mutating).unwrap();
     assert_eq!(json["webhooks"][0]["reinvocationPolicy"], "Never");
     // Site validates creates and updates only: no delete webhook.
-    let site = configurations.validating(&kinds[1..]).unwrap();
+    let site = configurations.validating(&kinds[1..], &[]).unwrap();
     assert_eq!(site.webhooks.unwrap().len(), 1);
 }
