@@ -28,7 +28,7 @@
 //! | `required-added` / `required-removed` | breaking (safe when the field has a default) / safe |
 //! | `enum-added`, `enum-value-removed` / `enum-value-added`, `enum-removed` | breaking / safe |
 //! | `minimum-…`, `maximum-…`, `min-length-…`, `max-length-…`, `min-items-…`, `max-items-…`, `min-properties-…`, `max-properties-…` `tightened` / `loosened` | breaking / safe |
-//! | `pattern-added`, `format-changed`, `multiple-of-changed` / `pattern-loosened` (anchors removed, an alternative added), `pattern-removed`, `format-removed`, `multiple-of-removed` | breaking / safe |
+//! | `pattern-added`, `format-changed`, `multiple-of-changed` / `pattern-loosened` (anchors removed, an alternative added), `pattern-removed`, `format-removed`, `multiple-of-loosened` (an integer that divides the old one), `multiple-of-removed` | breaking / safe |
 //! | `pattern-changed` | needs-review: two regular expressions, which kubeforge cannot compare |
 //! | `list-type-changed`, `list-map-keys-changed`, `map-type-changed` | breaking |
 //! | `default-changed`, `default-removed` / `default-added` | breaking / safe |
@@ -168,6 +168,7 @@ pub const RULES: &[(&str, &[Class])] = {
         ("format-changed", &[B]),
         ("format-removed", &[S]),
         ("multiple-of-changed", &[B]),
+        ("multiple-of-loosened", &[S]),
         ("multiple-of-removed", &[S]),
         ("list-type-changed", &[B]),
         ("list-map-keys-changed", &[B]),
@@ -429,6 +430,14 @@ fn names(
 }
 
 /// `list` as a set.
+/// Whether `divisor` divides `value`, both positive integers (whole numbers exactly
+/// representable): then every multiple of `value` is one of `divisor`.
+fn divides(divisor: f64, value: f64) -> bool {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    let whole = |v: f64| v.fract() == 0.0 && v > 0.0 && v <= EXACT;
+    whole(divisor) && whole(value) && value % divisor == 0.0
+}
+
 fn set(list: Option<&[String]>) -> BTreeSet<&str> {
     list.unwrap_or_default()
         .iter()
@@ -1093,7 +1102,9 @@ impl Walk<'_> {
         }
     }
 
-    /// `pattern`, `format`, `multipleOf`: any change tightens, a removal loosens.
+    /// `pattern`, `format`, `multipleOf`: any change tightens, a removal loosens; so does a
+    /// `multipleOf` that divides the old one (integers only: the apiserver checks a fraction
+    /// through a floating-point division, so for fractions what divides is not decided here).
     fn strings(&mut self, path: &str, prev: &JSONSchemaProps, cur: &JSONSchemaProps) {
         let number = |v: Option<f64>| v.map(|v| v.to_string());
         self.pattern(path, prev.pattern.as_deref(), cur.pattern.as_deref());
@@ -1113,6 +1124,16 @@ impl Walk<'_> {
                 number(cur.multiple_of),
             ),
         ];
+        if let (Some(was), Some(is)) = (prev.multiple_of, cur.multiple_of)
+            && divides(is, was)
+        {
+            let message = format!(
+                "multipleOf changed from `{was}` to `{is}`, which divides it: every value that \
+                 was a multiple of `{was}` still is one of `{is}`"
+            );
+            self.push(Class::Safe, path, "multiple-of-loosened", message);
+            return;
+        }
         for (keyword, changed, removed, was, is) in keywords {
             match (was, is) {
                 (Some(was), None) => {
@@ -1839,6 +1860,34 @@ mod tests {
         assert!(
             missing.is_empty(),
             "rule ids missing from RULES: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_multiple_of_that_divides_the_old_one_should_loosen_and_any_other_tighten() {
+        let int = |m: f64| json!({"type": "integer", "multipleOf": m});
+        let rules = |prev, cur| {
+            field(prev, cur)
+                .into_iter()
+                .map(|(class, rule, _)| (class, rule))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rules(int(6.0), int(3.0)),
+            [(Class::Safe, "multiple-of-loosened")]
+        );
+        assert_eq!(
+            rules(int(6.0), int(4.0)),
+            [(Class::Breaking, "multiple-of-changed")]
+        );
+        assert_eq!(
+            rules(int(3.0), int(6.0)),
+            [(Class::Breaking, "multiple-of-changed")]
+        );
+        // Fractions: a floating-point division decides, not kubeforge.
+        assert_eq!(
+            rules(int(0.5), int(0.25)),
+            [(Class::Breaking, "multiple-of-changed")]
         );
     }
 

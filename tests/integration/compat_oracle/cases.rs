@@ -443,6 +443,22 @@ pub(super) fn cases() -> Vec<Case> {
         .rule("multiple-of-changed", Breaking)
         .object(json!({"f": 3})),
         field(
+            "multiple-of-loosened",
+            "multipleOf 6 to 3, which divides it",
+            json!({"type": "integer", "multipleOf": 6}),
+            json!({"type": "integer", "multipleOf": 3}),
+        )
+        .rule("multiple-of-loosened", Safe)
+        .object(json!({"f": 12})),
+        field(
+            "multiple-of-not-a-divisor",
+            "multipleOf 6 to 4, which does not divide it",
+            json!({"type": "integer", "multipleOf": 6}),
+            json!({"type": "integer", "multipleOf": 4}),
+        )
+        .rule("multiple-of-changed", Breaking)
+        .object(json!({"f": 6})),
+        field(
             "multiple-of-removed",
             "multipleOf 2 removed",
             json!({"type": "integer", "multipleOf": 2}),

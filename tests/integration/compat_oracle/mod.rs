@@ -20,7 +20,7 @@
 //!    subresource), and checks the update is there and nothing else was lost; finally lists
 //!    through every served version (the list's kind).
 //!
-//! The 88 cases take 47–57 s on the shared plane, 8 at a time, 68 s for two runs at once at a
+//! The 90 cases take 47–57 s on the shared plane, 8 at a time, 68 s for two runs at once at a
 //! load of 12 on 2 cores (each CRD is served within a second or two; a wait is bounded at 90 s).
 //!
 //! Observed class: `breaking` when a step was refused or data was lost or changed, else
