@@ -113,7 +113,9 @@ pub mod __private {
     pub use super::generated::convert_json;
     pub use super::roundtrip::{Side, arbitrary_objects, check_round_trips, normalize, validate};
 }
-pub use config::{Configurations, Endpoint};
+pub use config::{
+    Configurations, Endpoint, KEPT_CHANGED, KEPT_CHANGED_NAME, METADATA_NAME, METADATA_ONLY,
+};
 pub use conversion::{
     ConversionRegistration, Convert, KindConversions, VersionConversion, registered_conversions,
 };

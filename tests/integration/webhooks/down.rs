@@ -176,3 +176,105 @@ async fn a_stopped_operator_should_refuse_spec_changes_and_block_no_deletion() {
          foreign finalizer removed and deleted {finalizer:?}, namespace deleted {namespace:?}"
     );
 }
+
+/// An operator upgraded from a release whose configurations had no match conditions: its
+/// first apply adds them (server-side apply by the same field manager merges the webhooks by
+/// name), so the upgraded operator, once stopped, blocks no metadata-only update either.
+#[tokio::test]
+async fn an_upgrade_from_configurations_without_match_conditions_should_add_them() {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let ns = TestNamespace::new().await.unwrap();
+    let client = ns.client();
+    let name = format!("wh-{}", ns.name());
+    // What the earlier release applied: the same webhooks, without match conditions.
+    let kinds: Vec<_> = kubeforge::webhook::registered()
+        .into_iter()
+        .filter(|k| k.group == "webhook-test.kubeforge.dev")
+        .collect();
+    let configurations = kubeforge::webhook::Configurations {
+        name: name.clone(),
+        endpoint: kubeforge::webhook::Endpoint::Url("https://127.0.0.1:1".to_owned()),
+        namespace_selector: None,
+        ca_bundle: None,
+    };
+    let mut validating = configurations.validating(&kinds, &[]).unwrap();
+    let mut mutating = configurations.mutating(&kinds).unwrap();
+    validating
+        .webhooks
+        .iter_mut()
+        .flatten()
+        .for_each(|w| w.match_conditions = None);
+    mutating
+        .webhooks
+        .iter_mut()
+        .flatten()
+        .for_each(|w| w.match_conditions = None);
+    let params = PatchParams::apply("kubeforge-webhooks").force();
+    let typed = |mut value: serde_json::Value, kind: &str| {
+        value["apiVersion"] = json!("admissionregistration.k8s.io/v1");
+        value["kind"] = json!(kind);
+        value
+    };
+    let validating_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let mutating_api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    let value = typed(
+        serde_json::to_value(&validating).unwrap(),
+        "ValidatingWebhookConfiguration",
+    );
+    validating_api
+        .patch(&name, &params, &Patch::Apply(value))
+        .await
+        .unwrap();
+    let value = typed(
+        serde_json::to_value(&mutating).unwrap(),
+        "MutatingWebhookConfiguration",
+    );
+    mutating_api
+        .patch(&name, &params, &Patch::Apply(value))
+        .await
+        .unwrap();
+
+    let running = Running::start(&ns, 0, None).await;
+    let api = ns.api::<Sprocket>();
+    api.create(&PostParams::default(), &sprocket("upgraded", &[]))
+        .await
+        .unwrap();
+    // Every webhook of a CREATE/UPDATE rule of a kind that leaves metadata alone has it now.
+    let conditions = |webhooks: Vec<(String, Option<Vec<String>>)>| {
+        for (webhook, conditions) in webhooks {
+            if webhook.contains("sprockets") && !webhook.starts_with("validate-delete") {
+                assert_eq!(
+                    conditions,
+                    Some(vec![kubeforge::webhook::METADATA_NAME.to_owned()]),
+                    "{webhook}"
+                );
+            }
+        }
+    };
+    let names = |c: Option<Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>| {
+        c.map(|c| c.into_iter().map(|c| c.name).collect())
+    };
+    let live = validating_api.get(&name).await.unwrap();
+    conditions(
+        live.webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.name, names(w.match_conditions)))
+            .collect(),
+    );
+    let live = mutating_api.get(&name).await.unwrap();
+    conditions(
+        live.webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.name, names(w.match_conditions)))
+            .collect(),
+    );
+    let _cleanup = running.stop().await;
+    let label = Patch::Merge(json!({ "metadata": { "labels": { "tier": "gold" } } }));
+    api.patch("upgraded", &PatchParams::default(), &label)
+        .await
+        .unwrap();
+}
