@@ -412,7 +412,6 @@ impl Sharder {
         // The Leases are listed once a retry period, and as soon as a listing could show a
         // member gone; in between, passes (after object events) use the members seen then.
         let now = Instant::now();
-        let deadline = now + self.retry_period;
         let fresh = state
             .listed_at
             .is_some_and(|sent| now.saturating_duration_since(sent) < self.retry_period)
@@ -456,14 +455,7 @@ impl Sharder {
                 kind.changed(&self.membership).await
             };
             left |= self
-                .place(
-                    kind.as_ref(),
-                    &placed,
-                    full,
-                    (&ring, &live),
-                    moves,
-                    deadline,
-                )
+                .place(kind.as_ref(), &placed, full, (&ring, &live), moves)
                 .await;
         }
         state.last_live = Some(live);
@@ -474,9 +466,10 @@ impl Sharder {
     /// the ring over the live members; whether some were left for the next pass.
     ///
     /// Assignments go first (an object without a live owner is reconciled by nobody), then
-    /// undrains, then drains. No move starts after `deadline` (a retry period into the pass):
-    /// the rest are left to the next pass, planned at once from the objects as the informer has
-    /// them then. On a loaded apiserver a hundred moves took 17–30 s, most refused at least once
+    /// undrains, then drains. Moves start, and conflicts are retried, for a retry period (the
+    /// first [`CONCURRENT_PATCHES`] moves start whenever it ends: each pass makes progress,
+    /// however late the runtime runs); the rest are left to the next pass, planned at once from
+    /// the objects as the informer has them then. On a loaded apiserver a hundred moves took 17–30 s, most refused at least once
     /// because the object had changed since the pass began; meanwhile the drains the owners
     /// acknowledged waited for the pass to end before they were assigned.
     async fn place(
@@ -486,7 +479,6 @@ impl Sharder {
         full: bool,
         (ring, live): (&Ring, &HashSet<String>),
         state: &mut KindMoves,
-        deadline: Instant,
     ) -> bool {
         self.observe_drains(placed, state);
         // Objects whose last move has not reached the informer yet wait for it (an object
@@ -530,8 +522,12 @@ impl Sharder {
                 Some((step, placed.key.clone(), placed.resource_version.clone()))
             })
             .collect();
-        let applied: Vec<_> = futures::stream::iter(steps)
-            .map(|step| self.apply(kind, step, (ring, live), deadline))
+        let deadline = Instant::now() + self.retry_period;
+        let applied: Vec<_> = futures::stream::iter(steps.into_iter().enumerate())
+            .map(|(i, step)| {
+                let first = i < CONCURRENT_PATCHES;
+                self.apply(kind, step, (ring, live), (deadline, first))
+            })
             .buffer_unordered(CONCURRENT_PATCHES)
             .collect()
             .await;
@@ -577,18 +573,19 @@ impl Sharder {
         }
     }
 
-    /// Carries out one move, unless `deadline` has passed (then it is left to the next pass). A
-    /// move refused for a conflict (the object changed since the informer saw it — usually not
-    /// its labels) is planned again at once from the object as the apiserver has it now, up to
-    /// [`MOVE_ATTEMPTS`] times and until `deadline`, then left to the next pass.
+    /// Carries out one move, unless `deadline` has passed and it is not one of the `first`
+    /// (then it is left to the next pass). A move refused for a conflict (the object changed
+    /// since the informer saw it — usually not its labels) is planned again at once from the
+    /// object as the apiserver has it now, up to [`MOVE_ATTEMPTS`] times and until `deadline`,
+    /// then left to the next pass.
     async fn apply(
         &self,
         kind: &dyn ShardedKind,
         (mut step, key, mut rv): (Move, ObjectKey, String),
         (ring, live): (&Ring, &HashSet<String>),
-        deadline: Instant,
+        (deadline, first): (Instant, bool),
     ) -> Applied {
-        if Instant::now() >= deadline {
+        if !first && Instant::now() >= deadline {
             kind.touch(key);
             return Applied::Left;
         }
@@ -848,7 +845,7 @@ mod tests {
         let deadline = started + sharder.retry_period;
         let mut moves = KindMoves::default();
         let left = sharder
-            .place(&kind, &placed, true, (&ring, &live), &mut moves, deadline)
+            .place(&kind, &placed, true, (&ring, &live), &mut moves)
             .await;
         let patched = kind.patched.into_inner().unwrap();
         let touched = kind.touched.into_inner().unwrap();
@@ -864,5 +861,26 @@ mod tests {
         assert_eq!(touched.len(), 20 + drains - patched.len());
         assert_eq!(moves.pending.len(), patched.len());
         assert!(started.elapsed() < Duration::from_millis(1300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_should_make_progress_however_slow_its_patches() {
+        // Each patch takes longer than the whole retry period: the first round still starts.
+        let sharder = sharder();
+        let kind = Slow {
+            took: Duration::from_millis(1500),
+            patched: Mutex::default(),
+            touched: Mutex::default(),
+        };
+        let live: HashSet<String> = ["a".to_owned()].into();
+        let ring = Ring::new(live.iter().cloned());
+        let placed: Vec<Placed> = (0..40).map(|i| object(&format!("o{i}"), None)).collect();
+        let mut moves = KindMoves::default();
+        let left = sharder
+            .place(&kind, &placed, true, (&ring, &live), &mut moves)
+            .await;
+        assert!(left);
+        assert_eq!(kind.patched.into_inner().unwrap().len(), CONCURRENT_PATCHES);
+        assert_eq!(kind.touched.into_inner().unwrap().len(), 40 - CONCURRENT_PATCHES);
     }
 }
