@@ -141,7 +141,12 @@ async fn main() {
             loop {
                 let owned: usize = membership.owned().iter().map(|(_, n)| n).sum();
                 println!("owned {owned}");
+                let before = std::time::Instant::now();
                 tokio::time::sleep(Duration::from_millis(500)).await;
+                println!(
+                    "late {}",
+                    before.elapsed().as_micros().saturating_sub(500_000)
+                );
             }
         });
     }

@@ -881,6 +881,9 @@ mod tests {
             .await;
         assert!(left);
         assert_eq!(kind.patched.into_inner().unwrap().len(), CONCURRENT_PATCHES);
-        assert_eq!(kind.touched.into_inner().unwrap().len(), 40 - CONCURRENT_PATCHES);
+        assert_eq!(
+            kind.touched.into_inner().unwrap().len(),
+            40 - CONCURRENT_PATCHES
+        );
     }
 }
