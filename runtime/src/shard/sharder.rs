@@ -428,6 +428,7 @@ impl Sharder {
                 received: Instant::now(),
             };
             state.listed_at = Some(sent);
+            state.round_trip = listing.received - listing.sent;
             state
                 .members
                 .observe(&list.items, listing, self.lease_duration);
@@ -447,6 +448,10 @@ impl Sharder {
             state.last_full = Some(Instant::now());
         }
         state.kinds.resize_with(kinds.len(), KindMoves::default);
+        // Moves start for a retry period, or for four round trips of the last listing where
+        // the apiserver answers slower than that: each round of moves waits for its answers,
+        // and a pass that only had time for one would spend most of its time waiting.
+        let window = self.retry_period.max(state.round_trip * 4);
         let mut left = false;
         for (kind, moves) in kinds.iter().zip(&mut state.kinds) {
             let placed = if full {
@@ -455,7 +460,7 @@ impl Sharder {
                 kind.changed(&self.membership).await
             };
             left |= self
-                .place(kind.as_ref(), &placed, full, (&ring, &live), moves)
+                .place(kind.as_ref(), &placed, full, (&ring, &live), moves, window)
                 .await;
         }
         state.last_live = Some(live);
@@ -466,12 +471,13 @@ impl Sharder {
     /// the ring over the live members; whether some were left for the next pass.
     ///
     /// Assignments go first (an object without a live owner is reconciled by nobody), then
-    /// undrains, then drains. Moves start, and conflicts are retried, for a retry period (the
-    /// first [`CONCURRENT_PATCHES`] moves start whenever it ends: each pass makes progress,
-    /// however late the runtime runs); the rest are left to the next pass, planned at once from
-    /// the objects as the informer has them then. On a loaded apiserver a hundred moves took 17–30 s, most refused at least once
-    /// because the object had changed since the pass began; meanwhile the drains the owners
-    /// acknowledged waited for the pass to end before they were assigned.
+    /// undrains, then drains. Moves start, and conflicts are retried, for `window` (the first
+    /// [`CONCURRENT_PATCHES`] moves start whenever it ends: each pass makes progress, however
+    /// late the runtime runs); the rest are left to the next pass, planned at once from the
+    /// objects as the informer has them then. Applied all in one pass, a hundred moves took
+    /// 17–30 s on a loaded apiserver, most refused at least once because the object had changed
+    /// since the pass began; meanwhile the drains the owners acknowledged waited for the pass to
+    /// end before they were assigned.
     async fn place(
         &self,
         kind: &dyn ShardedKind,
@@ -479,6 +485,7 @@ impl Sharder {
         full: bool,
         (ring, live): (&Ring, &HashSet<String>),
         state: &mut KindMoves,
+        window: Duration,
     ) -> bool {
         self.observe_drains(placed, state);
         // Objects whose last move has not reached the informer yet wait for it (an object
@@ -522,7 +529,7 @@ impl Sharder {
                 Some((step, placed.key.clone(), placed.resource_version.clone()))
             })
             .collect();
-        let deadline = Instant::now() + self.retry_period;
+        let deadline = Instant::now() + window;
         let applied: Vec<_> = futures::stream::iter(steps.into_iter().enumerate())
             .map(|(i, step)| {
                 let first = i < CONCURRENT_PATCHES;
@@ -701,6 +708,8 @@ struct Pass {
     last_full: Option<Instant>,
     /// When the last listing of the members' Leases was sent.
     listed_at: Option<Instant>,
+    /// How long that listing took to come back.
+    round_trip: Duration,
     /// Per sharded kind, in the membership's registration order.
     kinds: Vec<KindMoves>,
 }
@@ -845,7 +854,14 @@ mod tests {
         let deadline = started + sharder.retry_period;
         let mut moves = KindMoves::default();
         let left = sharder
-            .place(&kind, &placed, true, (&ring, &live), &mut moves)
+            .place(
+                &kind,
+                &placed,
+                true,
+                (&ring, &live),
+                &mut moves,
+                sharder.retry_period,
+            )
             .await;
         let patched = kind.patched.into_inner().unwrap();
         let touched = kind.touched.into_inner().unwrap();
@@ -877,7 +893,14 @@ mod tests {
         let placed: Vec<Placed> = (0..40).map(|i| object(&format!("o{i}"), None)).collect();
         let mut moves = KindMoves::default();
         let left = sharder
-            .place(&kind, &placed, true, (&ring, &live), &mut moves)
+            .place(
+                &kind,
+                &placed,
+                true,
+                (&ring, &live),
+                &mut moves,
+                sharder.retry_period,
+            )
             .await;
         assert!(left);
         assert_eq!(kind.patched.into_inner().unwrap().len(), CONCURRENT_PATCHES);
