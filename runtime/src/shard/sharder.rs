@@ -597,13 +597,18 @@ impl Sharder {
             return Applied::Left;
         }
         for attempt in 1..=MOVE_ATTEMPTS {
-            let retry = attempt < MOVE_ATTEMPTS && Instant::now() < deadline;
+            // Retried within the pass's window only: a retry after it would hold the pass up.
+            let retry = || attempt < MOVE_ATTEMPTS && Instant::now() < deadline;
             let error = match self.patch(kind, &step, &key, &rv).await {
                 Ok(what) => return Applied::Moved(key, rv, what == "drain"),
                 // Gone meanwhile: nothing to move.
                 Err(kube::Error::Api(e)) if e.code == 404 => return Applied::Not,
-                Err(kube::Error::Api(e)) if e.code == 409 && retry => {
+                Err(kube::Error::Api(e)) if e.code == 409 && retry() => {
                     match kind.fetch(&key, &self.membership).await {
+                        Ok(Some(_)) if !retry() => {
+                            kind.touch(key);
+                            return Applied::Left;
+                        }
                         Ok(Some(now)) => {
                             let placement = Placement {
                                 key: key.to_string(),
@@ -751,11 +756,15 @@ mod tests {
 
     use super::*;
 
-    /// A sharded kind whose patches each take `took` (on tokio's paused clock) and succeed;
-    /// it records when each patch started and what it did, and the keys touched.
+    /// A sharded kind whose patches and reads each take `took` (on tokio's paused clock); with
+    /// `conflicts`, each object's first patch is refused for a conflict, the others succeed. It
+    /// records when each patch started and what it did, and the keys touched.
+    #[derive(Default)]
     struct Slow {
         took: Duration,
+        conflicts: bool,
         patched: Mutex<Vec<(Instant, &'static str)>>,
+        refused: Mutex<HashSet<ObjectKey>>,
         touched: Mutex<Vec<ObjectKey>>,
     }
 
@@ -778,14 +787,20 @@ mod tests {
         }
         fn fetch<'a>(
             &'a self,
-            _: &'a ObjectKey,
+            key: &'a ObjectKey,
             _: &'a Membership,
         ) -> BoxFuture<'a, Result<Option<Placed>, kube::Error>> {
-            async { Ok(None) }.boxed()
+            async move {
+                tokio::time::sleep(self.took).await;
+                let mut now = object(&key.name, None);
+                now.resource_version = "2".to_owned();
+                Ok(Some(now))
+            }
+            .boxed()
         }
         fn patch<'a>(
             &'a self,
-            _: &'a ObjectKey,
+            key: &'a ObjectKey,
             patch: serde_json::Value,
         ) -> BoxFuture<'a, Result<(), kube::Error>> {
             async move {
@@ -797,6 +812,14 @@ mod tests {
                 };
                 self.patched.lock().unwrap().push((Instant::now(), what));
                 tokio::time::sleep(self.took).await;
+                if self.conflicts && self.refused.lock().unwrap().insert(key.clone()) {
+                    let status = kube::core::Status {
+                        code: 409,
+                        reason: "Conflict".to_owned(),
+                        ..kube::core::Status::default()
+                    };
+                    return Err(kube::Error::Api(status.boxed()));
+                }
                 Ok(())
             }
             .boxed()
@@ -834,8 +857,7 @@ mod tests {
         let sharder = sharder();
         let kind = Slow {
             took: Duration::from_millis(300),
-            patched: Mutex::default(),
-            touched: Mutex::default(),
+            ..Slow::default()
         };
         // `b` joined: about half of `a`'s 200 objects are to be drained; 20 new objects have
         // no owner yet, listed last.
@@ -885,8 +907,7 @@ mod tests {
         let sharder = sharder();
         let kind = Slow {
             took: Duration::from_millis(1500),
-            patched: Mutex::default(),
-            touched: Mutex::default(),
+            ..Slow::default()
         };
         let live: HashSet<String> = ["a".to_owned()].into();
         let ring = Ring::new(live.iter().cloned());
@@ -908,5 +929,46 @@ mod tests {
             kind.touched.into_inner().unwrap().len(),
             40 - CONCURRENT_PATCHES
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_should_be_retried_within_the_window_and_left_to_the_next_pass_after_it() {
+        let sharder = sharder();
+        let live: HashSet<String> = ["a".to_owned()].into();
+        let ring = Ring::new(live.iter().cloned());
+        let placed: Vec<Placed> = (0..40).map(|i| object(&format!("o{i}"), None)).collect();
+        let window = sharder.retry_period;
+        // Refused at 0.3 s, read again by 0.6 s: patched again within the window, done at 0.9 s;
+        // the next 16 start then, and are refused at 1.2 s, after the window: left.
+        let quick = Slow {
+            took: Duration::from_millis(300),
+            conflicts: true,
+            ..Slow::default()
+        };
+        let mut moves = KindMoves::default();
+        let left = sharder
+            .place(&quick, &placed, true, (&ring, &live), &mut moves, window)
+            .await;
+        assert!(left);
+        assert_eq!(quick.patched.into_inner().unwrap().len(), 16 + 16 + 16);
+        assert_eq!(moves.pending.len(), 16);
+        assert_eq!(quick.touched.into_inner().unwrap().len(), 40 - 16);
+        // Refused at 0.6 s, read again by 1.2 s — after the window: left for the next pass,
+        // which plans it from the object as the informer has it then.
+        let slow = Slow {
+            took: Duration::from_millis(600),
+            conflicts: true,
+            ..Slow::default()
+        };
+        let mut moves = KindMoves::default();
+        let started = Instant::now();
+        let left = sharder
+            .place(&slow, &placed, true, (&ring, &live), &mut moves, window)
+            .await;
+        assert!(left);
+        assert_eq!(slow.patched.into_inner().unwrap().len(), CONCURRENT_PATCHES);
+        assert!(moves.pending.is_empty());
+        assert_eq!(slow.touched.into_inner().unwrap().len(), 40);
+        assert!(started.elapsed() <= Duration::from_millis(1200));
     }
 }
