@@ -6,9 +6,11 @@
 //!
 //! What the sharding tests read from its output (one line each, wall-clock µs since the epoch):
 //! `start <namespace>/<name> <µs>` and `end <namespace>/<name> <µs>` around every reconcile (an
-//! audit: no object may be reconciled by two replicas at once), and `owned <n>` twice a second:
-//! the objects its shard's informer holds. `SHARD_RECONCILE_MS` makes every reconcile take that
-//! long (default 5), so overlaps would show; `SHARD_WORKERS` sets the concurrency (default 4).
+//! audit: no object may be reconciled by two replicas at once), `owned <n>` twice a second: the
+//! objects its shard's informer holds, and after each `late <µs>`: how much later than asked its
+//! half-second sleep woke (how starved its runtime is; the tests' bounds add it).
+//! `SHARD_RECONCILE_MS` makes every reconcile take that long (default 5), so overlaps would show;
+//! `SHARD_WORKERS` sets the concurrency (default 4).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,7 +143,12 @@ async fn main() {
             loop {
                 let owned: usize = membership.owned().iter().map(|(_, n)| n).sum();
                 println!("owned {owned}");
+                let before = std::time::Instant::now();
                 tokio::time::sleep(Duration::from_millis(500)).await;
+                println!(
+                    "late {}",
+                    before.elapsed().as_micros().saturating_sub(500_000)
+                );
             }
         });
     }

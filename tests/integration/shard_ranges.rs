@@ -16,10 +16,11 @@ use kubeforge::shard::ranges::{ASSIGNMENT_ANNOTATION, Assignment, fnv1a64, slot_
 use kubeforge::testing::{ControlPlane, TestNamespace};
 
 use crate::sharding::{
-    GROUP, LEASE, Replica, assert_no_overlap, create_objects, logs_dir, members_up, operator_rules,
-    update_objects,
+    GROUP, LEASE, Pace, RETRY, Replica, assert_no_overlap, create_objects, logs_dir, members_up,
+    now_us, operator_rules, renewals_of, renewed_us, sharder, update_objects,
 };
-use crate::support::{configmap, eventually, rbac};
+use crate::support::load::progressing;
+use crate::support::{configmap, rbac};
 
 /// The plane with the gate on, shared by this module's tests (stopped when the test process
 /// exits).
@@ -73,52 +74,90 @@ fn annotation<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
-/// `None` until the assignment is settled on `members` and every object carries `value`,
-/// stamped by the member serving its range; then the objects per member.
+/// The objects done (`<name>=<member>`: carrying `value`, stamped by the member of `members`
+/// serving its range), and once the assignment is settled on `members` and every one of the
+/// `count` objects is done, the objects per member.
 async fn converged(
     api: &Api<ConfigMap>,
     leases: &Api<Lease>,
     count: usize,
     value: &str,
     members: &[&str],
-) -> Option<HashMap<String, usize>> {
-    let assignment = settled(leases).await?;
+) -> (Vec<String>, Option<HashMap<String, usize>>) {
+    let Some(assignment) = settled(leases).await else {
+        return (Vec::new(), None);
+    };
     let objects = api
         .list(&ListParams::default().labels("shard-test=true"))
         .await
-        .ok()?
-        .items;
-    if objects.len() != count {
-        return None;
-    }
+        .map(|list| list.items)
+        .unwrap_or_default();
+    let mut done = Vec::new();
     let mut per_member: HashMap<String, usize> = HashMap::new();
     for cm in &objects {
-        let owner = server(&assignment, cm)?;
-        let done = members.contains(&owner)
+        let Some(owner) = server(&assignment, cm) else {
+            continue;
+        };
+        if members.contains(&owner)
             && annotation(cm, "shard/by") == Some(owner)
-            && annotation(cm, "shard/value") == Some(value);
-        if !done {
-            return None;
+            && annotation(cm, "shard/value") == Some(value)
+        {
+            done.push(format!(
+                "{}={owner}",
+                cm.metadata.name.as_deref().unwrap_or("")
+            ));
+            *per_member.entry(owner.to_owned()).or_default() += 1;
         }
-        *per_member.entry(owner.to_owned()).or_default() += 1;
     }
-    Some(per_member)
+    let all = objects.len() == count && done.len() == count;
+    (done, all.then_some(per_member))
 }
 
 /// Each replica's cache holds exactly the objects of its ranges (the apiserver filtered them).
-async fn caches_hold_their_shares(replicas: &[&Replica], per_member: &HashMap<String, usize>) {
-    eventually(
-        "the caches to hold the shares",
-        Duration::from_secs(30),
-        async || {
-            tokio::time::sleep(Duration::from_millis(600)).await;
-            replicas
-                .iter()
-                .all(|r| r.owned() == Some(per_member.get(&r.name).copied().unwrap_or(0)))
-                .then_some(())
-        },
-    )
+async fn caches_hold_their_shares(
+    replicas: &[&Replica],
+    per_member: &HashMap<String, usize>,
+    stall: impl FnMut() -> Duration,
+) {
+    progressing("the caches to hold the shares", stall, async || {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let holding: Vec<String> = replicas
+            .iter()
+            .filter(|r| r.owned() == Some(per_member.get(&r.name).copied().unwrap_or(0)))
+            .map(|r| r.name.clone())
+            .collect();
+        let all = holding.len() == replicas.len();
+        (holding, all.then_some(()))
+    })
     .await;
+}
+
+/// The members the group's assignment gives a slot to (settled or not).
+async fn serving(leases: &Api<Lease>) -> Vec<String> {
+    let Ok(Some(lease)) = leases.get_opt(&format!("{GROUP}-ranges")).await else {
+        return Vec::new();
+    };
+    let text = lease
+        .metadata
+        .annotations
+        .and_then(|mut a| a.remove(ASSIGNMENT_ANNOTATION))
+        .unwrap_or_default();
+    let Ok(assignment) = serde_json::from_str::<Assignment>(&text) else {
+        return Vec::new();
+    };
+    let mut members: Vec<String> = assignment
+        .slots
+        .iter()
+        .filter_map(|slot| slot.server().map(str::to_owned))
+        .collect();
+    members.sort();
+    members.dedup();
+    members
+}
+
+/// `d` since `since_us` (µs since the epoch), until `at_us`.
+fn between(since_us: u128, at_us: u128) -> Duration {
+    Duration::from_micros(u64::try_from(at_us.saturating_sub(since_us)).unwrap())
 }
 
 /// No object carries a shard label: moving it never wrote it.
@@ -175,16 +214,19 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
         kubeconfigs.insert(name, path);
     }
     let start = |name: &str| Replica::start(&kubeconfigs[name], ns, name, &logs, &env);
+    let pace = Pace::new(client.clone(), ns, [LEASE, RETRY], Duration::from_secs(2));
     let mut replicas = vec![start("r0"), start("r1")];
-    members_up(&leases, &["r0", "r1"]).await;
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let stall = || pace.stall(&refs);
+    members_up(&leases, &["r0", "r1"], stall).await;
     create_objects(&api, COUNT, "v1").await;
-    let two = eventually("converged on 2", Duration::from_secs(120), async || {
+    let two = progressing("converged on 2", stall, async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&api, &leases, COUNT, "v1", &["r0", "r1"]).await
     })
     .await;
-    let refs: Vec<&Replica> = replicas.iter().collect();
-    caches_hold_their_shares(&refs, &two).await;
+    caches_hold_their_shares(&refs, &two, stall).await;
+    drop(refs);
 
     // A third replica joins while every object keeps changing.
     let churn = tokio_util::sync::CancellationToken::new();
@@ -202,29 +244,34 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
     };
     let joined = Instant::now();
     replicas.push(start("r2"));
-    eventually(
-        "r2 to serve a third of the ranges",
-        Duration::from_secs(60),
-        async || {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            let assignment = settled(&leases).await?;
-            (assignment.served_by("r2").len() >= 21).then_some(())
-        },
-    )
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let stall = || pace.stall(&refs);
+    progressing("r2 to serve a third of the ranges", stall, async || {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let Some(assignment) = settled(&leases).await else {
+            return (Vec::new(), None);
+        };
+        let slots: Vec<String> = assignment
+            .served_by("r2")
+            .iter()
+            .map(|slot| slot.to_string())
+            .collect();
+        let third = slots.len() >= 21;
+        (slots, third.then_some(()))
+    })
     .await;
     let assigned_in = joined.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     churn.cancel();
     let rounds = churning.await.unwrap();
     update_objects(&api, COUNT, "v3").await;
-    let three = eventually("converged on 3", Duration::from_secs(60), async || {
+    let three = progressing("converged on 3", stall, async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&api, &leases, COUNT, "v3", &["r0", "r1", "r2"]).await
     })
     .await;
     let join_took = joined.elapsed();
-    let refs: Vec<&Replica> = replicas.iter().collect();
-    caches_hold_their_shares(&refs, &three).await;
+    caches_hold_their_shares(&refs, &three, stall).await;
     for name in ["r0", "r1", "r2"] {
         let n = three.get(name).copied().unwrap_or(0);
         assert!(n >= COUNT / 6, "{name} serves {n} of {COUNT}: {three:?}");
@@ -232,16 +279,7 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
 
     // kill -9 a replica that is not the sharder, and change every object at once: its ranges
     // go to the others a lease duration after its last renewal.
-    let sharder = eventually("a sharder", Duration::from_secs(30), async || {
-        leases
-            .get_opt(&format!("{GROUP}-sharder"))
-            .await
-            .ok()??
-            .spec?
-            .holder_identity
-            .filter(|h| !h.is_empty())
-    })
-    .await;
+    let sharder = sharder(&leases, stall).await;
     let victim = ["r1", "r2", "r0"]
         .into_iter()
         .find(|n| *n != sharder)
@@ -250,25 +288,42 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
         .into_iter()
         .filter(|n| *n != victim)
         .collect();
+    drop(refs);
     let killed = Instant::now();
     replicas
         .iter_mut()
         .find(|r| r.name == victim)
         .unwrap()
         .kill();
+    let renewed = renewed_us(&leases, &format!("{GROUP}-member-{victim}")).await;
     update_objects(&api, COUNT, "v4").await;
-    let after = eventually(
-        "converged without the killed one",
-        LEASE + Duration::from_secs(30),
-        async || {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            converged(&api, &leases, COUNT, "v4", &rest).await
-        },
-    )
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let stall = || pace.stall(&refs);
+    let mut moved_at = None;
+    let after = progressing("converged without the killed one", stall, async || {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if moved_at.is_none() && !serving(&leases).await.iter().any(|m| m == victim) {
+            moved_at = Some(now_us());
+        }
+        converged(&api, &leases, COUNT, "v4", &rest).await
+    })
     .await;
     let moved_in = killed.elapsed();
-    let refs: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
-    caches_hold_their_shares(&refs, &after).await;
+    // Its ranges move a lease duration after its last renewal was first seen, never before,
+    // and within a retry period of that plus the steps between.
+    let moved = between(renewed, moved_at.unwrap());
+    let latest = pace.first_move(&refs);
+    assert!(
+        moved >= LEASE,
+        "{victim}'s ranges moved {moved:?} after its last renewal, before its Lease (lease {LEASE:?}) expired"
+    );
+    assert!(
+        moved <= latest,
+        "{victim}'s ranges moved {moved:?} after its last renewal, later than {latest:?} (lease {LEASE:?}, retry {RETRY:?}; {})",
+        pace.delays.describe()
+    );
+    let living: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
+    caches_hold_their_shares(&living, &after, stall).await;
 
     // A clean shutdown of the other one that is not the sharder: it releases its Lease after
     // its last reconcile, so its ranges move at once — not a lease duration later.
@@ -284,41 +339,53 @@ async fn hash_ranges_should_split_follow_a_join_and_a_kill_without_writing_any_o
         .find(|r| r.name == leaving)
         .unwrap()
         .signal("-TERM");
-    eventually(
-        "the stopped member's ranges to move",
-        LEASE * 2,
-        async || {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let assignment = settled(&leases).await?;
-            (assignment.served_by(last[0]).len() == kubeforge::shard::ranges::SLOTS).then_some(())
-        },
-    )
+    // It finishes its reconciles, then releases its Lease; its ranges move from then on, at
+    // once: before the Lease could have expired (a lease duration after the release).
+    let (mut released_at, leaving_lease) = (None, format!("{GROUP}-member-{leaving}"));
+    let moved_at = progressing("the stopped member's ranges to move", stall, async || {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if released_at.is_none() {
+            let holder = leases
+                .get_opt(&leaving_lease)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity)
+                .filter(|h| !h.is_empty());
+            if holder.is_none() {
+                released_at = Some(now_us());
+            }
+        }
+        let all = settled(&leases)
+            .await
+            .is_some_and(|a| a.served_by(last[0]).len() == kubeforge::shard::ranges::SLOTS);
+        (None, all.then(now_us))
+    })
     .await;
     let released_in = stopped.elapsed();
+    let released_at = released_at.expect("the stopped member released its Lease");
+    let after_release = between(released_at, moved_at);
     update_objects(&api, COUNT, "v5").await;
-    let one = eventually("converged on 1", Duration::from_secs(60), async || {
+    let one = progressing("converged on 1", stall, async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&api, &leases, COUNT, "v5", &last).await
     })
     .await;
 
     unlabelled(&api).await;
-    let refs: Vec<&Replica> = replicas.iter().collect();
     let (audited, handed) = assert_no_overlap(&refs);
     println!(
-        "hash ranges: on 2 {two:?}; r2 joined, was assigned its ranges in {assigned_in:?} and converged in {join_took:?} ({rounds} rounds of changes meanwhile): {three:?}; {victim} killed, its ranges moved and converged in {moved_in:?}: {after:?}; {leaving} stopped, its ranges moved in {released_in:?}: {one:?}; {audited} reconciles audited, {handed} objects handed over, 0 objects written to move them"
+        "hash ranges: on 2 {two:?}; r2 joined, was assigned its ranges in {assigned_in:?} and converged in {join_took:?} ({rounds} rounds of changes meanwhile): {three:?}; {victim} killed, its ranges moved {moved:?} after its last renewal (at most {latest:?}), moved and converged {moved_in:?} after the kill: {after:?}; {leaving} stopped, its ranges moved {released_in:?} after the signal, {after_release:?} after its release: {one:?}; {audited} reconciles audited, {handed} objects handed over, 0 objects written to move them; {}; {}",
+        pace.delays.describe(),
+        renewals_of(&refs)
     );
     assert!(
-        released_in < LEASE,
-        "a released member's ranges moved in {released_in:?}, not at once (lease {LEASE:?})"
+        after_release < LEASE,
+        "a released member's ranges moved {after_release:?} after the release, not at once (lease {LEASE:?})"
     );
     assert!(
         handed >= COUNT / 6,
         "objects moved between replicas: {handed}"
-    );
-    assert!(
-        moved_in <= LEASE + Duration::from_secs(20),
-        "{victim}'s ranges took {moved_in:?} to move and converge (lease {LEASE:?})"
     );
 }
 
@@ -341,21 +408,29 @@ async fn without_the_gate_the_default_mode_should_use_labels_and_mode_ranges_sho
     let plane = ControlPlane::shared().unwrap();
     // The operator in the default mode: labels, and it says so.
     let replica = Replica::start(plane.kubeconfig_path(), ns.name(), "solo", &logs, &[]);
+    let pace = Pace::new(
+        ns.client(),
+        ns.name(),
+        [LEASE, RETRY],
+        Duration::from_millis(5),
+    );
     let mut cm = configmap("obj-0", &[("value", "v")]);
     cm.metadata.labels = Some([("shard-test".to_owned(), "true".to_owned())].into());
     ns.api::<ConfigMap>()
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
-    eventually(
+    progressing(
         "the object labelled for its member",
-        Duration::from_secs(60),
+        || pace.stall(&[&replica]),
         async || {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            let cm = ns.api::<ConfigMap>().get("obj-0").await.ok()?;
-            (crate::sharding::owner(&cm) == Some("solo")
-                && annotation(&cm, "shard/by") == Some("solo"))
-            .then_some(())
+            let cm = ns.api::<ConfigMap>().get("obj-0").await.ok();
+            let done = cm.is_some_and(|cm| {
+                crate::sharding::owner(&cm) == Some("solo")
+                    && annotation(&cm, "shard/by") == Some("solo")
+            });
+            (None, done.then_some(()))
         },
     )
     .await;
@@ -417,24 +492,29 @@ async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_lab
         &logs,
         &[("SHARD_MODE", "labels")],
     );
-    members_up(&leases, &["old"]).await;
+    let pace = Pace::new(client.clone(), ns, [LEASE, RETRY], Duration::from_millis(5));
+    members_up(&leases, &["old"], || pace.stall(&[&old])).await;
     create_objects(&api, COUNT, "v1").await;
-    eventually(
+    progressing(
         "the old member to serve everything",
-        Duration::from_secs(60),
+        || pace.stall(&[&old]),
         async || {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let items = api
                 .list(&ListParams::default().labels("shard-test=true"))
                 .await
-                .ok()?
-                .items;
-            (items.len() == COUNT
-                && items.iter().all(|cm| {
+                .map(|list| list.items)
+                .unwrap_or_default();
+            let served: Vec<String> = items
+                .iter()
+                .filter(|cm| {
                     crate::sharding::owner(cm) == Some("old")
                         && annotation(cm, "shard/value") == Some("v1")
-                }))
-            .then_some(())
+                })
+                .filter_map(|cm| cm.metadata.name.clone())
+                .collect();
+            let all = items.len() == COUNT && served.len() == COUNT;
+            (served, all.then_some(()))
         },
     )
     .await;
@@ -447,7 +527,7 @@ async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_lab
         &logs,
         &[("SHARD_MODE", "ranges")],
     );
-    members_up(&leases, &["old", "new"]).await;
+    members_up(&leases, &["old", "new"], || pace.stall(&[&old, &new])).await;
     update_objects(&api, COUNT, "v2").await;
     tokio::time::sleep(LEASE).await;
     let log = std::fs::read_to_string(&new.log).unwrap();
@@ -463,9 +543,9 @@ async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_lab
     old.signal("-TERM");
     let stopped = Instant::now();
     update_objects(&api, COUNT, "v3").await;
-    let all = eventually(
+    let all = progressing(
         "the new member to serve everything",
-        Duration::from_secs(60),
+        || pace.stall(&[&old, &new]),
         async || {
             tokio::time::sleep(Duration::from_millis(300)).await;
             converged(&api, &leases, COUNT, "v3", &["new"]).await
@@ -483,12 +563,13 @@ async fn a_group_moving_from_labels_to_ranges_should_assign_no_range_while_a_lab
         &logs,
         &[("SHARD_MODE", "labels")],
     );
-    members_up(&leases, &["new", "back"]).await;
+    let stall = || pace.stall(&[&old, &new, &back]);
+    members_up(&leases, &["new", "back"], stall).await;
     tokio::time::sleep(LEASE).await;
     update_objects(&api, COUNT, "v4").await;
-    eventually(
+    progressing(
         "the new member to serve everything still",
-        Duration::from_secs(60),
+        stall,
         async || {
             tokio::time::sleep(Duration::from_millis(300)).await;
             converged(&api, &leases, COUNT, "v4", &["new"]).await
@@ -518,31 +599,39 @@ async fn ranges_moving_away_from_a_killed_sharder_should_go_to_its_successor() {
         ("SHARD_WORKERS", "128"),
     ];
     let start = |name: &str| Replica::start(plane.kubeconfig_path(), ns, name, &logs, &env);
+    let pace = Pace::new(client.clone(), ns, [LEASE, RETRY], Duration::from_secs(3));
     let mut first = start("s0");
-    members_up(&leases, &["s0"]).await;
+    members_up(&leases, &["s0"], || pace.stall(&[&first])).await;
     create_objects(&api, COUNT, "v1").await;
-    eventually("converged on s0", Duration::from_secs(90), async || {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        converged(&api, &leases, COUNT, "v1", &["s0"]).await
-    })
+    progressing(
+        "converged on s0",
+        || pace.stall(&[&first]),
+        async || {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            converged(&api, &leases, COUNT, "v1", &["s0"]).await
+        },
+    )
     .await;
     // Every object changes (s0 reconciles them all, 3 s each), and s1 joins: half the ranges
     // start moving from s0, the sharder, which waits for its reconciles in them.
     update_objects(&api, COUNT, "v2").await;
     let second = start("s1");
-    eventually(
+    progressing(
         "ranges moving from s0",
-        Duration::from_secs(30),
+        || pace.stall(&[&first, &second]),
         async || {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let lease = leases.get_opt(&format!("{GROUP}-ranges")).await.ok()??;
-            let text = lease.metadata.annotations?.remove(ASSIGNMENT_ANNOTATION)?;
-            let assignment: Assignment = serde_json::from_str(&text).ok()?;
-            assignment
-                .slots
-                .iter()
-                .any(|slot| matches!(slot, kubeforge::shard::ranges::Slot::Moving { .. }))
-                .then_some(())
+            let moving = async {
+                let lease = leases.get_opt(&format!("{GROUP}-ranges")).await.ok()??;
+                let text = lease.metadata.annotations?.remove(ASSIGNMENT_ANNOTATION)?;
+                let assignment: Assignment = serde_json::from_str(&text).ok()?;
+                assignment
+                    .slots
+                    .iter()
+                    .any(|slot| matches!(slot, kubeforge::shard::ranges::Slot::Moving { .. }))
+                    .then_some(())
+            };
+            (None, moving.await)
         },
     )
     .await;
@@ -550,10 +639,11 @@ async fn ranges_moving_away_from_a_killed_sharder_should_go_to_its_successor() {
     first.kill();
     update_objects(&api, COUNT, "v3").await;
     // s1 takes the sharder Lease after its duration, counts s0 live for another before it
-    // declares it gone: then every range is its own, the moves from s0 included.
-    let all = eventually(
+    // declares it gone: then every range is its own, the moves from s0 included. The work
+    // may pause for that extra lease duration.
+    let all = progressing(
         "converged on s1",
-        LEASE * 2 + Duration::from_secs(60),
+        || pace.stall(&[&first, &second]) + LEASE,
         async || {
             tokio::time::sleep(Duration::from_millis(300)).await;
             converged(&api, &leases, COUNT, "v3", &["s1"]).await
@@ -563,6 +653,7 @@ async fn ranges_moving_away_from_a_killed_sharder_should_go_to_its_successor() {
     let took = killed.elapsed();
     let (audited, handed) = assert_no_overlap(&[&first, &second]);
     println!(
-        "sharder killed mid-move: {all:?} {took:?} after the kill; {audited} reconciles audited, {handed} objects handed over"
+        "sharder killed mid-move: {all:?} {took:?} after the kill; {audited} reconciles audited, {handed} objects handed over; {}",
+        pace.delays.describe()
     );
 }

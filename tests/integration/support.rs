@@ -1,6 +1,7 @@
 //! Small helpers and fixtures shared by the integration tests.
 
 pub mod jaeger;
+pub mod load;
 pub mod logs;
 pub mod process;
 pub mod rbac;

@@ -203,6 +203,10 @@ pub struct LeaderElector {
     /// acknowledgements), and the wake-up of a renewal that carries a change at once.
     annotations: Mutex<std::collections::BTreeMap<String, String>>,
     renew_soon: tokio::sync::Notify,
+    /// The Lease as our last successful acquire or renew wrote it (the apiserver's answer,
+    /// with its `resourceVersion`): while we lead, the next renewal writes over it at once,
+    /// one request instead of a read and a write (client-go's optimistic renewal).
+    written: Mutex<Option<Lease>>,
 }
 
 impl std::fmt::Debug for LeaderElector {
@@ -238,6 +242,7 @@ impl LeaderElector {
             renewed_at: Mutex::new(None),
             annotations: Mutex::default(),
             renew_soon: tokio::sync::Notify::new(),
+            written: Mutex::new(None),
         })
     }
 
@@ -468,7 +473,10 @@ impl LeaderElector {
     /// [`Self::try_acquire_or_renew`] within `timeout`; `true` if we hold the Lease afterwards.
     /// A timeout or a transport failure opens a fresh connection for the next attempt.
     async fn attempt(&self, timeout: Duration) -> bool {
+        let started = Instant::now();
         let outcome = tokio::time::timeout(timeout, self.try_acquire_or_renew()).await;
+        let held = matches!(outcome, Ok(Ok(true)));
+        tracing::debug!(lease = %self.config.lease_name, took = ?started.elapsed(), held, "lease renewal attempted");
         self.attempted(outcome, timeout)
     }
 
@@ -497,6 +505,11 @@ impl LeaderElector {
 
     /// One attempt to take or keep the Lease; `true` if we hold it afterwards. On success the
     /// attempt's start (before its first request) becomes the last renewal.
+    ///
+    /// While we lead, a renewal first writes over the Lease as we last wrote it, guarded by its
+    /// `resourceVersion`: one request, where reading the Lease first takes two — on a loaded
+    /// apiserver each costs as much as the whole renewal should. Refused (someone else wrote
+    /// the Lease since), it falls back to reading the Lease and deciding from what it holds.
     async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let started = Instant::now();
         let api = self.api();
@@ -505,6 +518,29 @@ impl LeaderElector {
         let duration_secs = i32::try_from(self.config.lease_duration.as_secs())
             .unwrap_or(i32::MAX)
             .max(1);
+        let written = self.is_leader().then(|| self.written()).flatten();
+        if let Some(mut lease) = written {
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.renew_time = Some(now.clone());
+            spec.lease_duration_seconds = Some(duration_secs);
+            self.stamp(&mut lease);
+            match api
+                .replace(&self.config.lease_name, &PostParams::default(), &lease)
+                .await
+            {
+                Ok(lease) => {
+                    self.observe(Some(me.clone()), Some(now));
+                    self.renewed(started);
+                    self.wrote(Some(lease));
+                    return Ok(true);
+                }
+                // Written by someone else since (or gone): read it and decide.
+                Err(kube::Error::Api(status)) if matches!(status.code, 404 | 409) => {
+                    self.wrote(None);
+                }
+                Err(error) => return Err(error),
+            }
+        }
         let lease = api.get_opt(&self.config.lease_name).await?;
         let Some(mut lease) = lease else {
             let lease = Lease {
@@ -524,9 +560,10 @@ impl LeaderElector {
                     ..LeaseSpec::default()
                 }),
             };
-            api.create(&PostParams::default(), &lease).await?;
+            let created = api.create(&PostParams::default(), &lease).await?;
             self.observe(Some(me.clone()), Some(now));
             self.renewed(started);
+            self.wrote(Some(created));
             return Ok(true);
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -543,6 +580,7 @@ impl LeaderElector {
                 .map_or(self.config.lease_duration, Duration::from_secs);
             if observed_at.elapsed() < valid_for {
                 tracing::trace!(holder = %other, "lease held by another candidate");
+                self.wrote(None);
                 return Ok(false);
             }
         }
@@ -555,6 +593,19 @@ impl LeaderElector {
             new_spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
         }
         lease.spec = Some(new_spec);
+        self.stamp(&mut lease);
+        // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
+        let replaced = api
+            .replace(&self.config.lease_name, &PostParams::default(), &lease)
+            .await?;
+        self.observe(Some(me.clone()), Some(now));
+        self.renewed(started);
+        self.wrote(Some(replaced));
+        Ok(true)
+    }
+
+    /// Adds the labels and annotations the Lease carries to `lease`, about to be written.
+    fn stamp(&self, lease: &mut Lease) {
         if !self.config.labels.is_empty() {
             let labels = lease.metadata.labels.get_or_insert_with(Default::default);
             labels.extend(self.config.labels.clone());
@@ -567,12 +618,18 @@ impl LeaderElector {
                 .get_or_insert_with(Default::default)
                 .extend(annotations);
         }
-        // `replace` carries the resourceVersion we read: if someone else wrote since, we lose.
-        api.replace(&self.config.lease_name, &PostParams::default(), &lease)
-            .await?;
-        self.observe(Some(me.clone()), Some(now));
-        self.renewed(started);
-        Ok(true)
+    }
+
+    /// The Lease as we last wrote it, if we wrote it last.
+    fn written(&self) -> Option<Lease> {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn wrote(&self, lease: Option<Lease>) {
+        *self.written.lock().unwrap_or_else(|e| e.into_inner()) = lease;
     }
 
     /// Records the Lease state; returns when it was first observed in this state.
@@ -650,6 +707,7 @@ impl LeaderElector {
         spec.holder_identity = None;
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(Timestamp::now()));
+        self.wrote(None);
         api.replace(&self.config.lease_name, &PostParams::default(), &lease)
             .await?;
         Ok(true)
@@ -662,33 +720,4 @@ fn jittered(period: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn config_should_reject_unsafe_timings() {
-        let base = LeaderElectionConfig::new("l", "ns");
-        assert!(base.validate().is_ok(), "controller-runtime's defaults");
-        let s = Duration::from_secs;
-        assert!(base.clone().timings(s(10), s(10), s(2)).validate().is_err());
-        assert!(base.clone().timings(s(15), s(2), s(2)).validate().is_err());
-        assert!(
-            base.clone()
-                .timings(s(15), s(10), Duration::ZERO)
-                .validate()
-                .is_err()
-        );
-        assert!(base.identity("").validate().is_err());
-    }
-
-    #[test]
-    fn jitter_should_stay_within_twenty_percent() {
-        for _ in 0..100 {
-            let d = jittered(Duration::from_secs(2));
-            assert!(
-                d >= Duration::from_secs(2) && d <= Duration::from_millis(2400),
-                "{d:?}"
-            );
-        }
-    }
-}
+mod tests;

@@ -86,6 +86,7 @@ impl Manager {
             lease_duration: config.lease.lease_duration,
             retry_period: config.lease.retry_period,
             metrics: Arc::new(ShardMetrics::new(&config.group)),
+            observed: std::sync::Mutex::default(),
         };
         self.runnables.push(Arc::new(Arc::new(sharder)));
         let held = Arc::clone(&member);

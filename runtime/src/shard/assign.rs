@@ -21,7 +21,7 @@ use crate::BoxError;
 use crate::leader::LeaderElector;
 use crate::runner::Runnable;
 
-use super::members::{Listing, LiveMembers};
+use super::members::Listing;
 use super::membership::{MEMBER_OF_LABEL, Membership, Mode};
 use super::ranges::{
     ACKED_ANNOTATION, ASSIGNMENT_ANNOTATION, Acked, Assignment, MODE_ANNOTATION, RangeKey,
@@ -137,7 +137,7 @@ impl Sharder {
         let records: Api<Lease> = Api::namespaced(writer.clone(), &self.lease_namespace);
         let name = ranges_lease(&group);
         let selector = format!("{MEMBER_OF_LABEL}={group}");
-        let mut members = LiveMembers::default();
+        let mut members = self.observed();
         let mut held_off = BTreeSet::new();
         // Members started together: let their Leases appear before the first assignment.
         tokio::select! {
@@ -154,6 +154,7 @@ impl Sharder {
                         received: Instant::now(),
                     };
                     members.observe(&list.items, listing, self.lease_duration);
+                    self.remember(&members);
                     self.forget_departed(&members, &writer).await;
                     let live: BTreeSet<String> = members.live().into_iter().collect();
                     self.metrics.set_live(live.len());

@@ -46,7 +46,7 @@ pub(crate) struct Listing {
 }
 
 /// The members' Leases as observed (see the [module docs](self)).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct LiveMembers {
     seen: HashMap<String, Seen>,
 }
@@ -240,5 +240,36 @@ mod tests {
         );
         assert_eq!(members.live(), HashSet::from(["a".to_owned()]));
         assert_eq!(members.next_expiry(), Some(start + s(18)));
+    }
+
+    #[test]
+    fn observations_kept_across_a_gap_should_still_count_a_member_gone() {
+        // What a sharder saw in its last term carries over to its next one (kept by the
+        // replica, `Sharder::observed`): listings stopped while it did not hold its Lease.
+        let start = Instant::now();
+        let s = Duration::from_secs;
+        let mut kept = LiveMembers::default();
+        kept.observe(
+            &[lease("a", Some("a"), 1), lease("b", Some("b"), 1)],
+            listing(start, s(0)),
+            s(6),
+        );
+        let mut members = kept.clone();
+        // Twenty seconds later, in its next term: `a` renewed meanwhile (fresh from now), `b`
+        // did not (gone at once, not a lease duration from now as for a new observer).
+        members.observe(
+            &[lease("a", Some("a"), 19), lease("b", Some("b"), 1)],
+            listing(start + s(20), s(1)),
+            s(6),
+        );
+        assert_eq!(members.live(), HashSet::from(["a".to_owned()]));
+        assert_eq!(members.next_expiry(), Some(start + s(27)));
+        let mut fresh = LiveMembers::default();
+        fresh.observe(
+            &[lease("a", Some("a"), 19), lease("b", Some("b"), 1)],
+            listing(start + s(20), s(1)),
+            s(6),
+        );
+        assert_eq!(fresh.live().len(), 2, "a new observer counts both live");
     }
 }

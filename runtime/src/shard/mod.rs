@@ -59,13 +59,18 @@
 //! sharder's informer saw it — usually not its labels) is planned again at once from the object
 //! as the apiserver has it, so objects that keep changing do not wait for a later pass; the
 //! owner's drain acknowledgement does the same. Passes follow the objects' events, spaced by
-//! their cost but never more than a retry period apart.
+//! their cost but never more than a retry period apart. Assignments are made first (an object
+//! without a live owner is reconciled by nobody), drains last, and a pass starts moves for a
+//! retry period (four round trips of the apiserver when it answers slower than that): the rest
+//! are planned again by a pass at once, from fresher objects, so the drains the owners
+//! acknowledged meanwhile are assigned without waiting for a long pass to end.
 
 //!
 //! **Failure cases.** A replica killed (`kill -9`): its Lease stops changing; a lease duration
 //! after its last renewal was seen (at most a retry period after the renewal: the sharder lists
 //! the Leases that often, and again the moment a Lease can have expired) the sharder assigns
-//! all its objects to the others in one pass, however much they change meanwhile — the bound is
+//! all its objects to the others, in passes that follow each other at once, however much they
+//! change meanwhile — the bound is
 //! a lease duration plus a retry period after the last renewal, plus the time the label patches
 //! take (its Lease stays behind, not live, until it is deleted). A Lease counts as unchanged
 //! only from listings *sent* after its state was first seen, so a slow response never makes a
@@ -75,7 +80,10 @@
 //! the Lease after the replica's last reconcile, and its objects move at once. The sharder killed
 //! or frozen: another replica takes the sharder Lease after its duration; it starts by counting
 //! every member as live for a whole lease duration, so it never moves objects away from a member
-//! it has not watched long enough. The apiserver unreachable: no Lease can be listed, and a pass
+//! it has not watched long enough. A replica that loses the sharder Lease (its renewals came
+//! late on a starved machine) and takes it back keeps what it observed before: a member it saw
+//! gone stays gone (the observed-time rule holds across the gap) instead of being given objects
+//! for another lease duration. The apiserver unreachable: no Lease can be listed, and a pass
 //! without a fresh list declares nobody gone. Objects not moving while the sharder is away is
 //! the cost: they stay with their owner, which keeps reconciling them.
 //!

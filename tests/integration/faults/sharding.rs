@@ -12,9 +12,10 @@ use kubeforge::testing::{ControlPlane, TestNamespace};
 
 use super::fencing::{passed_the_fence, path, requests_since};
 use crate::sharding::{
-    Churn, GROUP, LEASE, RETRY, Replica, converged, create_objects, logs_dir, members_up, objects,
-    operator_rules, owner, sharder,
+    Churn, GROUP, LEASE, Pace, RETRY, Replica, converged, create_objects, logs_dir, members_up,
+    now_us, objects, operator_rules, owner, renewals_of, renewed_us, sharder,
 };
+use crate::support::load::progressing;
 use crate::support::{eventually, rbac};
 
 const COUNT: usize = 60;
@@ -51,12 +52,26 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
         replicas.push(Replica::start(&kubeconfig, ns.name(), name, &logs, &env));
     }
     let user = |name: &str| format!("system:serviceaccount:{}:{name}", ns.name());
-    members_up(&ns.api(), &names).await;
+    let pace = Pace::new(
+        ns.client(),
+        ns.name(),
+        [LEASE, RETRY],
+        Duration::from_millis(500),
+    );
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let stall = || pace.stall(&refs);
+    members_up(&ns.api(), &names, stall).await;
     create_objects(&ns.api(), COUNT, "v0").await;
-    eventually("objects assigned", Duration::from_secs(60), async || {
+    progressing("objects assigned", stall, async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let all = objects(&ns).await;
-        (all.len() == COUNT && all.iter().all(|cm| owner(cm).is_some())).then_some(())
+        let assigned: Vec<String> = all
+            .iter()
+            .filter(|cm| owner(cm).is_some())
+            .filter_map(|cm| cm.metadata.name.clone())
+            .collect();
+        let every = all.len() == COUNT && assigned.len() == COUNT;
+        (assigned, every.then_some(()))
     })
     .await;
 
@@ -65,8 +80,11 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     // Freeze a member that is not the sharder, mid-work.
-    let sharder = sharder(&ns).await;
+    let sharder = sharder(&ns.api(), stall).await;
     let victim = names.iter().copied().find(|n| *n != sharder).unwrap();
+    // The others', from now on: the frozen one exits when it thaws.
+    let others_refs: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
+    let stall = || pace.stall(&others_refs);
     let frozen = replicas.iter().find(|r| r.name == victim).unwrap();
     let mark = std::fs::metadata(&audit).map_or(0, |m| m.len());
     frozen.signal("-STOP");
@@ -89,16 +107,18 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
         .filter(|n| **n != victim)
         .map(|n| user(n))
         .collect();
-    eventually(
+    progressing(
         "the frozen member's objects to move and be written",
-        Duration::from_secs(60),
+        stall,
         async || {
             tokio::time::sleep(Duration::from_millis(300)).await;
             let all = objects(&ns).await;
-            let moved = all
+            let moved: Vec<String> = all
                 .iter()
                 .filter(|cm| cm.metadata.name.as_ref().is_some_and(|n| lost.contains(n)))
-                .all(|cm| owner(cm).is_some_and(|o| o != victim));
+                .filter(|cm| owner(cm).is_some_and(|o| o != victim))
+                .filter_map(|cm| cm.metadata.name.clone())
+                .collect();
             let users: Vec<&str> = others.iter().map(String::as_str).collect();
             let written = requests_since(&audit, mark, &users)
                 .iter()
@@ -108,17 +128,25 @@ async fn a_thawed_member_should_not_write_to_the_objects_it_lost() {
                         .any(|n| path(&r.uri).ends_with(&format!("/{n}")))
                 })
                 .count();
-            (moved && written >= lost.len()).then_some(())
+            let done = moved.len() == lost.len() && written >= lost.len();
+            let progress = moved
+                .into_iter()
+                .chain((0..written).map(|w| format!("write {w}")));
+            (progress.collect::<Vec<_>>(), done.then_some(()))
         },
     )
     .await;
     let thaw_mark = std::fs::metadata(&audit).map_or(0, |m| m.len());
     let frozen = replicas.iter_mut().find(|r| r.name == victim).unwrap();
     frozen.signal("-CONT");
-    let status = eventually(
+    // It exits as soon as its runtime runs again: its renew loop finds the deadline passed.
+    let status = progressing(
         "the thawed member to exit",
-        Duration::from_secs(30),
-        async || frozen.child.try_wait().unwrap(),
+        || pace.stall(&[]),
+        async || {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            (None, frozen.child.try_wait().unwrap())
+        },
     )
     .await;
     assert!(
@@ -209,20 +237,30 @@ fn watch_moves(
 /// move within a lease duration after its last renewal, plus a retry period (the sharder's
 /// polling of the Leases), plus the time the moves' patches take.
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one scenario, step by step: kill a member while every object changes, time each move"
+)]
 async fn a_dead_members_objects_should_all_move_within_a_lease_while_every_object_changes() {
     const OBJECTS: usize = 600;
     let ns = TestNamespace::new().await.unwrap();
     let plane = ControlPlane::shared().unwrap();
     let logs = logs_dir(&ns);
     let names = ["d0", "d1", "d2"];
-    let env = [("RUST_LOG", "info,kubeforge::shard=debug")];
+    let env = [(
+        "RUST_LOG",
+        "info,kubeforge::leader=debug,kubeforge::leader::fence=info,kubeforge::shard=debug",
+    )];
     let mut replicas: Vec<Replica> = names
         .iter()
         .map(|n| Replica::start(plane.kubeconfig_path(), ns.name(), n, &logs, &env))
         .collect();
-    members_up(&ns.api(), &names).await;
+    let pace = Pace::new(ns.client(), ns.name(), [LEASE, RETRY], RECONCILE);
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let stall = || pace.stall(&refs);
+    members_up(&ns.api(), &names, stall).await;
     create_objects(&ns.api(), OBJECTS, "v0").await;
-    eventually("converged on 3", Duration::from_secs(120), async || {
+    progressing("converged on 3", stall, async || {
         tokio::time::sleep(Duration::from_millis(300)).await;
         converged(&ns, OBJECTS, "v0", &names).await
     })
@@ -231,7 +269,7 @@ async fn a_dead_members_objects_should_all_move_within_a_lease_while_every_objec
     // Every object keeps changing, from before the kill until every move is seen.
     let churn = Churn::start(&ns, OBJECTS, 8, Duration::from_millis(100));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let sharder = sharder(&ns).await;
+    let sharder = sharder(&ns.api(), stall).await;
     let victim = names.iter().copied().find(|n| *n != sharder).unwrap();
     let list = ns
         .api::<k8s_openapi::api::core::v1::ConfigMap>()
@@ -239,24 +277,15 @@ async fn a_dead_members_objects_should_all_move_within_a_lease_while_every_objec
         .await
         .unwrap();
     let (moves, watch) = watch_moves(&ns, list.metadata.resource_version.unwrap(), victim);
+    drop(refs);
     replicas
         .iter_mut()
         .find(|r| r.name == victim)
         .unwrap()
         .kill();
-    let killed = crate::sharding::now_us();
+    let killed = now_us();
     // Its last renewal, on its own clock (this machine's).
-    let lease = ns
-        .api::<k8s_openapi::api::coordination::v1::Lease>()
-        .get(&format!("{GROUP}-member-{victim}"))
-        .await
-        .unwrap();
-    let renewed = lease
-        .spec
-        .and_then(|s| s.renew_time)
-        .unwrap()
-        .0
-        .as_microsecond() as u128;
+    let renewed = renewed_us(&ns.api(), &format!("{GROUP}-member-{victim}")).await;
     let lost: HashSet<String> = objects(&ns)
         .await
         .iter()
@@ -268,45 +297,73 @@ async fn a_dead_members_objects_should_all_move_within_a_lease_while_every_objec
         "{victim} owned {} objects",
         lost.len()
     );
-    // Long enough for the sharder's pass over everything (every minute) to pick up stragglers,
-    // so that the test measures them rather than timing out.
-    let moved: Vec<u128> = eventually(
+    let refs: Vec<&Replica> = replicas.iter().collect();
+    let moved: Vec<u128> = progressing(
         "the dead member's objects to move",
-        Duration::from_secs(90),
+        || pace.stall(&refs),
         async || {
             tokio::time::sleep(Duration::from_millis(200)).await;
             let moves = moves.lock().unwrap();
+            let seen: Vec<String> = lost
+                .iter()
+                .filter(|n| moves.contains_key(*n))
+                .cloned()
+                .collect();
             let at: Vec<u128> = lost.iter().filter_map(|n| moves.get(n).copied()).collect();
-            (at.len() == lost.len()).then_some(at)
+            let all = at.len() == lost.len();
+            (seen, all.then_some(at))
         },
     )
     .await;
     let rounds = churn.stop().await;
     watch.abort();
-    let mut after: Vec<f64> = moved
+    let mut after: Vec<Duration> = moved
         .iter()
-        .map(|at| at.saturating_sub(renewed) as f64 / 1e6)
+        .map(|at| Duration::from_micros(u64::try_from(at.saturating_sub(renewed)).unwrap()))
         .collect();
-    after.sort_by(f64::total_cmp);
-    let bound = (LEASE + RETRY).as_secs_f64();
-    let late = after.iter().filter(|s| **s > bound).count();
+    after.sort();
+    let late = after.iter().filter(|s| **s > LEASE + RETRY).count();
     let pct = |p: f64| after[((after.len() - 1) as f64 * p) as usize];
+    // The longest wait between two moves, the first one's after the renewal included.
+    let gap = after
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    let (first, next) = (pace.first_move(&refs), pace.next_move(&refs));
     println!(
-        "shard stragglers: {} objects of {victim} (killed {:.2} s after its last renewal) moved {:.2} / {:.2} / {:.2} s (first / median / last) after it, {late} after a lease + a retry period ({bound} s); {rounds} rounds of changes",
+        "shard stragglers: {} objects of {victim} (killed {:?} after its last renewal) moved {:?} / {:?} / {:?} (first / median / last) after it, {late} after a lease + a retry period ({:?}); at most {gap:?} between two moves (bounds: first {first:?}, between {next:?}); {rounds} rounds of changes; {}; {}",
         lost.len(),
-        killed.saturating_sub(renewed) as f64 / 1e6,
+        Duration::from_micros(u64::try_from(killed.saturating_sub(renewed)).unwrap()),
         pct(0.0),
         pct(0.5),
         pct(1.0),
+        LEASE + RETRY,
+        pace.delays.describe(),
+        renewals_of(&refs),
     );
-    // Writing the moves takes its time: about 200 label patches, through an apiserver kept busy
-    // by the changes and the reconciles they cause, went at 40–60 a second on a 2-core machine
-    // (3.5–5 s); 8 s for them. Before the fix, the moves were planned 10–25 s late behind the
-    // spacing of the passes, and the conflicting ones waited for a later pass.
+    // Each of its objects moves a lease duration after its last renewal (never before), the
+    // first within a retry period of that plus the steps of a pass; the others follow without
+    // waiting for a later pass: no two moves further apart than a retry period and the steps
+    // of a pass (the moves in flight ending, the next listing and patch). Before the fix, 18–20 %
+    // of them waited for the sharder's next pass over every object, a minute later.
     assert!(
-        pct(1.0) <= bound + 8.0,
-        "the last of {victim}'s objects moved {:.2} s after its last renewal ({late} of {} after {bound} s)",
-        pct(1.0),
-        lost.len()
+        pct(0.0) >= LEASE,
+        "{victim}'s first object moved {:?} after its last renewal, before its Lease expired",
+        pct(0.0)
+    );
+    assert!(
+        pct(0.0) <= first,
+        "{victim}'s first object moved {:?} after its last renewal (bound {first:?}; {})",
+        pct(0.0),
+        pace.delays.describe()
+    );
+    assert!(
+        gap <= next,
+        "{victim}'s objects moved up to {gap:?} apart (bound {next:?}; {}): some waited for a later pass",
+        pace.delays.describe()
     );
 }
+
+/// How long the shard operator's reconciles take by default (`SHARD_RECONCILE_MS`).
+const RECONCILE: Duration = Duration::from_millis(5);
