@@ -196,7 +196,20 @@ async fn an_upgrade_from_configurations_without_match_conditions_should_add_them
     let configurations = kubeforge::webhook::Configurations {
         name: name.clone(),
         endpoint: kubeforge::webhook::Endpoint::Url("https://127.0.0.1:1".to_owned()),
-        namespace_selector: None,
+        // The test's namespace only, as the operator's own (a cluster-wide one would send
+        // every other test's Sprockets to the closed port until the operator replaced it).
+        namespace_selector: Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some(
+                    [(
+                        "kubernetes.io/metadata.name".to_owned(),
+                        ns.name().to_owned(),
+                    )]
+                    .into(),
+                ),
+                match_expressions: None,
+            },
+        ),
         ca_bundle: None,
     };
     let mut validating = configurations.validating(&kinds, &[]).unwrap();
