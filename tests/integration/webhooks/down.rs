@@ -188,7 +188,60 @@ async fn an_upgrade_from_configurations_without_match_conditions_should_add_them
     let ns = TestNamespace::new().await.unwrap();
     let client = ns.client();
     let name = format!("wh-{}", ns.name());
-    // What the earlier release applied: the same webhooks, without match conditions.
+    earlier_release_configurations(&ns, &name).await;
+    let validating_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let mutating_api = Api::<MutatingWebhookConfiguration>::all(client.clone());
+    let running = Running::start(&ns, 0, None).await;
+    let api = ns.api::<Sprocket>();
+    api.create(&PostParams::default(), &sprocket("upgraded", &[]))
+        .await
+        .unwrap();
+    // Every webhook of a CREATE/UPDATE rule of a kind that leaves metadata alone has it now.
+    let conditions = |webhooks: Vec<(String, Option<Vec<String>>)>| {
+        for (webhook, conditions) in webhooks {
+            if webhook.contains("sprockets") && !webhook.starts_with("validate-delete") {
+                assert_eq!(
+                    conditions,
+                    Some(vec![kubeforge::webhook::METADATA_NAME.to_owned()]),
+                    "{webhook}"
+                );
+            }
+        }
+    };
+    let names = |c: Option<Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>| {
+        c.map(|c| c.into_iter().map(|c| c.name).collect())
+    };
+    let live = validating_api.get(&name).await.unwrap();
+    conditions(
+        live.webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.name, names(w.match_conditions)))
+            .collect(),
+    );
+    let live = mutating_api.get(&name).await.unwrap();
+    conditions(
+        live.webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.name, names(w.match_conditions)))
+            .collect(),
+    );
+    let _cleanup = running.stop().await;
+    let label = Patch::Merge(json!({ "metadata": { "labels": { "tier": "gold" } } }));
+    api.patch("upgraded", &PatchParams::default(), &label)
+        .await
+        .unwrap();
+}
+
+/// Applies the configurations named `name` as the release before the match conditions did:
+/// the same webhooks without them, by the same field manager.
+async fn earlier_release_configurations(ns: &TestNamespace, name: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let client = ns.client();
+    let name = name.to_owned();
     let kinds: Vec<_> = kubeforge::webhook::registered()
         .into_iter()
         .filter(|k| k.group == "webhook-test.kubeforge.dev")
@@ -246,48 +299,6 @@ async fn an_upgrade_from_configurations_without_match_conditions_should_add_them
     );
     mutating_api
         .patch(&name, &params, &Patch::Apply(value))
-        .await
-        .unwrap();
-
-    let running = Running::start(&ns, 0, None).await;
-    let api = ns.api::<Sprocket>();
-    api.create(&PostParams::default(), &sprocket("upgraded", &[]))
-        .await
-        .unwrap();
-    // Every webhook of a CREATE/UPDATE rule of a kind that leaves metadata alone has it now.
-    let conditions = |webhooks: Vec<(String, Option<Vec<String>>)>| {
-        for (webhook, conditions) in webhooks {
-            if webhook.contains("sprockets") && !webhook.starts_with("validate-delete") {
-                assert_eq!(
-                    conditions,
-                    Some(vec![kubeforge::webhook::METADATA_NAME.to_owned()]),
-                    "{webhook}"
-                );
-            }
-        }
-    };
-    let names = |c: Option<Vec<k8s_openapi::api::admissionregistration::v1::MatchCondition>>| {
-        c.map(|c| c.into_iter().map(|c| c.name).collect())
-    };
-    let live = validating_api.get(&name).await.unwrap();
-    conditions(
-        live.webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| (w.name, names(w.match_conditions)))
-            .collect(),
-    );
-    let live = mutating_api.get(&name).await.unwrap();
-    conditions(
-        live.webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| (w.name, names(w.match_conditions)))
-            .collect(),
-    );
-    let _cleanup = running.stop().await;
-    let label = Patch::Merge(json!({ "metadata": { "labels": { "tier": "gold" } } }));
-    api.patch("upgraded", &PatchParams::default(), &label)
         .await
         .unwrap();
 }
